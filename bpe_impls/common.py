@@ -1,0 +1,84 @@
+"""What every trainer shares: the tie-break rule, the vocab layout, and argument checks.
+
+Trainers differ only in their merge loop. Each takes the same word counts (pre-token bytes ->
+count), chooses merges by `merge_priority`, and hands its merges to `build_vocab`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Protocol
+
+from tqdm import tqdm
+
+from .errors import ConfigError
+from .pretokenize import validate_special_tokens
+
+Vocab = dict[int, bytes]
+Merges = list[tuple[bytes, bytes]]
+WordCounts = Mapping[bytes, int]
+
+
+class Trainer(Protocol):
+    """A BPE trainer: word counts in, (vocab, merges) out, identical for every implementation."""
+
+    def __call__(
+        self,
+        word_counts: WordCounts,
+        vocab_size: int,
+        special_tokens: Sequence[str] = (),
+        *,
+        progress: bool = False,
+    ) -> tuple[Vocab, Merges]: ...
+
+
+def merge_priority(count: int, left: bytes, right: bytes) -> tuple[int, bytes, bytes]:
+    """The order merges are chosen in: the highest count wins; ties go to the greatest (left, right)."""
+    return (count, left, right)
+
+
+class Descending:
+    """Orders (left bytes, right bytes) pairs greatest first, for use inside heapq's min-heap.
+
+    A heap entry `(-count, Descending((left, right)), ...)` pops in `merge_priority` order.
+    """
+
+    __slots__ = ("pair",)
+
+    def __init__(self, pair: tuple[bytes, bytes]):
+        self.pair = pair
+
+    def __lt__(self, other: Descending) -> bool:
+        return self.pair > other.pair
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Descending) and self.pair == other.pair
+
+    def __hash__(self) -> int:
+        return hash(self.pair)
+
+
+def merge_budget(vocab_size: int, special_tokens: Sequence[str]) -> int:
+    """How many merges fit: vocab_size minus the special tokens and the 256 single bytes."""
+    specials = validate_special_tokens(special_tokens)
+    if isinstance(vocab_size, bool) or not isinstance(vocab_size, int):
+        raise ConfigError(f"vocab_size must be an integer, got {vocab_size!r}")
+    floor = 256 + len(specials)
+    if vocab_size < floor:
+        raise ConfigError(
+            f"vocab_size {vocab_size} is below 256 bytes + {len(specials)} special tokens = {floor}"
+        )
+    return vocab_size - floor
+
+
+def build_vocab(special_tokens: Sequence[str], merges: Merges) -> Vocab:
+    """The vocab layout: special tokens first (in order), then the 256 bytes, then merges in order."""
+    tokens = [token.encode("utf-8") for token in special_tokens]
+    tokens += [bytes([b]) for b in range(256)]
+    tokens += [left + right for left, right in merges]
+    return dict(enumerate(tokens))
+
+
+def merge_progress(total: int, enabled: bool) -> tqdm:
+    """A progress bar over merges on stderr (updated by the caller)."""
+    return tqdm(total=total, unit="merge", desc="merge", disable=not enabled, leave=False)
