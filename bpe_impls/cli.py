@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import codecs
-import os
 import resource
 import sys
 import time

@@ -159,9 +159,11 @@ class LocalBackend:
                         total.update(result)
                     bar.update(unit.size)
         except BaseException:
-            # An error or Ctrl-C: drop queued work and stop the workers now rather than on exit.
+            # An error or Ctrl-C: drop queued work and stop the workers now rather than on exit
+            # (snapshot them first: shutdown() forgets its process table).
+            workers = list((getattr(executor, "_processes", None) or {}).values())
             executor.shutdown(wait=False, cancel_futures=True)
-            for process in list(getattr(executor, "_processes", {}).values()):
+            for process in workers:
                 process.terminate()
             raise
         executor.shutdown(wait=True)

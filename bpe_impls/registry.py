@@ -3,11 +3,12 @@
 
 from __future__ import annotations
 
-from . import naive
+from . import naive, route_a
 from .common import Trainer
 
 IMPLEMENTATIONS: dict[str, Trainer] = {
     "naive": naive.train,
+    "route_a": route_a.train,
 }
 
 # The trainer `train_bpe` uses when none is named: the fastest registered one, as measured by
