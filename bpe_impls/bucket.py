@@ -1,0 +1,263 @@
+"""The bucket trainer: pair counts kept up to date incrementally, the best pair found via count buckets.
+
+Data structures:
+- words: list of `Word` (`__slots__` id, tokens, count); tokens are int token ids. One id per
+  byte string: a merge whose bytes already exist as a token reuses that id, because the naive
+  trainer compares tokens by their bytes. (No input has been seen to do this; the reuse keeps
+  correctness independent of whether it can happen.)
+- tallies: dict pair key -> `(total count << count_shift) + occurrences`. A pair key packs two ids
+  into one int (`left << key_shift | right`), cheaper to hash than a tuple. Packing the number of
+  occurrences in keeps a pair present while a word holds it even if its count is 0 (words of count
+  0 or below), as in naive; a pair whose tally reaches 0 is gone and leaves the table.
+- buckets: dict count -> set of pair keys with that count, and `top`, a pointer to the highest
+  count. Counts only fall, except for pairs a merge creates, so `top` walks down when its bucket
+  empties and is raised when a changed count exceeds it.
+- order: the top bucket's keys sorted by `merge_priority`, best last, built once per bucket, so
+  each merge pops the next best instead of scanning the bucket (late buckets hold hundreds of ties).
+- index: dict pair key -> set of ids of words that contain the pair or once did. Append-only: a
+  word that no longer contains the pair is found to be stale when it is rescanned.
+
+One merge costs O(total length of the words in the pair's index entry) to rewrite them, O(pairs
+whose count changed) to move them between buckets, and O(log |bucket|) per pair entering the top
+bucket; building `order` costs O(n log n) once per top bucket of n pairs. No heap.
+"""
+
+from __future__ import annotations
+
+from bisect import insort
+from collections.abc import Callable, Sequence
+from itertools import pairwise
+
+from .common import Merges, Vocab, WordCounts, build_vocab, merge_budget, merge_priority, merge_progress
+
+
+class Word:
+    """A distinct pre-token: its current tokens and how often it occurs."""
+
+    __slots__ = ("id", "tokens", "count")
+
+    def __init__(self, id: int, tokens: list[int], count: int) -> None:
+        self.id = id
+        self.tokens = tokens
+        self.count = count
+
+
+def _initial_state(
+    word_counts: WordCounts, key_shift: int, count_shift: int
+) -> tuple[list[Word], dict[int, int], dict[int, set[int]]]:
+    """Words as byte ids (a byte's id is its value), every adjacent pair tallied and indexed."""
+    words: list[Word] = []
+    tallies: dict[int, int] = {}
+    index: dict[int, set[int]] = {}
+    for raw, count in word_counts.items():
+        if len(raw) < 2:
+            continue  # a single token has no pair and never changes
+        wid = len(words)
+        tokens = list(raw)
+        words.append(Word(wid, tokens, count))
+        weight = (count << count_shift) + 1  # adds `count` to the total and 1 to the occurrences
+        # Every position counts, overlapping ones included (`aaa` has (a, a) twice), as in naive.
+        for left, right in pairwise(tokens):
+            key = left << key_shift | right
+            tallies[key] = tallies.get(key, 0) + weight
+            ids = index.get(key)
+            if ids is None:
+                index[key] = {wid}
+            else:
+                ids.add(wid)
+    return words, tallies, index
+
+
+def _merge_in_words(
+    words: list[Word],
+    word_ids: set[int],
+    a: int,
+    b: int,
+    new: int,
+    index: dict[int, set[int]],
+    key_shift: int,
+    count_shift: int,
+) -> dict[int, int]:
+    """Rewrite each word greedily left to right, replacing (a, b) by `new`; return the tally deltas.
+
+    Per occurrence at j (old positions): the old pairs touching it go -- (a, b), (tokens[j-1], a)
+    and (b, tokens[j+2]) -- and the new ones come -- (out[-1], new) and (new, tokens[j+2]). When the
+    next occurrence starts right at j+2, the pair between them is left to that occurrence, whose
+    left neighbour (b, then `new`) covers it, so no pair is counted twice.
+    """
+    delta: dict[int, int] = {}
+    get = delta.get
+    index_get = index.get
+    merged_key = a << key_shift | b
+    b_left = b << key_shift
+    new_left = new << key_shift
+    for wid in word_ids:
+        word = words[wid]
+        tokens = word.tokens
+        if a not in tokens:
+            continue  # stale index entry: a cheap C-level test before the scan
+        weight = (word.count << count_shift) + 1
+        n = len(tokens)
+        last = n - 1
+        out: list[int] | None = None
+        start = 0  # tokens[start:] is not yet copied to out
+        i = 0
+        occurrences = 0
+        while True:
+            try:
+                j = tokens.index(a, i, last)  # stop=last: an `a` in the last slot cannot start a pair
+            except ValueError:
+                break
+            if tokens[j + 1] != b:
+                i = j + 1
+                continue
+            if out is None:
+                out = []
+            occurrences += 1
+            if j > start:
+                out.extend(tokens[start:j])
+            if j:
+                key = tokens[j - 1] << key_shift | a
+                delta[key] = get(key, 0) - weight
+                key = out[-1] << key_shift | new
+                delta[key] = get(key, 0) + weight
+                ids = index_get(key)
+                if ids is None:
+                    index[key] = {wid}
+                else:
+                    ids.add(wid)
+            out.append(new)
+            k = j + 2
+            if k < n:
+                nxt = tokens[k]
+                # Greedy: an occurrence starting at k is merged too and handles the pair between.
+                if not (nxt == a and k < last and tokens[k + 1] == b):
+                    key = b_left | nxt
+                    delta[key] = get(key, 0) - weight
+                    key = new_left | nxt
+                    delta[key] = get(key, 0) + weight
+                    ids = index_get(key)
+                    if ids is None:
+                        index[key] = {wid}
+                    else:
+                        ids.add(wid)
+            start = i = k
+        if out is None:
+            continue  # stale: `a` occurs but never followed by `b`
+        if start < n:
+            out.extend(tokens[start:])
+        word.tokens = out
+        delta[merged_key] = get(merged_key, 0) - weight * occurrences
+    return delta
+
+
+def _apply_deltas(
+    delta: dict[int, int],
+    tallies: dict[int, int],
+    buckets: dict[int, set[int]],
+    index: dict[int, set[int]],
+    count_shift: int,
+    top: int,
+    order: list[int],
+    order_count: int,
+    priority: Callable[[int], tuple[int, bytes, bytes]],
+) -> int:
+    """Move each changed pair to its new bucket; return the max pointer, raised if a count passed it.
+
+    A pair entering bucket `order_count` is also inserted into `order`, which must hold all of it.
+    """
+    for key, d in delta.items():
+        if not d:
+            continue
+        old = tallies.get(key, 0)
+        tally = old + d
+        count = tally >> count_shift
+        if old:
+            old_count = old >> count_shift
+            if tally and count == old_count:
+                tallies[key] = tally  # only the occurrences changed (words of count 0)
+                continue
+            bucket = buckets[old_count]
+            if len(bucket) == 1:
+                del buckets[old_count]  # empty buckets go, so the pointer walk can test membership
+            else:
+                bucket.remove(key)
+        if tally:
+            tallies[key] = tally
+            bucket = buckets.get(count)
+            if bucket is None:
+                buckets[count] = {key}
+            else:
+                bucket.add(key)
+            if count == order_count:
+                insort(order, key, key=priority)
+            # A merge creates pairs (and negative word counts let counts rise): never miss the max.
+            if count > top:
+                top = count
+        else:
+            del tallies[key]
+            index.pop(key, None)  # no word holds it any more: every entry would be stale
+    return top
+
+
+def _next_top(buckets: dict[int, set[int]], top: int) -> int:
+    """The highest count below an emptied top: walk down while that is cheaper than a scan."""
+    for _ in range(len(buckets)):
+        top -= 1
+        if top in buckets:
+            return top
+    return max(buckets)  # a gap wider than the number of buckets (huge or sparse counts)
+
+
+def train(
+    word_counts: WordCounts,
+    vocab_size: int,
+    special_tokens: Sequence[str] = (),
+    *,
+    progress: bool = False,
+) -> tuple[Vocab, Merges]:
+    num_merges = merge_budget(vocab_size, special_tokens)
+    # Occurrences of a pair never exceed the initial number of positions, and each merge that
+    # creates an id shortens some word, so both fields fit in these widths for the whole run.
+    positions = sum(len(word) - 1 for word in word_counts if len(word) > 1)
+    count_shift = positions.bit_length()
+    key_shift = (255 + min(num_merges, positions)).bit_length()
+    key_mask = (1 << key_shift) - 1
+    token_bytes: list[bytes] = [bytes([b]) for b in range(256)]
+    token_id: dict[bytes, int] = {t: i for i, t in enumerate(token_bytes)}
+    words, tallies, index = _initial_state(word_counts, key_shift, count_shift)
+    buckets: dict[int, set[int]] = {}
+    for key, tally in tallies.items():
+        buckets.setdefault(tally >> count_shift, set()).add(key)
+    top = max(buckets, default=0)
+    order: list[int] = []
+    order_count = top + 1  # no bucket yet: the first merge builds `order`
+
+    def priority(key: int) -> tuple[int, bytes, bytes]:
+        # Within one bucket every count is `order_count`, so this orders by the pair's bytes.
+        return merge_priority(order_count, token_bytes[key >> key_shift], token_bytes[key & key_mask])
+
+    merges: Merges = []
+    with merge_progress(num_merges, progress) as bar:
+        while len(merges) < num_merges and buckets:  # no buckets: every word is a single token
+            if top not in buckets:
+                top = _next_top(buckets, top)
+            bucket = buckets[top]
+            if order_count != top:
+                order_count = top
+                order = sorted(bucket, key=priority)
+            key = order.pop()
+            while key not in bucket:
+                key = order.pop()  # left the bucket since `order` was built
+            a, b = key >> key_shift, key & key_mask
+            left, right = token_bytes[a], token_bytes[b]
+            merges.append((left, right))
+            new = token_id.get(left + right)
+            if new is None:
+                new = len(token_bytes)
+                token_bytes.append(left + right)
+                token_id[left + right] = new
+            delta = _merge_in_words(words, index.pop(key), a, b, new, index, key_shift, count_shift)
+            top = _apply_deltas(delta, tallies, buckets, index, count_shift, top, order, order_count, priority)
+            bar.update()
+    return build_vocab(special_tokens, merges), merges

@@ -1,0 +1,287 @@
+"""GPT-2's tokenizer file format: vocab.json, merges.txt, and the byte <-> unicode table they use.
+
+GPT-2 stores token *bytes* as printable strings: every byte maps to one printable character
+(`bytes_to_unicode`), so `b" the"` is written `"Ġthe"`. vocab.json is an object of such strings
+to ids; merges.txt has a `#version: 0.2` header, then one `left right` line per merge, in rank
+order. A directory saved here also holds special_tokens.json (a JSON list of strings).
+
+Every problem in a file is a `TokenizerFileError` with one line naming the file and the line or
+value at fault. Writes are atomic (temp file beside the target, fsync, `os.replace`), so a
+failing save never leaves a half-written file behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+
+from .atomic import atomic_write_many
+from .errors import TokenizerFileError
+
+VOCAB_FILE = "vocab.json"
+MERGES_FILE = "merges.txt"
+SPECIAL_TOKENS_FILE = "special_tokens.json"
+MERGES_HEADER = "#version: 0.2"
+
+
+def bytes_to_unicode() -> dict[int, str]:
+    """GPT-2's table from each byte 0..255 to a printable character.
+
+    Printable Latin-1 bytes map to themselves; the other 68 bytes (controls, space, 0x7F-0xA0,
+    0xAD) map in order to U+0100 onwards, so no token string contains whitespace or a control
+    character and merges.txt can separate tokens by one space.
+    """
+    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    table: dict[int, str] = {b: chr(b) for b in printable}
+    extra = 0
+    for b in range(256):
+        if b not in table:
+            table[b] = chr(256 + extra)
+            extra += 1
+    return dict(sorted(table.items()))
+
+
+def unicode_to_bytes() -> dict[str, int]:
+    """The inverse of `bytes_to_unicode`."""
+    return {char: b for b, char in bytes_to_unicode().items()}
+
+
+def _translation_tables() -> tuple[dict[int, int], dict[int, int]]:
+    to_str = {b: ord(char) for b, char in bytes_to_unicode().items()}
+    # Code points below 0x144 that are not in the table map to U+0100+, which latin-1 rejects,
+    # so `str_to_token` fails on every character outside the table, not only those above 0xFF.
+    to_bytes = {code: 0x100 for code in range(0x144)}
+    to_bytes.update({code: b for b, code in to_str.items()})
+    return to_str, to_bytes
+
+
+_TO_STR, _TO_BYTES = _translation_tables()
+
+
+def token_to_str(token: bytes) -> str:
+    """Token bytes in GPT-2's printable form (`b" the"` -> `"Ġthe"`)."""
+    # latin-1 turns each byte into the code point of the same value, which translate then maps.
+    return token.decode("latin-1").translate(_TO_STR)
+
+
+def str_to_token(text: str, where: str) -> bytes:
+    """Inverse of `token_to_str`; `where` names the file/line for the error on a char outside the table."""
+    try:
+        return text.translate(_TO_BYTES).encode("latin-1")
+    except UnicodeEncodeError:
+        table = unicode_to_bytes()
+        char = next(char for char in text if char not in table)
+        raise TokenizerFileError(
+            f"{where}: token {text!r} has character {char!r} (U+{ord(char):04X}) outside the GPT-2 byte table"
+        ) from None
+
+
+# --- reading ----------------------------------------------------------------------------------
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise TokenizerFileError(f"{path}: file not found") from None
+    except UnicodeDecodeError as exc:
+        raise TokenizerFileError(f"{path}: not valid UTF-8 at byte {exc.start}") from None
+    except OSError as exc:
+        raise TokenizerFileError(f"{path}: cannot read: {exc.strerror or exc}") from None
+
+
+def _reject_duplicate_keys(path: Path):
+    # json keeps the last of two equal keys silently, which would drop an id; refuse instead.
+    def hook(pairs: list[tuple[str, object]]) -> dict[str, object]:
+        result: dict[str, object] = {}
+        for key, value in pairs:
+            if key in result:
+                raise TokenizerFileError(f"{path}: token {key!r} appears twice (ids {result[key]!r} and {value!r})")
+            result[key] = value
+        return result
+
+    return hook
+
+
+def load_vocab(vocab_path: str | os.PathLike) -> dict[int, bytes]:
+    """Read a GPT-2 vocab.json (token string -> id) as id -> token bytes."""
+    path = Path(vocab_path)
+    text = _read_text(path)
+    try:
+        data = json.loads(text, object_pairs_hook=_reject_duplicate_keys(path))
+    except json.JSONDecodeError as exc:
+        raise TokenizerFileError(f"{path}: not valid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+    if not isinstance(data, dict):
+        raise TokenizerFileError(f"{path}: expected a JSON object of token string -> id, got {type(data).__name__}")
+    vocab: dict[int, bytes] = {}
+    owner: dict[int, str] = {}
+    for token, token_id in data.items():
+        # bool is an int subclass; `true` as an id is a mistake, not 1.
+        if isinstance(token_id, bool) or not isinstance(token_id, int):
+            raise TokenizerFileError(f"{path}: token {token!r} has id {token_id!r}, not an integer")
+        if token_id < 0:
+            raise TokenizerFileError(f"{path}: token {token!r} has negative id {token_id}")
+        if not token:
+            raise TokenizerFileError(f"{path}: empty token string (id {token_id})")
+        if token_id in owner:
+            raise TokenizerFileError(f"{path}: id {token_id} is given to both {owner[token_id]!r} and {token!r}")
+        owner[token_id] = token
+        vocab[token_id] = str_to_token(token, f"{path} (id {token_id})")
+    return dict(sorted(vocab.items()))
+
+
+def check_merge(left: bytes, right: bytes, known: set[bytes], made: set[bytes], where: str) -> None:
+    """Raise if a merge's parts or result are not in the vocab, or a part is neither a byte nor made earlier.
+
+    `known` holds every vocab token; `made` the results of the merges before this one.
+    """
+    for side, token in (("left", left), ("right", right)):
+        if token not in known:
+            raise TokenizerFileError(f"{where}: {side} token {token_to_str(token)!r} is not in the vocab")
+        if len(token) > 1 and token not in made:
+            raise TokenizerFileError(
+                f"{where}: {side} token {token_to_str(token)!r} is not a single byte and no earlier merge makes it"
+            )
+    if left + right not in known:
+        raise TokenizerFileError(f"{where}: merged token {token_to_str(left + right)!r} is not in the vocab")
+
+
+def load_merges(merges_path: str | os.PathLike, vocab: Mapping[int, bytes]) -> list[tuple[bytes, bytes]]:
+    """Read a GPT-2 merges.txt, checking every merge against `vocab` and against the earlier merges.
+
+    A merge's parts must each be a single byte or the result of an earlier merge: a merge that
+    uses a token only a later line creates could never fire in rank order, so the file is corrupt.
+    """
+    path = Path(merges_path)
+    known = set(vocab.values())
+    made: set[bytes] = set()
+    merges: list[tuple[bytes, bytes]] = []
+    for number, raw in enumerate(_read_text(path).split("\n"), start=1):
+        line = raw.rstrip("\r")
+        if number == 1 and line.startswith("#version"):
+            continue
+        if not line:
+            continue  # blank lines (the final newline, a trailing empty line) carry no merge
+        parts = line.split(" ")
+        if len(parts) != 2 or not all(parts):
+            raise TokenizerFileError(
+                f"{path} line {number}: expected two tokens separated by one space, got {line!r}"
+            )
+        where = f"{path} line {number}"
+        left, right = str_to_token(parts[0], where), str_to_token(parts[1], where)
+        check_merge(left, right, known, made, where)
+        made.add(left + right)
+        merges.append((left, right))
+    return merges
+
+
+def load_special_tokens(path: str | os.PathLike) -> list[str]:
+    """Read special_tokens.json: a JSON list of non-empty, distinct strings."""
+    path = Path(path)
+    try:
+        data = json.loads(_read_text(path))
+    except json.JSONDecodeError as exc:
+        raise TokenizerFileError(f"{path}: not valid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+    if not isinstance(data, list):
+        raise TokenizerFileError(f"{path}: expected a JSON list of strings, got {type(data).__name__}")
+    for index, token in enumerate(data):
+        if not isinstance(token, str) or not token:
+            raise TokenizerFileError(f"{path}: entry {index} is {token!r}, not a non-empty string")
+        if token in data[:index]:
+            raise TokenizerFileError(f"{path}: special token {token!r} is listed twice")
+    return data
+
+
+def load_tokenizer_files(
+    vocab_path: str | os.PathLike, merges_path: str | os.PathLike
+) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
+    """Read a GPT-2 vocab.json + merges.txt pair as (id -> token bytes, merges as byte pairs)."""
+    vocab = load_vocab(vocab_path)
+    return vocab, load_merges(merges_path, vocab)
+
+
+# --- writing ----------------------------------------------------------------------------------
+
+
+def _vocab_json(vocab: Mapping[int, bytes]) -> str:
+    seen: dict[bytes, int] = {}
+    for token_id in sorted(vocab):
+        token = vocab[token_id]
+        if isinstance(token_id, bool) or not isinstance(token_id, int) or token_id < 0:
+            raise TokenizerFileError(f"cannot save {VOCAB_FILE}: id {token_id!r} is not a non-negative integer")
+        if not isinstance(token, bytes) or not token:
+            raise TokenizerFileError(f"cannot save {VOCAB_FILE}: id {token_id} has {token!r}, not non-empty bytes")
+        # vocab.json is keyed by token, so a second id with the same bytes would silently vanish.
+        if token in seen:
+            raise TokenizerFileError(
+                f"cannot save {VOCAB_FILE}: ids {seen[token]} and {token_id} both have bytes {token!r} "
+                "(a token can have only one id in vocab.json)"
+            )
+        seen[token] = token_id
+    body = {token_to_str(vocab[token_id]): token_id for token_id in sorted(vocab)}
+    return json.dumps(body, ensure_ascii=False, indent=1) + "\n"
+
+
+def _merges_txt(merges: Iterable[tuple[bytes, bytes]], vocab: Mapping[int, bytes]) -> str:
+    known = set(vocab.values())
+    made: set[bytes] = set()
+    lines = [MERGES_HEADER]
+    for index, (left, right) in enumerate(merges):
+        # The same checks load_merges makes, so whatever is saved loads back.
+        check_merge(left, right, known, made, f"cannot save {MERGES_FILE}: merge #{index}")
+        made.add(left + right)
+        lines.append(f"{token_to_str(left)} {token_to_str(right)}")
+    return "\n".join(lines) + "\n"
+
+
+def _write_all_atomically(files: Sequence[tuple[Path, str]]) -> None:
+    """Write every (path, text); none is renamed into place unless all were written."""
+    try:
+        with atomic_write_many([path for path, _ in files], "w", encoding="utf-8") as handles:
+            for handle, (_, text) in zip(handles, files):
+                handle.write(text)
+    except OSError as exc:
+        raise TokenizerFileError(f"cannot write {exc.filename or files[0][0].parent}: {exc.strerror or exc}") from None
+
+
+def save_vocab(vocab_path: str | os.PathLike, vocab: Mapping[int, bytes]) -> None:
+    """Write id -> bytes as a GPT-2 vocab.json (atomically)."""
+    _write_all_atomically([(Path(vocab_path), _vocab_json(vocab))])
+
+
+def save_merges(
+    merges_path: str | os.PathLike, merges: Iterable[tuple[bytes, bytes]], vocab: Mapping[int, bytes]
+) -> None:
+    """Write merges as a GPT-2 merges.txt with its `#version: 0.2` header (atomically)."""
+    _write_all_atomically([(Path(merges_path), _merges_txt(merges, vocab))])
+
+
+def save_tokenizer_files(
+    directory: str | os.PathLike,
+    vocab: Mapping[int, bytes],
+    merges: Iterable[tuple[bytes, bytes]],
+    special_tokens: Sequence[str] = (),
+) -> tuple[Path, Path, Path]:
+    """Write vocab.json, merges.txt and special_tokens.json into `directory` (created if missing).
+
+    Everything is serialised and checked before the first byte is written, and each file is
+    renamed into place only after all three temp files were written, so an error leaves the
+    directory as it was. Returns the three paths.
+    """
+    folder = Path(directory)
+    specials = list(special_tokens)
+    if not all(isinstance(token, str) and token for token in specials):
+        raise TokenizerFileError(f"cannot save {SPECIAL_TOKENS_FILE}: special tokens must be non-empty strings")
+    contents = [
+        (folder / VOCAB_FILE, _vocab_json(vocab)),
+        (folder / MERGES_FILE, _merges_txt(merges, vocab)),
+        (folder / SPECIAL_TOKENS_FILE, json.dumps(specials, ensure_ascii=False) + "\n"),
+    ]
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise TokenizerFileError(f"cannot create directory {folder}: {exc.strerror or exc}") from None
+    _write_all_atomically(contents)
+    return contents[0][0], contents[1][0], contents[2][0]
