@@ -5,8 +5,6 @@ from __future__ import annotations
 import os
 
 import pytest
-
-from bpe_impls.errors import ConfigError
 from bpe_impls.fixtures import tinystories as ts
 from bpe_impls.fixtures.tinystories import (
     GENERATOR_VERSION,
@@ -16,6 +14,8 @@ from bpe_impls.fixtures.tinystories import (
     parse_size,
     write_corpus,
 )
+
+from bpe_impls.errors import ConfigError
 from bpe_impls.pretokenize import count_text
 
 EOT = "<|endoftext|>"

@@ -1,0 +1,161 @@
+"""The `bpe` command end to end, and its handling of bad input (one line, non-zero exit, no files)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bpe_impls import IMPLEMENTATIONS, Tokenizer, cli, count_pretokens, naive
+
+EOT = "<|endoftext|>"
+STORY = "Once upon a time, a cat named Tom met a dog. 'Hi!' said Tom. The dog was happy.\n"
+
+
+@pytest.fixture
+def corpus(tmp_path: Path) -> Path:
+    path = tmp_path / "corpus.txt"
+    path.write_text((STORY + EOT) * 60 + "Ünïcödé ok 🙂 日本語.\n", encoding="utf-8")
+    return path
+
+
+def run(*args: str) -> subprocess.CompletedProcess:
+    """Run the real command in a subprocess: real exit codes, real stderr."""
+    return subprocess.run([sys.executable, "-m", "bpe_impls", *args], capture_output=True, text=True, timeout=300)
+
+
+def train_dir(corpus: Path, out: Path, vocab_size: int = 300) -> Path:
+    assert cli.main(["train", str(corpus), "--vocab-size", str(vocab_size), "--special-token", EOT,
+                     "--out", str(out), "--quiet"]) == 0
+    return out
+
+
+def test_train_writes_a_loadable_tokenizer_equal_to_the_spec(corpus, tmp_path, capsys):
+    out = train_dir(corpus, tmp_path / "tok")
+    assert "trained" in capsys.readouterr().out
+    tokenizer = Tokenizer.from_directory(out)
+    vocab, merges = naive.train(count_pretokens(corpus, [EOT], 1), 300, [EOT])
+    assert tokenizer.vocab == vocab and tokenizer.merges == merges
+    assert sorted(p.name for p in out.iterdir() if not p.name.startswith(".")) == sorted(
+        p.name for p in out.iterdir()
+    )  # no temp files left behind
+
+
+def test_encode_then_decode_round_trips_through_npy(corpus, tmp_path, monkeypatch):
+    out = train_dir(corpus, tmp_path / "tok")
+    tokenizer = Tokenizer.from_directory(out)
+    # tiny read blocks: block edges fall inside pre-tokens, special tokens and UTF-8 characters
+    monkeypatch.setattr(cli, "READ_BLOCK", 7)
+    monkeypatch.setattr(cli, "IDS_PER_WRITE", 50)
+    ids_path, text_path = tmp_path / "ids.npy", tmp_path / "back.txt"
+    assert cli.main(["encode", "--tokenizer", str(out), str(corpus), "--out", str(ids_path), "--quiet"]) == 0
+    ids = np.load(ids_path)
+    assert ids.dtype == np.uint16
+    text = corpus.read_text(encoding="utf-8")
+    assert ids.tolist() == tokenizer.encode(text)
+    assert cli.main(["decode", "--tokenizer", str(out), str(ids_path), "--out", str(text_path), "--quiet"]) == 0
+    assert text_path.read_text(encoding="utf-8") == text
+
+
+def test_compare_lists_every_trainer_as_identical(corpus):
+    result = run("compare", str(corpus), "--vocab-size", "300", "--special-token", EOT, "--quiet")
+    assert result.returncode == 0, result.stderr
+    rows = {line.split()[0]: line.split() for line in result.stdout.splitlines() if line.split()}
+    for name in IMPLEMENTATIONS:
+        assert rows[name][-1] == "yes"
+        assert float(rows[name][1]) >= 0 and float(rows[name][2]) >= 0
+
+
+# --- bad input: one line on stderr, exit 1, no output files -----------------------------------
+
+
+def assert_one_line_error(result: subprocess.CompletedProcess, *needles: str) -> None:
+    assert result.returncode == 1, result
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("bpe: error: "), result.stderr
+    for needle in needles:
+        assert needle in lines[0], (needle, lines[0])
+
+
+def test_missing_corpus(tmp_path):
+    out = tmp_path / "tok"
+    result = run("train", str(tmp_path / "nope.txt"), "--vocab-size", "300", "--out", str(out))
+    assert_one_line_error(result, "nope.txt", "no such file")
+    assert not out.exists()
+
+
+def test_unreadable_corpus_directory(tmp_path):
+    result = run("train", str(tmp_path), "--vocab-size", "300", "--out", str(tmp_path / "tok"))
+    assert_one_line_error(result, "is a directory")
+
+
+def test_vocab_size_too_small(corpus, tmp_path):
+    result = run("train", str(corpus), "--vocab-size", "256", "--special-token", EOT, "--out", str(tmp_path / "t"))
+    assert_one_line_error(result, "vocab_size 256", "257")
+    assert not (tmp_path / "t").exists()
+
+
+@pytest.mark.parametrize("specials, needle", [([""], "empty"), ([EOT, EOT], "given twice")])
+def test_bad_special_tokens(corpus, tmp_path, specials, needle):
+    args = [a for s in specials for a in ("--special-token", s)]
+    result = run("train", str(corpus), "--vocab-size", "300", *args, "--out", str(tmp_path / "t"))
+    assert_one_line_error(result, needle)
+
+
+def test_invalid_utf8_reports_the_byte_offset_from_a_worker(tmp_path):
+    good = (STORY + EOT).encode() * 200
+    offset = len(good) - 1000  # deep inside a later chunk, so a worker (not the parent) meets it
+    path = tmp_path / "bad.txt"
+    path.write_bytes(good[:offset] + b"\xff" + good[offset:])
+    out = tmp_path / "t"
+    result = run("train", str(path), "--vocab-size", "300", "--special-token", EOT, "--workers", "2", "--out", str(out))
+    assert_one_line_error(result, "bad.txt", f"byte offset {offset}")
+    assert "Traceback" not in result.stderr and not out.exists()
+
+
+def test_encode_reports_invalid_utf8_offset_and_leaves_no_output(corpus, tmp_path):
+    out = train_dir(corpus, tmp_path / "tok")
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes("héllo wörld ".encode() * 100 + b"\xc3(" + b"tail")
+    ids = tmp_path / "ids.npy"
+    result = run("encode", "--tokenizer", str(out), str(bad), "--out", str(ids))
+    assert_one_line_error(result, "bad.txt", f"byte offset {len('héllo wörld '.encode()) * 100}")
+    assert not ids.exists() and not any(tmp_path.glob(".ids.npy*"))
+
+
+def test_decode_of_an_unknown_id_names_it_and_its_position(corpus, tmp_path):
+    out = train_dir(corpus, tmp_path / "tok")
+    ids = tmp_path / "ids.npy"
+    np.save(ids, np.array([5, 6, 7, 40000, 8], dtype=np.uint16))
+    text = tmp_path / "out.txt"
+    result = run("decode", "--tokenizer", str(out), str(ids), "--out", str(text))
+    assert_one_line_error(result, "unknown token id 40000", "position 3")
+    assert not text.exists()
+
+
+def test_merges_that_do_not_match_the_vocab(corpus, tmp_path):
+    out = train_dir(corpus, tmp_path / "tok")
+    merges = out / "merges.txt"
+    lines = merges.read_text(encoding="utf-8").splitlines()
+    lines.append("zzzq qqqz")  # tokens that are not in vocab.json
+    merges.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    result = run("encode", "--tokenizer", str(out), str(corpus), "--out", str(tmp_path / "ids.npy"))
+    assert_one_line_error(result, "merges.txt")
+    assert not (tmp_path / "ids.npy").exists()
+
+
+def test_output_directory_that_cannot_be_written(corpus, tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    result = run("train", str(corpus), "--vocab-size", "300", "--out", str(blocker / "sub"))
+    assert result.returncode == 1 and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_special_tokens_are_saved_with_the_tokenizer(corpus, tmp_path):
+    out = train_dir(corpus, tmp_path / "tok")
+    assert json.loads((out / "special_tokens.json").read_text()) == [EOT]
+    assert Tokenizer.from_directory(out).encode(EOT)[0] == 0
