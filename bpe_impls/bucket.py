@@ -5,10 +5,9 @@ Data structures:
   byte string: a merge whose bytes already exist as a token reuses that id, because the naive
   trainer compares tokens by their bytes. (No input has been seen to do this; the reuse keeps
   correctness independent of whether it can happen.)
-- tallies: dict pair key -> `(total count << count_shift) + occurrences`. A pair key packs two ids
-  into one int (`left << key_shift | right`), cheaper to hash than a tuple. Packing the number of
-  occurrences in keeps a pair present while a word holds it even if its count is 0 (words of count
-  0 or below), as in naive; a pair whose tally reaches 0 is gone and leaves the table.
+- tallies: dict pair key -> total count. A pair key packs two ids into one int
+  (`left << key_shift | right`), cheaper to hash than a tuple. Word counts are positive, so a
+  total of 0 means no word holds the pair any more: it leaves the table.
 - buckets: dict count -> set of pair keys with that count, and `top`, a pointer to the highest
   count. Counts only fall, except for pairs a merge creates, so `top` walks down when its bucket
   empties and is raised when a changed count exceeds it.
@@ -28,7 +27,7 @@ from bisect import insort
 from collections.abc import Callable, Sequence
 from itertools import pairwise
 
-from .common import Merges, Vocab, WordCounts, build_vocab, merge_budget, merge_priority, merge_progress
+from .common import Merges, Vocab, WordCounts, build_vocab, check_word_counts, merge_budget, merge_priority, merge_progress
 
 
 class Word:
@@ -43,7 +42,7 @@ class Word:
 
 
 def _initial_state(
-    word_counts: WordCounts, key_shift: int, count_shift: int
+    word_counts: WordCounts, key_shift: int
 ) -> tuple[list[Word], dict[int, int], dict[int, set[int]]]:
     """Words as byte ids (a byte's id is its value), every adjacent pair tallied and indexed."""
     words: list[Word] = []
@@ -55,11 +54,10 @@ def _initial_state(
         wid = len(words)
         tokens = list(raw)
         words.append(Word(wid, tokens, count))
-        weight = (count << count_shift) + 1  # adds `count` to the total and 1 to the occurrences
         # Every position counts, overlapping ones included (`aaa` has (a, a) twice), as in naive.
         for left, right in pairwise(tokens):
             key = left << key_shift | right
-            tallies[key] = tallies.get(key, 0) + weight
+            tallies[key] = tallies.get(key, 0) + count
             ids = index.get(key)
             if ids is None:
                 index[key] = {wid}
@@ -76,7 +74,6 @@ def _merge_in_words(
     new: int,
     index: dict[int, set[int]],
     key_shift: int,
-    count_shift: int,
 ) -> dict[int, int]:
     """Rewrite each word greedily left to right, replacing (a, b) by `new`; return the tally deltas.
 
@@ -96,7 +93,7 @@ def _merge_in_words(
         tokens = word.tokens
         if a not in tokens:
             continue  # stale index entry: a cheap C-level test before the scan
-        weight = (word.count << count_shift) + 1
+        weight = word.count
         n = len(tokens)
         last = n - 1
         out: list[int] | None = None
@@ -156,7 +153,6 @@ def _apply_deltas(
     tallies: dict[int, int],
     buckets: dict[int, set[int]],
     index: dict[int, set[int]],
-    count_shift: int,
     top: int,
     order: list[int],
     order_count: int,
@@ -170,20 +166,15 @@ def _apply_deltas(
         if not d:
             continue
         old = tallies.get(key, 0)
-        tally = old + d
-        count = tally >> count_shift
+        count = old + d
         if old:
-            old_count = old >> count_shift
-            if tally and count == old_count:
-                tallies[key] = tally  # only the occurrences changed (words of count 0)
-                continue
-            bucket = buckets[old_count]
+            bucket = buckets[old]
             if len(bucket) == 1:
-                del buckets[old_count]  # empty buckets go, so the pointer walk can test membership
+                del buckets[old]  # empty buckets go, so the pointer walk can test membership
             else:
                 bucket.remove(key)
-        if tally:
-            tallies[key] = tally
+        if count:
+            tallies[key] = count
             bucket = buckets.get(count)
             if bucket is None:
                 buckets[count] = {key}
@@ -191,7 +182,7 @@ def _apply_deltas(
                 bucket.add(key)
             if count == order_count:
                 insort(order, key, key=priority)
-            # A merge creates pairs (and negative word counts let counts rise): never miss the max.
+            # A merge creates pairs with any count: never miss the max.
             if count > top:
                 top = count
         else:
@@ -217,18 +208,17 @@ def train(
     progress: bool = False,
 ) -> tuple[Vocab, Merges]:
     num_merges = merge_budget(vocab_size, special_tokens)
-    # Occurrences of a pair never exceed the initial number of positions, and each merge that
-    # creates an id shortens some word, so both fields fit in these widths for the whole run.
+    check_word_counts(word_counts)
+    # Each merge that creates an id shortens some word, so ids stay below 256 + positions.
     positions = sum(len(word) - 1 for word in word_counts if len(word) > 1)
-    count_shift = positions.bit_length()
     key_shift = (255 + min(num_merges, positions)).bit_length()
     key_mask = (1 << key_shift) - 1
     token_bytes: list[bytes] = [bytes([b]) for b in range(256)]
     token_id: dict[bytes, int] = {t: i for i, t in enumerate(token_bytes)}
-    words, tallies, index = _initial_state(word_counts, key_shift, count_shift)
+    words, tallies, index = _initial_state(word_counts, key_shift)
     buckets: dict[int, set[int]] = {}
-    for key, tally in tallies.items():
-        buckets.setdefault(tally >> count_shift, set()).add(key)
+    for key, count in tallies.items():
+        buckets.setdefault(count, set()).add(key)
     top = max(buckets, default=0)
     order: list[int] = []
     order_count = top + 1  # no bucket yet: the first merge builds `order`
@@ -257,7 +247,7 @@ def train(
                 new = len(token_bytes)
                 token_bytes.append(left + right)
                 token_id[left + right] = new
-            delta = _merge_in_words(words, index.pop(key), a, b, new, index, key_shift, count_shift)
-            top = _apply_deltas(delta, tallies, buckets, index, count_shift, top, order, order_count, priority)
+            delta = _merge_in_words(words, index.pop(key), a, b, new, index, key_shift)
+            top = _apply_deltas(delta, tallies, buckets, index, top, order, order_count, priority)
             bar.update()
     return build_vocab(special_tokens, merges), merges

@@ -71,6 +71,18 @@ def merge_budget(vocab_size: int, special_tokens: Sequence[str]) -> int:
     return vocab_size - floor
 
 
+def check_word_counts(word_counts: WordCounts) -> None:
+    """Reject word counts a trainer cannot take: keys must be bytes, counts positive integers.
+
+    Every trainer calls this, so all of them agree on bad input as they agree on good input.
+    """
+    for word, count in word_counts.items():
+        if not isinstance(word, bytes):
+            raise ConfigError(f"word counts must be keyed by bytes, got {type(word).__name__} {word!r}")
+        if isinstance(count, bool) or not isinstance(count, int) or count <= 0:
+            raise ConfigError(f"word {word!r} has count {count!r}; counts must be positive integers")
+
+
 def build_vocab(special_tokens: Sequence[str], merges: Merges) -> Vocab:
     """The vocab layout: special tokens first (in order), then the 256 bytes, then merges in order."""
     tokens = [token.encode("utf-8") for token in special_tokens]

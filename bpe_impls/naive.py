@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
-from .common import Merges, Vocab, WordCounts, build_vocab, merge_budget, merge_priority, merge_progress
+from .common import Merges, Vocab, WordCounts, build_vocab, check_word_counts, merge_budget, merge_priority, merge_progress
 
 
 def merge_word(word: tuple[bytes, ...], pair: tuple[bytes, bytes]) -> tuple[bytes, ...]:
@@ -36,6 +36,7 @@ def train(
     progress: bool = False,
 ) -> tuple[Vocab, Merges]:
     num_merges = merge_budget(vocab_size, special_tokens)
+    check_word_counts(word_counts)
     words: dict[tuple[bytes, ...], int] = {
         tuple(bytes([b]) for b in word): count for word, count in word_counts.items()
     }

@@ -3,12 +3,13 @@
 
 from __future__ import annotations
 
-from . import bucket, naive, route_a
+from . import bucket, naive, route_a, route_b
 from .common import Trainer
 
 IMPLEMENTATIONS: dict[str, Trainer] = {
     "naive": naive.train,
     "route_a": route_a.train,
+    "route_b": route_b.train,
     "bucket": bucket.train,
 }
 

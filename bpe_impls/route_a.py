@@ -5,7 +5,7 @@ Data structures:
     with `counts[w]` its count. Only words of two or more bytes are kept: others hold no pair.
   * `pair_counts[(a, b)]`: total count of the adjacent id pair, summed over words as count x
     occurrences (overlapping ones included, as `naive` counts them). A pair is a key exactly
-    while some word holds it, even if its total is 0 or less, again as `naive` sees it.
+    while some word holds it.
   * `index[(a, b)]`: {word index: occurrences in that word}, the words holding the pair.
   * `heap`: `(-count, Descending(pair bytes), pair)` entries, a heapq max-heap in
     `merge_priority` order. Stale entries are deleted lazily: every pair always has an entry
@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from heapq import heapify, heappop, heappush
 
-from .common import Descending, Merges, Vocab, WordCounts, build_vocab, merge_budget, merge_progress
+from .common import Descending, Merges, Vocab, WordCounts, build_vocab, check_word_counts, merge_budget, merge_progress
 
 Pair = tuple[int, int]
 
@@ -35,6 +35,7 @@ def train(
 ) -> tuple[Vocab, Merges]:
     """Train byte-level BPE on pre-token counts; returns exactly what `naive.train` returns."""
     num_merges = merge_budget(vocab_size, special_tokens)
+    check_word_counts(word_counts)
 
     token_bytes: list[bytes] = [bytes([b]) for b in range(256)]
     # bytes -> id, so a merge whose bytes already name a token reuses that id: `naive` keys tokens
@@ -189,6 +190,4 @@ def _apply_merge(
                     del pair_counts[pair]
                     continue
             pair_counts[pair] -= count
-            if count < 0:
-                add_risen(pair)  # only a negative count makes a removal raise the total
     return risen

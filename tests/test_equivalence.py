@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bpe_impls import IMPLEMENTATIONS, count_pretokens, naive, train_bpe
+from bpe_impls import IMPLEMENTATIONS, ConfigError, count_pretokens, naive, train_bpe
 from bpe_impls.pretokenize import count_text
 
 FAST = [name for name in IMPLEMENTATIONS if name != "naive"]
@@ -88,6 +88,13 @@ def test_trainer_matches_naive_on_tied_word_counts(impl, counts, extra_merges):
 )
 def test_trainer_matches_naive_on_worked_examples(impl, words):
     assert IMPLEMENTATIONS[impl](words, 400, [EOT]) == naive.train(words, 400, [EOT])
+
+
+@pytest.mark.parametrize("impl", list(IMPLEMENTATIONS))
+@pytest.mark.parametrize("bad", [{b"ab": 0}, {b"ab": -3}, {b"ab": 1.5}, {"ab": 2}], ids=["zero", "negative", "float", "str-key"])
+def test_every_trainer_rejects_invalid_word_counts(impl, bad):
+    with pytest.raises(ConfigError, match="ab"):
+        IMPLEMENTATIONS[impl]({b"xy": 2, **bad}, 300)
 
 
 @pytest.mark.parametrize("impl", list(IMPLEMENTATIONS))

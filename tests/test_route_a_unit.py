@@ -164,18 +164,3 @@ def test_multibyte_utf8(text, vocab_size):
 )
 def test_arbitrary_bytes(word_counts, vocab_size):
     assert_same(word_counts, vocab_size)
-
-
-@settings(max_examples=100, deadline=None)
-@given(
-    word_counts=st.dictionaries(
-        keys=st.text(alphabet="ab", min_size=1, max_size=8).map(str.encode),
-        values=st.integers(min_value=-2, max_value=3),
-        max_size=6,
-    ),
-    vocab_size=vocab_sizes,
-)
-def test_zero_and_negative_counts_follow_naive(word_counts, vocab_size):
-    # Not real input, but naive still defines the answer: a pair is a candidate while some word
-    # holds it, whatever its total.
-    assert_same(word_counts, vocab_size)
