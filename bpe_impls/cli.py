@@ -85,6 +85,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--impl", dest="impls", action="extend", nargs="+", choices=list(IMPLEMENTATIONS), default=None,
         help="trainers to run (default: all registered)",
     )
+    compare.add_argument("--peers", action="store_true",
+                         help="also HuggingFace tokenizers, rustbpe and tiktoken (pip install -e '.[peers]')")
+    compare.add_argument("--json", type=Path, default=None, help="write the results as JSON here")
+    compare.add_argument("--plot", type=Path, default=None, help="draw bars of the results to this PNG")
     _add_common(compare)
 
     generate = commands.add_parser("gen-corpus", help="write a seeded TinyStories-style corpus of any size")
@@ -225,16 +229,10 @@ def cmd_decode(args: argparse.Namespace) -> int:
     return 0
 
 
-def _train_from_counts(name: str, word_counts, vocab_size: int, special_tokens: list[str]):
-    from .registry import IMPLEMENTATIONS
-
-    return IMPLEMENTATIONS[name](word_counts, vocab_size, special_tokens)
-
-
 def cmd_compare(args: argparse.Namespace) -> int:
-    from .measure import measure_in_child
-    from .pretokenize import count_pretokens, validate_special_tokens
     from .common import merge_budget
+    from .compare import format_report, plot, run_compare, write_json
+    from .pretokenize import validate_special_tokens
     from .registry import IMPLEMENTATIONS
 
     specials = list(validate_special_tokens(args.special_tokens))
@@ -243,36 +241,25 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
         args.corpus = default_corpus()
         specials = specials or ["<|endoftext|>"]
+    elif not args.corpus.is_file():
+        raise CorpusError(f"{args.corpus}: no such file")
     merge_budget(args.vocab_size, specials)
-    impls = args.impls or list(IMPLEMENTATIONS)
 
-    start = time.perf_counter()
-    counts = count_pretokens(args.corpus, specials, args.workers, progress=_progress_enabled(args))
-    pretokenize_seconds = time.perf_counter() - start
-    size_mb = args.corpus.stat().st_size / 1e6
-    print(f"corpus {args.corpus} ({size_mb:.1f} MB, {len(counts)} distinct pre-tokens), "
-          f"vocab {args.vocab_size}, special tokens {specials}")
-    print(f"pre-tokenize: {pretokenize_seconds:.2f} s")
-
-    results = {}
-    for name in impls:
+    def log(message: str) -> None:
         if not args.quiet:
-            print(f"  running {name} ...", file=sys.stderr, flush=True)
-        results[name] = measure_in_child(_train_from_counts, name, counts, args.vocab_size, specials)
-    reference_name = "naive" if "naive" in results else impls[0]
-    reference = results[reference_name].result
+            print(f"  {message} ...", file=sys.stderr, flush=True)
 
-    rows = [("impl", "merge s", "peak MB", "merges", f"identical to {reference_name}")]
-    for name, measured in results.items():
-        vocab, merges = measured.result
-        rows.append((name, f"{measured.seconds:.2f}", f"{measured.peak_mb:.1f}", str(len(merges)),
-                     "yes" if measured.result == reference else "NO"))
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    for row in rows:
-        print("  ".join(cell.ljust(width) if i == 0 else cell.rjust(width)
-                        for i, (cell, width) in enumerate(zip(row, widths))))
-    all_identical = all(measured.result == reference for measured in results.values())
-    return 0 if all_identical else 1
+    report = run_compare(
+        args.corpus, args.vocab_size, specials, impls=args.impls or list(IMPLEMENTATIONS),
+        workers=args.workers, peers=args.peers, progress=_progress_enabled(args), log=log,
+    )
+    print(format_report(report))
+    if args.json:
+        write_json(report, args.json)
+    if args.plot:
+        plot(report, args.plot)
+    identical = all(row.identical for row in report.rows if row.table == "merge")
+    return 0 if identical else 1
 
 
 def cmd_gen_corpus(args: argparse.Namespace) -> int:

@@ -72,3 +72,66 @@ def measure_in_child(func: Callable[..., Any], *args: Any, **kwargs: Any) -> Mea
     context = multiprocessing.get_context("forkserver")
     with ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
         return pool.submit(measure_here, func, *args, **kwargs).result()
+
+
+def _tree_rss(root) -> int:
+    """Summed RSS of a psutil.Process and all its descendants (processes may vanish meanwhile)."""
+    import psutil
+
+    total = 0
+    try:
+        processes = [root, *root.children(recursive=True)]
+    except psutil.Error:
+        return 0
+    for process in processes:
+        try:
+            total += process.memory_info().rss
+        except psutil.Error:
+            pass
+    return total
+
+
+def _run_and_send(connection, func: Callable[..., Any], args: tuple) -> None:
+    start = time.perf_counter()
+    try:
+        result = func(*args)
+        connection.send((True, result, time.perf_counter() - start, _maxrss_bytes()))
+    except BaseException as exc:  # sent back and re-raised in the parent
+        connection.send((False, exc, time.perf_counter() - start, _maxrss_bytes()))
+    finally:
+        connection.close()
+
+
+def measure_tree(func: Callable[..., Any], *args: Any, poll_seconds: float = 0.01) -> Measured:
+    """Run func(*args) in a new process; peak is the highest summed RSS of it and its descendants.
+
+    This is what a user sees for a whole training run, whether it uses threads (HuggingFace) or
+    worker processes (ours). RSS is polled every `poll_seconds` with psutil; where psutil is not
+    installed, the peak is that one process's own ru_maxrss (workers not included).
+    """
+    context = multiprocessing.get_context("forkserver")
+    receiver, sender = context.Pipe(duplex=False)
+    process = context.Process(target=_run_and_send, args=(sender, func, args))
+    process.start()
+    sender.close()
+    try:
+        import psutil
+
+        root = psutil.Process(process.pid)
+    except (ImportError, Exception):
+        root = None
+    peak = 0
+    try:
+        while not receiver.poll(poll_seconds):
+            if not process.is_alive() and not receiver.poll():
+                raise RuntimeError(f"measured process died with exit code {process.exitcode}")
+            if root is not None:
+                peak = max(peak, _tree_rss(root))
+        ok, payload, seconds, own_peak = receiver.recv()
+    finally:
+        process.join(timeout=5)
+        if process.is_alive():
+            process.kill()
+    if not ok:
+        raise payload
+    return Measured(payload, seconds, peak or own_peak)

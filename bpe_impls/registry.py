@@ -15,7 +15,7 @@ IMPLEMENTATIONS: dict[str, Trainer] = {
 
 # The trainer `train_bpe` uses when none is named: the fastest registered one, as measured by
 # `bpe compare` (see README, Performance).
-DEFAULT_IMPL = "naive"
+DEFAULT_IMPL = "route_b"
 
 
 def get_trainer(name: str | None) -> Trainer:

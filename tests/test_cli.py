@@ -159,3 +159,40 @@ def test_special_tokens_are_saved_with_the_tokenizer(corpus, tmp_path):
     out = train_dir(corpus, tmp_path / "tok")
     assert json.loads((out / "special_tokens.json").read_text()) == [EOT]
     assert Tokenizer.from_directory(out).encode(EOT)[0] == 0
+
+
+def test_compare_writes_json_and_a_plot(corpus, tmp_path):
+    report, picture = tmp_path / "r.json", tmp_path / "r.png"
+    result = run("compare", str(corpus), "--vocab-size", "300", "--special-token", EOT, "--impl", "naive",
+                 "route_a", "--json", str(report), "--plot", str(picture), "--quiet")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(report.read_text())
+    merge_rows = {row["name"]: row for row in data["rows"] if row["table"] == "merge"}
+    assert set(merge_rows) == {"naive", "route_a"} and all(row["identical"] for row in merge_rows.values())
+    assert data["vocab_size"] == 300 and data["distinct_pretokens"] > 10
+    assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_compare_with_peers_times_them_on_the_same_corpus(corpus):
+    pytest.importorskip("tokenizers", reason="peers not installed: pip install -e '.[peers]'")
+    pytest.importorskip("rustbpe", reason="peers not installed: pip install -e '.[peers]'")
+    pytest.importorskip("tiktoken", reason="peers not installed: pip install -e '.[peers]'")
+    result = run("compare", str(corpus), "--vocab-size", "300", "--special-token", EOT, "--impl", "route_b",
+                 "--peers", "--quiet")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    for name in ("huggingface", "rustbpe", "tiktoken"):
+        assert any(line.startswith(name) for line in lines), name
+    # tiktoken loaded with our trained vocab must give our ids
+    tiktoken_line = next(line for line in lines if line.startswith("tiktoken"))
+    assert tiktoken_line.split()[-1] == "yes"
+
+
+def test_iter_documents_splits_on_specials_across_read_blocks(tmp_path):
+    from bpe_impls.compare import iter_documents
+
+    docs = ["first doc", "second ünï", "", "third"]
+    path = tmp_path / "d.txt"
+    path.write_text(EOT.join(docs) + EOT, encoding="utf-8")
+    for block in (1, 3, 7, 1000):  # block edges inside special tokens and characters
+        assert list(iter_documents(str(path), [EOT], block=block)) == [d for d in docs if d]

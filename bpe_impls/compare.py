@@ -1,0 +1,313 @@
+"""`bpe compare`: every trainer (and optionally peers from PyPI) on one corpus, in one run.
+
+Three tables:
+  * merge phase: each registered trainer from the same word counts, in a fresh child process;
+    seconds, peak memory above the child's baseline, and whether it equals the reference
+    (naive when it runs, else the first trainer);
+  * train end to end (read + pre-tokenize + merge): this project's default trainer, and with
+    --peers HuggingFace tokenizers' BpeTrainer and rustbpe; seconds and peak RSS of the whole
+    process tree (workers included), each in a fresh process;
+  * encode: this project's Tokenizer on the corpus text with the trained vocab, and with --peers
+    tiktoken and HuggingFace tokenizers loaded with the same vocab and merges; MB/s and whether
+    the ids equal ours.
+
+The peers' merges differ from ours by design (HF and rustbpe break ties and pre-tokenize by their
+own rules), so only time and memory are compared for training; for encoding with one shared vocab
+the ids are comparable and shown.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .measure import Measured, measure_in_child, measure_tree
+from .pretokenize import GPT2_PATTERN, count_pretokens, special_token_regex
+
+ENCODE_SAMPLE_BYTES = 8 << 20  # encode at most this much of the corpus: MB/s settles long before
+
+
+@dataclass
+class Row:
+    table: str  # "merge", "train" or "encode"
+    name: str
+    seconds: float
+    peak_mb: float | None = None
+    mb_per_s: float | None = None
+    merges: int | None = None
+    identical: bool | None = None  # equal to the reference (merge) or to our ids (encode)
+    note: str = ""
+
+
+@dataclass
+class Report:
+    corpus: str
+    corpus_mb: float
+    vocab_size: int
+    special_tokens: list[str]
+    distinct_pretokens: int
+    pretokenize_seconds: float
+    workers: int | None
+    reference: str
+    rows: list[Row] = field(default_factory=list)
+    machine: dict[str, Any] = field(default_factory=dict)
+
+
+# --- the runs (module-level functions, so they pickle into child processes) ---------------------
+
+
+def _train_from_counts(name: str, word_counts, vocab_size: int, special_tokens: list[str]):
+    from .registry import IMPLEMENTATIONS
+
+    return IMPLEMENTATIONS[name](word_counts, vocab_size, special_tokens)
+
+
+def _train_ours(path: str, vocab_size: int, special_tokens: list[str], workers: int | None) -> int:
+    from . import train_bpe
+
+    _, merges = train_bpe(path, vocab_size, special_tokens, num_workers=workers)
+    return len(merges)
+
+
+def _train_huggingface(path: str, vocab_size: int, special_tokens: list[str], workers: int | None) -> int:
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size, special_tokens=list(special_tokens), show_progress=False,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
+    tokenizer.train([path], trainer)
+    return tokenizer.get_vocab_size() - 256 - len(special_tokens)
+
+
+def iter_documents(path: str, special_tokens: Sequence[str], block: int = 1 << 20) -> Iterator[str]:
+    """The text between special tokens, streamed (for peers that take an iterator of strings)."""
+    pattern = special_token_regex(tuple(special_tokens))
+    carry = ""
+    with open(path, encoding="utf-8", newline="") as file:
+        while chunk := file.read(block):
+            pieces = pattern.split(carry + chunk) if pattern else [carry + chunk]
+            carry = pieces.pop()  # may end in part of a special token: completed by the next block
+            yield from (piece for piece in pieces if piece)
+    if carry:
+        yield carry
+
+
+def _train_rustbpe(path: str, vocab_size: int, special_tokens: list[str], workers: int | None) -> int:
+    import rustbpe
+
+    tokenizer = rustbpe.Tokenizer()
+    # rustbpe knows no special tokens: feed it the documents between them, with the GPT-2 pattern.
+    tokenizer.train_from_iterator(
+        iter_documents(path, special_tokens), vocab_size - len(special_tokens), pattern=GPT2_PATTERN
+    )
+    return tokenizer.vocab_size - 256
+
+
+def _corpus_sample(path: str) -> str:
+    with open(path, "rb") as file:
+        data = file.read(ENCODE_SAMPLE_BYTES)
+    return data.decode("utf-8", errors="ignore")  # the cut may split the last character
+
+
+def _encode_ours(path: str, vocab, merges, special_tokens: list[str]) -> tuple[list[int], int]:
+    from .tokenizer import Tokenizer
+
+    text = _corpus_sample(path)
+    tokenizer = Tokenizer(vocab, merges, special_tokens)
+    start = time.perf_counter()
+    ids = tokenizer.encode(text)
+    return ids, len(text.encode("utf-8")), time.perf_counter() - start
+
+
+def _encode_tiktoken(path: str, vocab, merges, special_tokens: list[str]):
+    import tiktoken
+
+    text = _corpus_sample(path)
+    specials = {token.encode("utf-8") for token in special_tokens}
+    encoding = tiktoken.Encoding(
+        name="bpe_impls_trained", pat_str=GPT2_PATTERN,
+        mergeable_ranks={token: i for i, token in vocab.items() if i >= len(special_tokens)},
+        special_tokens={token.decode("utf-8"): i for i, token in vocab.items() if token in specials},
+    )
+    start = time.perf_counter()
+    ids = encoding.encode(text, allowed_special="all")
+    return ids, len(text.encode("utf-8")), time.perf_counter() - start
+
+
+def _encode_huggingface(path: str, vocab, merges, special_tokens: list[str]):
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    from .gpt2_format import token_to_str
+
+    text = _corpus_sample(path)
+    hf_vocab = {token_to_str(token): i for i, token in vocab.items() if i >= len(special_tokens)}
+    hf_merges = [(token_to_str(a), token_to_str(b)) for a, b in merges]
+    tokenizer = Tokenizer(models.BPE(vocab=hf_vocab, merges=hf_merges))
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    tokenizer.add_special_tokens(list(special_tokens))
+    # HF gives added tokens ids after the model's; map them to ours for the id comparison.
+    special_ids = {tokenizer.token_to_id(token): i for i, token in enumerate(special_tokens)}
+    start = time.perf_counter()
+    ids = tokenizer.encode(text).ids
+    seconds = time.perf_counter() - start
+    return [special_ids.get(i, i) for i in ids], len(text.encode("utf-8")), seconds
+
+
+TRAIN_PEERS = {"huggingface": ("tokenizers", _train_huggingface), "rustbpe": ("rustbpe", _train_rustbpe)}
+ENCODE_PEERS = {"tiktoken": ("tiktoken", _encode_tiktoken), "huggingface": ("tokenizers", _encode_huggingface)}
+
+
+def _installed(module: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(module) is not None
+
+
+# --- the comparison -----------------------------------------------------------------------------
+
+
+def run_compare(
+    corpus: Path,
+    vocab_size: int,
+    special_tokens: list[str],
+    *,
+    impls: Sequence[str],
+    workers: int | None = None,
+    peers: bool = False,
+    progress: bool = False,
+    log=lambda message: None,
+) -> Report:
+    from .registry import DEFAULT_IMPL
+
+    start = time.perf_counter()
+    counts = count_pretokens(corpus, special_tokens, workers, progress=progress)
+    report = Report(
+        corpus=str(corpus), corpus_mb=corpus.stat().st_size / 1e6, vocab_size=vocab_size,
+        special_tokens=list(special_tokens), distinct_pretokens=len(counts),
+        pretokenize_seconds=time.perf_counter() - start, workers=workers,
+        reference="naive" if "naive" in impls else impls[0],
+        machine={"python": platform.python_version(), "cores": os.cpu_count(), "platform": platform.platform()},
+    )
+
+    results: dict[str, Measured] = {}
+    for name in impls:
+        log(f"merge phase: {name}")
+        results[name] = measure_in_child(_train_from_counts, name, counts, vocab_size, special_tokens)
+    del counts
+    reference = results[report.reference].result
+    for name, measured in results.items():
+        report.rows.append(Row("merge", name, measured.seconds, measured.peak_mb,
+                               merges=len(measured.result[1]), identical=measured.result == reference))
+
+    trainers = {f"bpe_impls ({DEFAULT_IMPL})": _train_ours}
+    if peers:
+        trainers.update({name: run for name, (module, run) in TRAIN_PEERS.items() if _installed(module)})
+    for name, run in trainers.items():
+        log(f"train end to end: {name}")
+        measured = measure_tree(run, str(corpus), vocab_size, special_tokens, workers)
+        report.rows.append(Row("train", name, measured.seconds, measured.peak_mb, merges=measured.result))
+
+    vocab, merges = reference
+    encoders = {"bpe_impls Tokenizer": _encode_ours}
+    if peers:
+        encoders.update({name: run for name, (module, run) in ENCODE_PEERS.items() if _installed(module)})
+    our_ids = None
+    for name, run in encoders.items():
+        log(f"encode: {name}")
+        ids, nbytes, seconds = measure_in_child(run, str(corpus), vocab, merges, special_tokens).result
+        our_ids = ids if our_ids is None else our_ids
+        report.rows.append(Row("encode", name, seconds, mb_per_s=nbytes / 1e6 / max(seconds, 1e-9),
+                               identical=ids == our_ids, note=f"first {nbytes / 1e6:.1f} MB"))
+    return report
+
+
+def _fmt(value: float | None, digits: int = 2) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    widths = [max(len(str(row[i])) for row in [header, *rows]) for i in range(len(header))]
+    lines = []
+    for row in [header, *rows]:
+        lines.append("  ".join(str(cell).ljust(w) if i == 0 else str(cell).rjust(w)
+                               for i, (cell, w) in enumerate(zip(row, widths))))
+    return "\n".join(lines)
+
+
+def format_report(report: Report) -> str:
+    yes = {True: "yes", False: "NO", None: "-"}
+    out = [
+        f"corpus {report.corpus} ({report.corpus_mb:.1f} MB, {report.distinct_pretokens} distinct pre-tokens), "
+        f"vocab {report.vocab_size}, special tokens {report.special_tokens}",
+        f"pre-tokenize (workers: {report.workers or 'all cores'}): {report.pretokenize_seconds:.2f} s",
+        "",
+        "merge phase, from the same word counts (peak MB: above the process's baseline)",
+    ]
+    merge_rows = [r for r in report.rows if r.table == "merge"]
+    out.append(_table(
+        ["impl", "merge s", "peak MB", "merges", f"identical to {report.reference}"],
+        [[r.name, _fmt(r.seconds), _fmt(r.peak_mb, 1), r.merges, yes[r.identical]] for r in merge_rows],
+    ))
+    train_rows = [r for r in report.rows if r.table == "train"]
+    ours = train_rows[0]
+    out += ["", "train end to end (peak MB: RSS of the whole process tree)"]
+    out.append(_table(
+        ["trainer", "seconds", "peak MB", "x ours (time)", "x ours (memory)"],
+        [[r.name, _fmt(r.seconds), _fmt(r.peak_mb, 1), _fmt(r.seconds / ours.seconds),
+          _fmt(r.peak_mb / ours.peak_mb if r.peak_mb and ours.peak_mb else None)] for r in train_rows],
+    ))
+    encode_rows = [r for r in report.rows if r.table == "encode"]
+    out += ["", f"encode ({encode_rows[0].note} of the corpus, trained vocab)"]
+    out.append(_table(
+        ["encoder", "seconds", "MB/s", "x ours", "same ids"],
+        [[r.name, _fmt(r.seconds), _fmt(r.mb_per_s), _fmt(r.mb_per_s / encode_rows[0].mb_per_s),
+          yes[r.identical]] for r in encode_rows],
+    ))
+    return "\n".join(out)
+
+
+def write_json(report: Report, path: Path) -> None:
+    from .atomic import atomic_write
+
+    payload = asdict(report) | {"command": sys.argv}
+    with atomic_write(path, "w", encoding="utf-8") as out:
+        json.dump(payload, out, indent=2)
+
+
+def plot(report: Report, path: Path) -> None:
+    """Bars of seconds and peak MB per trainer (merge phase and end to end) and MB/s per encoder."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from .atomic import atomic_write
+
+    panels = [
+        ("merge", "seconds", "merge phase: seconds"), ("merge", "peak_mb", "merge phase: peak MB"),
+        ("train", "seconds", "end to end: seconds"), ("train", "peak_mb", "end to end: peak MB"),
+        ("encode", "mb_per_s", "encode: MB/s"),
+    ]
+    figure, axes = plt.subplots(1, len(panels), figsize=(4 * len(panels), 4))
+    for axis, (table, attribute, title) in zip(axes, panels):
+        rows = [r for r in report.rows if r.table == table and getattr(r, attribute) is not None]
+        axis.bar([r.name for r in rows], [getattr(r, attribute) for r in rows], color="tab:blue")
+        axis.set_title(title)
+        if attribute == "seconds":
+            axis.set_yscale("log")  # naive and the fast trainers differ by orders of magnitude
+        axis.tick_params(axis="x", rotation=45)
+    figure.suptitle(f"{Path(report.corpus).name}, vocab {report.vocab_size}, {report.machine.get('cores')} cores")
+    figure.tight_layout()
+    with atomic_write(path, "wb") as out:
+        figure.savefig(out, format=Path(path).suffix.lstrip(".") or "png")
+    plt.close(figure)
