@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
+from conftest import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -57,7 +58,7 @@ def _vocab_size(draw, specials: tuple[str, ...]) -> int:
 
 
 @pytest.mark.parametrize("impl", FAST)
-@settings(max_examples=150)
+@settings(max_examples=examples(150))
 @given(data=st.data())
 def test_trainer_matches_naive_on_generated_corpora(impl, data):
     text, specials = data.draw(corpora())
@@ -67,7 +68,7 @@ def test_trainer_matches_naive_on_generated_corpora(impl, data):
 
 
 @pytest.mark.parametrize("impl", FAST)
-@settings(max_examples=150)
+@settings(max_examples=examples(150))
 @given(counts=word_count_maps, extra_merges=st.integers(0, 60))
 def test_trainer_matches_naive_on_tied_word_counts(impl, counts, extra_merges):
     vocab_size = 256 + extra_merges

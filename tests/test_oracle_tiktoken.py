@@ -12,7 +12,7 @@ from __future__ import annotations
 import unicodedata
 
 import pytest
-from conftest import fixture_text, require_gpt2_files
+from conftest import examples, fixture_text, require_gpt2_files
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -87,7 +87,7 @@ pieces = st.one_of(
 texts = st.lists(pieces, max_size=15).map("".join)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(texts)
 def test_random_text_matches_tiktoken(oracle, tokenizers, text: str):
     expected = oracle.encode(text, allowed_special="all")

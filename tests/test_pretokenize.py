@@ -7,6 +7,7 @@ from collections import Counter
 
 import pytest
 import regex
+from conftest import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -138,7 +139,7 @@ def _all_safe_cuts(data: bytes, specials: tuple[str, ...]) -> list[int]:
     return [p for p in range(1, len(data)) if finder.next_cut(file, p, len(data)) == p]
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(text=texts, specials=st.sampled_from(SPECIAL_SETS))
 def test_every_safe_cut_preserves_counts(text, specials):
     data = text.encode()
@@ -148,7 +149,7 @@ def test_every_safe_cut_preserves_counts(text, specials):
         assert count_text(left, specials) + count_text(right, specials) == whole, (text, p)
 
 
-@settings(max_examples=200)
+@settings(max_examples=examples(200))
 @given(text=texts, specials=st.sampled_from(SPECIAL_SETS), chunks=st.integers(1, 40))
 def test_counting_over_any_number_of_chunks_is_identical(text, specials, chunks):
     data = text.encode()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from conftest import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -93,7 +94,7 @@ def test_progress_bar_does_not_change_the_result():
 
 # --- Hypothesis: against naive ---------------------------------------------------------------
 
-common_settings = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+common_settings = settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @common_settings
@@ -155,7 +156,7 @@ def test_multibyte_utf8(text, vocab_size):
     assert_same(count_text(text, ()), vocab_size)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     word_counts=st.dictionaries(
         keys=st.binary(min_size=1, max_size=8), values=st.integers(min_value=1, max_value=3), max_size=6

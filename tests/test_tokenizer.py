@@ -13,7 +13,7 @@ import tracemalloc
 
 import pytest
 import regex
-from conftest import fixture_text, require_fixture, require_gpt2_files
+from conftest import examples, fixture_text, require_fixture, require_gpt2_files
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -109,7 +109,7 @@ def _reference_encode(text: str, vocab: dict[int, bytes], merges: list[tuple[byt
     return out
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(st.text(alphabet="abcd a\n'é", max_size=40))
 def test_hand_vocab_matches_reference_for_every_encoder(text: str):
     expected = _reference_encode(text, hand_vocab(), HAND_MERGES)
@@ -419,14 +419,14 @@ pieces = st.one_of(
 texts = st.lists(pieces, max_size=12).map("".join)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(texts)
 def test_decode_inverts_encode(gpt2, text: str):
     assert gpt2.decode(gpt2.encode(text)) == text
     assert gpt2.decode(gpt2.encode_ordinary(text)) == text
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.data())
 def test_encode_iterable_equals_encode_on_random_chunks(gpt2, gpt2_overlapping, data):
     text = data.draw(texts)
@@ -435,7 +435,7 @@ def test_encode_iterable_equals_encode_on_random_chunks(gpt2, gpt2_overlapping, 
         assert list(tok.encode_iterable(_chunks(text, cuts))) == tok.encode(text)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.text(alphabet=st.characters(exclude_categories=()), max_size=30))
 def test_fuzz_encode_raises_only_encode_error(gpt2, text: str):
     try:
@@ -452,7 +452,7 @@ def test_fuzz_encode_raises_only_encode_error(gpt2, text: str):
             assert valid and gpt2.decode(ids) == text
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.lists(st.one_of(st.integers(), st.integers(0, 50256)), max_size=20))
 def test_fuzz_decode_raises_only_encode_error(gpt2, ids: list[int]):
     try:
