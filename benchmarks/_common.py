@@ -1,0 +1,207 @@
+"""What the asv suites and the pytest-benchmark table share: where the fixtures are, which trainers,
+encoders and peers exist, which combinations are too slow to run, and the peers' adapters.
+
+Import-safe at every commit of the project (asv discovers benchmarks once, then runs the same
+parameter grid against older commits): anything a commit may lack is imported under a guard, and
+the benchmarks raise NotImplementedError (asv's "skip") for what is missing.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import os
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, NoReturn
+
+# asv installs the package non-editable into its own environment, where bpe_impls.data's default
+# (../shared/fixtures beside the *installed* package) points nowhere. The fixtures sit beside this
+# checkout, so point the one locator there unless the user already chose a directory.
+REPO = Path(__file__).resolve().parent.parent
+os.environ.setdefault("BPE_FIXTURES", str(REPO.parent / "shared" / "fixtures"))
+
+SPECIAL_TOKENS = ["<|endoftext|>"]
+CORPORA = ["tinystories_sample.txt", "corpus.en", "kjv.txt"]  # 3.8 KB, 133 KB, 4 MB
+VOCAB_SIZES = [1000, 10000]
+
+try:
+    from bpe_impls import IMPLEMENTATIONS, count_pretokens
+except ImportError:  # not installed at all: discovery still works, every benchmark skips
+    IMPLEMENTATIONS, count_pretokens = {}, None
+
+try:
+    from bpe_impls.tokenizer import ENCODERS
+except ImportError:  # commits before the Tokenizer
+    ENCODERS = {}
+
+try:
+    from bpe_impls.pretokenize import GPT2_PATTERN
+except ImportError:
+    GPT2_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+
+
+
+def _registry_keys(relative_path: str, name: str) -> list[str]:
+    """The string keys of the dict literal assigned to `name` in this checkout's source file.
+
+    asv discovers the suite once, then re-imports this module in every commit's environment and
+    picks a parameter combination by its index in the grid, so the grid must be the same at every
+    commit: it comes from the working tree beside this file (where a new trainer is registered),
+    not from the installed package, which differs per commit. Parsed, not imported: importing
+    the working tree would shadow the installed commit.
+    """
+    try:
+        tree = ast.parse((REPO / relative_path).read_text(encoding="utf-8"))
+    except (OSError, SyntaxError):
+        return []
+    for node in tree.body:
+        if isinstance(node, ast.AnnAssign):
+            target = node.target
+        elif isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target = node.targets[0]
+        else:
+            continue
+        if isinstance(target, ast.Name) and target.id == name and isinstance(node.value, ast.Dict):
+            keys = node.value.keys
+            return [key.value for key in keys if isinstance(key, ast.Constant) and isinstance(key.value, str)]
+    return []
+
+
+# Every trainer and encoder in the working tree (so a new one is benchmarked without edits); a
+# commit that lacks one skips it. The installed names are the fallback when the source is not
+# beside this file. Never empty: asv rejects an empty parameter list.
+TRAINERS: list[str] = _registry_keys("bpe_impls/registry.py", "IMPLEMENTATIONS") or list(IMPLEMENTATIONS) or ["naive"]
+ENCODER_NAMES: list[str] = _registry_keys("bpe_impls/tokenizer.py", "ENCODERS") or list(ENCODERS) or ["hybrid"]
+# Peers have fixed names, so the grid (and asv's result history) does not depend on what is
+# installed; a peer that is not importable is skipped.
+PEER_TRAINERS = ["hf_tokenizers", "rustbpe"]
+PEER_ENCODERS = ["tiktoken"]
+_PEER_MODULES = {"hf_tokenizers": "tokenizers", "rustbpe": "rustbpe", "tiktoken": "tiktoken"}
+
+
+def skip(reason: str) -> NoReturn:
+    """asv's way to skip one parameter combination: NotImplementedError raised in setup."""
+    raise NotImplementedError(reason)
+
+
+def corpus_path(name: str) -> Path:
+    """The shared fixture's path via bpe_impls.data (the one locator); skips if it is absent."""
+    try:
+        from bpe_impls.data import fixture_path
+    except ImportError:  # commits before bpe_impls.data: same rule, env var only
+        candidate = Path(os.environ["BPE_FIXTURES"]) / name
+        path = candidate if candidate.is_file() else None
+    else:
+        path = fixture_path(name)
+    if path is None:
+        skip(f"fixture {name} not found (set BPE_FIXTURES)")
+    return path
+
+
+def word_counts(name: str) -> Counter[bytes]:
+    """Pre-token counts of a shared fixture, counted in-process (one worker)."""
+    if count_pretokens is None:
+        skip("bpe_impls is not importable")
+    return count_pretokens(corpus_path(name), SPECIAL_TOKENS, 1)
+
+
+# Seconds for the naive trainer's merge phase, measured on the shared 2-core machine:
+#   corpus.en: 8.5 at vocab 1000, 25 at 2000, 84 at 10000;  kjv.txt: 44 at 1000 (10000: many minutes).
+# asv runs a benchmark at least twice (warm-up + sample) after its setup, so anything over ~30 s
+# would exceed a minute per combination: naive is skipped on kjv.txt and at 10000 on corpus.en.
+# Every other trainer does kjv.txt at 10000 in under 1 s.
+_TOO_SLOW = {("naive", "kjv.txt", 1000), ("naive", "kjv.txt", 10000), ("naive", "corpus.en", 10000)}
+
+
+def too_slow(impl: str, corpus: str, vocab_size: int) -> bool:
+    return (impl, corpus, vocab_size) in _TOO_SLOW
+
+
+def fast_trainer() -> str | None:
+    """The default trainer unless that is naive, else any other (all give identical merges)."""
+    try:
+        from bpe_impls import DEFAULT_IMPL as default
+    except ImportError:
+        default = None
+    if default in IMPLEMENTATIONS and default != "naive":
+        return default
+    return next((name for name in IMPLEMENTATIONS if name != "naive"), None)
+
+
+def trainer_or_skip(impl: str) -> Any:
+    """The registered trainer, or skip (a commit from before it existed)."""
+    if impl not in IMPLEMENTATIONS:
+        skip(f"trainer {impl!r} is not in IMPLEMENTATIONS at this commit")
+    return IMPLEMENTATIONS[impl]
+
+
+def peer_or_skip(name: str) -> None:
+    if importlib.util.find_spec(_PEER_MODULES[name]) is None:
+        skip(f"peer {name} is not installed ({_PEER_MODULES[name]})")
+
+
+def tokenizer_class_or_skip() -> Any:
+    """bpe_impls.Tokenizer, or skip at commits where it was still a placeholder."""
+    from bpe_impls import Tokenizer
+
+    if not hasattr(Tokenizer, "encode_iterable"):
+        skip("Tokenizer is a placeholder at this commit")
+    return Tokenizer
+
+
+# --- peers -------------------------------------------------------------------------------------
+
+
+def _lines(path: Path) -> Iterator[str]:
+    with open(path, encoding="utf-8") as handle:
+        yield from handle
+
+
+def train_peer(name: str, path: Path, vocab_size: int) -> None:
+    """Train a peer end to end (reading the file itself) to the same vocab size.
+
+    HuggingFace: BPE model, ByteLevel pre-tokenizer (GPT-2's regex), the 256-byte initial alphabet,
+    the special token counted in vocab_size as ours is. rustbpe: GPT-2's pattern, no special-token
+    handling (so "<|endoftext|>" is ordinary text to it), vocab_size = 256 bytes + merges, so one
+    less than ours to make the same number of merges.
+    """
+    if name == "hf_tokenizers":
+        from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+
+        tok = Tokenizer(models.BPE())
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        trainer = trainers.BpeTrainer(
+            vocab_size=vocab_size,
+            special_tokens=SPECIAL_TOKENS,
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+            show_progress=False,
+        )
+        tok.train([str(path)], trainer)
+    elif name == "rustbpe":
+        import rustbpe
+
+        rustbpe.Tokenizer().train_from_iterator(_lines(path), vocab_size - len(SPECIAL_TOKENS), pattern=GPT2_PATTERN)
+    else:
+        raise ValueError(f"unknown peer trainer {name!r}")
+
+
+def tiktoken_encoding(merges: list[tuple[bytes, bytes]]) -> Any:
+    """A tiktoken Encoding for our trained merges (built offline, no download).
+
+    tiktoken merges by the rank of the concatenated bytes; ranks in creation order give the same
+    tokens as our merge list except where two merges produce the same bytes (rare; this is for
+    timing only -- tests/test_oracle_tiktoken.py checks ids on GPT-2's vocab).
+    """
+    import tiktoken
+
+    ranks = {bytes([b]): b for b in range(256)}
+    for left, right in merges:
+        ranks.setdefault(left + right, len(ranks))
+    return tiktoken.Encoding(
+        name="bpe_impls_bench",
+        pat_str=GPT2_PATTERN,
+        mergeable_ranks=ranks,
+        special_tokens={token: len(ranks) + i for i, token in enumerate(SPECIAL_TOKENS)},
+    )

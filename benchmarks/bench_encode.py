@@ -1,0 +1,119 @@
+"""asv: encoding speed and streaming memory, per encoder x corpus x vocab size.
+
+    time_encode              Tokenizer.encode of the whole corpus text (cold pre-token cache)
+    track_encode_mb_per_s    the same as throughput, in MB/s of UTF-8 input
+    peakmem_encode_iterable  encode_iterable over the open file, ids consumed and dropped
+
+Each corpus is encoded with a tokenizer trained on that corpus at that vocab size (trained once
+per run in setup_cache with any fast trainer: all trainers give identical merges). Encoders are
+the names in tokenizer.ENCODERS (read from this checkout, like the trainers); tiktoken (built offline from the same merges) is an extra encoder for
+time/track, skipped when not installed.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from typing import Any
+
+from ._common import (
+    CORPORA,
+    ENCODER_NAMES,
+    ENCODERS,
+    IMPLEMENTATIONS,
+    PEER_ENCODERS,
+    SPECIAL_TOKENS,
+    VOCAB_SIZES,
+    corpus_path,
+    fast_trainer,
+    peer_or_skip,
+    skip,
+    tiktoken_encoding,
+    tokenizer_class_or_skip,
+    word_counts,
+)
+
+_Trained = dict[tuple[str, int], tuple[dict[int, bytes], list[tuple[bytes, bytes]]]]
+
+
+def _train_tokenizers() -> _Trained:
+    """(corpus, vocab size) -> (vocab, merges), for every fixture present."""
+    trainer = fast_trainer()
+    if trainer is None or not ENCODERS:
+        return {}  # a commit without a Tokenizer or a fast trainer: every combination skips
+    trained: _Trained = {}
+    for corpus in CORPORA:
+        try:
+            counts = word_counts(corpus)
+        except NotImplementedError:
+            continue
+        for vocab_size in VOCAB_SIZES:
+            trained[(corpus, vocab_size)] = IMPLEMENTATIONS[trainer](counts, vocab_size, SPECIAL_TOKENS)
+    return trained
+
+
+def _make_tokenizer(trained: _Trained, encoder: str, corpus: str, vocab_size: int) -> Any:
+    tokenizer_class = tokenizer_class_or_skip()
+    if encoder not in ENCODERS:
+        skip(f"encoder {encoder!r} is not in ENCODERS at this commit")
+    if (corpus, vocab_size) not in trained:
+        skip(f"no tokenizer for {corpus} (fixture absent)")
+    vocab, merges = trained[(corpus, vocab_size)]
+    return tokenizer_class(vocab, merges, SPECIAL_TOKENS, encoder=encoder)
+
+
+class Encode:
+    params = (ENCODER_NAMES + PEER_ENCODERS, CORPORA, VOCAB_SIZES)
+    param_names = ["encoder", "corpus", "vocab_size"]
+    timeout = 180
+    # kjv.txt takes ~2 s per encode: a few samples, one process.
+    number = 1
+    repeat = (1, 5, 20.0)
+    rounds = 1
+
+    def setup_cache(self) -> _Trained:
+        return _train_tokenizers()
+
+    def setup(self, trained: _Trained, encoder: str, corpus: str, vocab_size: int) -> None:
+        path = corpus_path(corpus)
+        self.text = path.read_text(encoding="utf-8")
+        self.megabytes = path.stat().st_size / 1e6
+        if encoder in PEER_ENCODERS:
+            peer_or_skip(encoder)
+            if (corpus, vocab_size) not in trained:
+                skip(f"no tokenizer for {corpus}")
+            encoding = tiktoken_encoding(trained[(corpus, vocab_size)][1])
+            self.encode = lambda text: encoding.encode(text, allowed_special="all")
+        else:
+            # A new Tokenizer per sample (asv re-runs setup before each one, untimed), so every
+            # sample starts with an empty pre-token cache, as a first encode of a corpus does.
+            self.encode = _make_tokenizer(trained, encoder, corpus, vocab_size).encode
+
+    def time_encode(self, trained: _Trained, encoder: str, corpus: str, vocab_size: int) -> None:
+        self.encode(self.text)
+
+    def track_encode_mb_per_s(self, trained: _Trained, encoder: str, corpus: str, vocab_size: int) -> float:
+        start = time.perf_counter()
+        self.encode(self.text)
+        return self.megabytes / (time.perf_counter() - start)
+
+    track_encode_mb_per_s.unit = "MB/s"
+
+
+class EncodeIterable:
+    # Its own class so setup never reads the corpus into memory: the peak is what streaming needs.
+    # tiktoken has no streaming encoder, so only ours.
+    params = (ENCODER_NAMES, CORPORA, VOCAB_SIZES)
+    param_names = ["encoder", "corpus", "vocab_size"]
+    timeout = 180
+
+    def setup_cache(self) -> _Trained:
+        return _train_tokenizers()
+
+    def setup(self, trained: _Trained, encoder: str, corpus: str, vocab_size: int) -> None:
+        self.path = corpus_path(corpus)
+        self.tokenizer = _make_tokenizer(trained, encoder, corpus, vocab_size)
+
+    def peakmem_encode_iterable(self, trained: _Trained, encoder: str, corpus: str, vocab_size: int) -> None:
+        with open(self.path, encoding="utf-8") as lines:
+            deque(self.tokenizer.encode_iterable(lines), maxlen=0)  # consume, keep nothing
