@@ -26,12 +26,10 @@ def _progress_enabled(args: argparse.Namespace) -> bool:
     return not args.quiet and sys.stderr.isatty()
 
 
-def _peak_rss_mb() -> tuple[float, float]:
-    """Peak resident memory of this process and of its largest finished child, in MB."""
+def _peak_rss_mb() -> float:
+    """Peak resident memory of this process in MB (pool workers are measured by `bpe compare`)."""
     scale = 1 if sys.platform == "darwin" else 1024
-    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale / 2**20
-    child = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * scale / 2**20
-    return own, child
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale / 2**20
 
 
 def _add_common(parser: argparse.ArgumentParser) -> None:
@@ -130,10 +128,9 @@ def cmd_train(args: argparse.Namespace) -> int:
     seconds = time.perf_counter() - start
     args.out.mkdir(parents=True, exist_ok=True)
     Tokenizer(vocab, merges, args.special_tokens).save(args.out)
-    own, child = _peak_rss_mb()
     print(
         f"trained {len(merges)} merges (vocab {len(vocab)}) with {args.impl} in {seconds:.2f} s; "
-        f"peak RSS {own:.0f} MB (largest worker {child:.0f} MB); wrote {args.out}/vocab.json, merges.txt"
+        f"peak RSS of the main process {_peak_rss_mb():.0f} MB; wrote {args.out}/vocab.json, merges.txt"
     )
     return 0
 
@@ -201,8 +198,8 @@ def cmd_decode(args: argparse.Namespace) -> int:
     tokenizer = Tokenizer.from_directory(args.tokenizer)
     try:
         ids = np.load(args.input, mmap_mode="r")
-    except (OSError, ValueError) as exc:
-        raise CorpusError(f"{args.input}: not a readable .npy file ({exc})") from None
+    except (OSError, ValueError, EOFError) as exc:  # EOFError: an empty file
+        raise CorpusError(f"{args.input}: not a readable .npy file ({exc or 'empty file'})") from None
     if ids.ndim != 1 or ids.dtype.kind not in "iu":
         raise CorpusError(f"{args.input}: expected a 1-D integer array, got shape {ids.shape} {ids.dtype}")
     decoder = codecs.getincrementaldecoder("utf-8")("replace")

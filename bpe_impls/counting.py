@@ -4,18 +4,28 @@
 around each cut); `count_unit` reads one unit and counts it; a backend maps `count_unit` over the
 units and sums the Counters. The backends differ only in where `count_unit` runs, so chunking, the
 regex, special-token splitting and bad-input errors live once, below all of them.
+
+The local backend runs its own small pool rather than a ProcessPoolExecutor, because it needs
+three things an executor does not give: each worker has its own pipe and the parent knows which
+units it handed to which worker, so when a worker dies (OOM killer, SIGKILL) the error names
+exactly the unit that worker held; at most `_PREFETCH` units are out per worker, so the parent
+holds at most one unmerged Counter at a time, whatever the file size; and a worker whose parent
+is gone sees its pipe close and exits, so no worker outlives an interrupted run.
 """
 
 from __future__ import annotations
 
 import math
 import multiprocessing
+import multiprocessing.connection
 import os
-from collections import Counter
+import signal
+import time
+from collections import Counter, deque
 from collections.abc import Iterator, Sequence
-from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
-from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
 from typing import Protocol
 
 from tqdm import tqdm
@@ -28,6 +38,11 @@ from .pretokenize import count_text, safe_cuts
 UNIT_BYTES = 8 << 20
 # Several units per worker so a slow unit does not leave the other cores idle at the end.
 UNITS_PER_WORKER = 4
+# Units handed to a worker before its earlier results are back: the one it counts and the next,
+# waiting in its pipe, so it never idles while the parent merges.
+_PREFETCH = 2
+# Seconds teardown waits for workers to exit before it kills them.
+_STOP_TIMEOUT = 2.0
 
 
 @dataclass(frozen=True)
@@ -52,7 +67,12 @@ class TextRange:
                 file.seek(self.start)
                 data = file.read(self.size)
         except OSError as exc:
-            raise CorpusError(f"{self.path}: cannot read: {exc.strerror or exc}") from None
+            raise CorpusError(f"{self.describe()}: cannot read: {exc.strerror or exc}") from None
+        if len(data) != self.size:
+            # The file shrank after the units were planned: counting the rest would be silently wrong.
+            raise CorpusError(
+                f"{self.describe()}: file changed while counting (read {len(data)} of {self.size} bytes)"
+            )
         try:
             yield data.decode("utf-8")
         except UnicodeDecodeError as exc:
@@ -86,7 +106,11 @@ def _open_corpus(path: str | os.PathLike):
 def plan_units(
     path: str | os.PathLike, special_tokens: tuple[str, ...], num_workers: int | None = None
 ) -> list[TextRange]:
-    """Cut a text file into units at safe cuts: enough for every worker, none much over UNIT_BYTES."""
+    """Cut a text file into units at safe cuts: enough for every worker, none much over UNIT_BYTES.
+
+    Where a stretch of the file has no safe cut (e.g. megabytes of emoji), the unit around it is
+    as long as the stretch: correctness first, so such a file gets fewer, larger units.
+    """
     workers = resolve_workers(num_workers)
     with _open_corpus(path) as file:
         size = os.fstat(file.fileno()).st_size
@@ -121,6 +145,168 @@ def _progress_bar(units: Sequence[TextRange], progress: bool) -> tqdm:
     )
 
 
+# --- the worker pool -----------------------------------------------------------------------------
+
+
+def _one_line(text: str) -> str:
+    """Collapse whitespace runs (newlines included) so an error message stays one line."""
+    return " ".join(text.split())
+
+
+def _worker_main(conn: Connection, special_tokens: tuple[str, ...]) -> None:
+    """A counting worker: count each unit received on `conn`, reply ("ok", Counter) or ("error", BpeError).
+
+    Returns when the parent closes the pipe (normal end) or has gone away.
+    """
+    # Ctrl-C in a terminal reaches the whole process group; stopping is the parent's decision
+    # (it terminates us), and a KeyboardInterrupt here would only print a second traceback.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    while True:
+        try:
+            unit = conn.recv()
+        except (EOFError, OSError):
+            return
+        try:
+            reply: tuple[str, object] = ("ok", count_unit(unit, special_tokens))
+        except BpeError as exc:
+            reply = ("error", exc)
+        except Exception as exc:  # a bug or MemoryError: name the unit, in one line
+            message = f"counting {unit.describe()} failed: {type(exc).__name__}: {exc}"
+            reply = ("error", WorkerError(_one_line(message)))
+        try:
+            conn.send(reply)  # pickles before writing, so a pickling error writes nothing
+        except (EOFError, OSError):
+            return
+        except Exception as exc:  # the reply did not pickle (an exotic exception): send its text
+            message = f"counting {unit.describe()} failed: {type(exc).__name__}: {exc}"
+            try:
+                conn.send(("error", WorkerError(_one_line(message))))
+            except (EOFError, OSError):
+                return
+
+
+@dataclass(eq=False)  # compared by identity
+class _Worker:
+    process: BaseProcess
+    conn: Connection
+    # Units handed to this worker whose results have not arrived, in order: it is counting held[0].
+    held: deque[TextRange] = field(default_factory=deque)
+
+
+def _how_it_ended(process: BaseProcess) -> str:
+    # The exit status can arrive a moment after the pipe's EOF.
+    process.join(timeout=1.0)
+    code = process.exitcode
+    if code is None:
+        return "closed its pipe"
+    if code < 0:
+        try:
+            return f"was killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"was killed by signal {-code}"
+    return f"exited with status {code}"
+
+
+class _Pool:
+    """Worker processes, each fed units over its own pipe; see the module docstring for why."""
+
+    def __init__(self, size: int, special_tokens: tuple[str, ...]):
+        # forkserver: workers do not inherit the parent's threads (tqdm's monitor, a Dask client)
+        # or its memory, and the server is reused across calls in one process.
+        context = multiprocessing.get_context("forkserver")
+        context.set_forkserver_preload(["bpe_impls.counting"])
+        self.workers: list[_Worker] = []
+        try:
+            for _ in range(size):
+                parent_end, child_end = context.Pipe()
+                process = context.Process(
+                    target=_worker_main, args=(child_end, special_tokens), name="bpe-count", daemon=True
+                )
+                process.start()
+                child_end.close()  # the worker's copy is its own; ours would hide its EOF
+                self.workers.append(_Worker(process, parent_end))
+        except BaseException:
+            self.stop(graceful=False)
+            raise
+
+    def count(self, units: Sequence[TextRange], bar: tqdm) -> Counter[bytes]:
+        todo = deque(units)
+        for _ in range(_PREFETCH):
+            for worker in self.workers:
+                if todo:
+                    self._hand(worker, todo.popleft())
+        total: Counter[bytes] = Counter()
+        remaining = len(units)
+        while remaining:
+            live = self.workers
+            if not live:
+                raise WorkerError(f"every counting worker exited with {remaining} units left")
+            ready = set(multiprocessing.connection.wait(
+                [w.conn for w in live] + [w.process.sentinel for w in live]
+            ))
+            dead: list[_Worker] = []
+            for worker in live:
+                if worker.conn not in ready and worker.process.sentinel not in ready:
+                    continue
+                # Read what it sent before judging it: a worker that sent its last result and then
+                # died lost nothing, and a reply cut short by its death ends in EOF.
+                closed = False
+                while worker.conn.poll():
+                    try:
+                        status, payload = worker.conn.recv()
+                    except (EOFError, OSError):
+                        closed = True
+                        break
+                    if status != "ok":
+                        raise payload  # a BpeError naming its unit, raised in the worker
+                    unit = worker.held.popleft()
+                    if todo:
+                        self._hand(worker, todo.popleft())  # before merging, so it stays busy
+                    total.update(payload)
+                    del payload  # never hold more than one worker's Counter unmerged
+                    remaining -= 1
+                    bar.update(unit.size)
+                if closed or worker.process.sentinel in ready:
+                    dead.append(worker)
+            if dead:
+                self._lose(dead)
+        return total
+
+    def _hand(self, worker: _Worker, unit: TextRange) -> None:
+        worker.held.append(unit)
+        try:
+            worker.conn.send(unit)
+        except OSError:
+            pass  # it died: its sentinel reports that, naming worker.held[0]
+
+    def _lose(self, dead: list[_Worker]) -> None:
+        """Drop dead workers; if any held a unit, that unit's counts are lost: raise naming it."""
+        lost = [
+            f"counting worker (pid {w.process.pid}) {_how_it_ended(w.process)} while counting {w.held[0].describe()}"
+            for w in dead if w.held
+        ]
+        self.workers = [w for w in self.workers if w not in dead]
+        for worker in dead:
+            worker.conn.close()
+        if lost:
+            raise WorkerError("; ".join(lost))
+
+    def stop(self, graceful: bool) -> None:
+        """End every worker: by closing its pipe (graceful) or by SIGTERM, then SIGKILL after a timeout."""
+        for worker in self.workers:
+            worker.conn.close()  # a worker waiting for a unit sees EOF and exits
+            if not graceful:
+                worker.process.terminate()
+        deadline = time.monotonic() + _STOP_TIMEOUT
+        for worker in self.workers:
+            worker.process.join(max(0.0, deadline - time.monotonic()))
+        for worker in self.workers:
+            if worker.process.exitcode is None:
+                worker.process.kill()
+                worker.process.join(1.0)
+        self.workers = []
+
+
 class LocalBackend:
     """Counts on this machine: in-process for one worker, else a pool of worker processes."""
 
@@ -137,50 +323,15 @@ class LocalBackend:
                     total.update(count_unit(unit, special_tokens))
                     bar.update(unit.size)
                 return total
-            return self._count_in_pool(units, special_tokens, bar)
-
-    def _count_in_pool(self, units: Sequence[TextRange], special_tokens: tuple[str, ...], bar: tqdm) -> Counter[bytes]:
-        # forkserver: workers do not inherit the parent's threads (tqdm's monitor, a Dask client)
-        # or its memory, and the server is reused across calls in one process.
-        context = multiprocessing.get_context("forkserver")
-        context.set_forkserver_preload(["bpe_impls.counting"])
-        executor = ProcessPoolExecutor(max_workers=min(self.num_workers, len(units)), mp_context=context)
-        total: Counter[bytes] | None = None
-        try:
-            pending = {executor.submit(count_unit, unit, special_tokens): unit for unit in units}
-            while pending:
-                done, _ = wait(pending, return_when=FIRST_EXCEPTION)
-                for future in done:
-                    unit = pending.pop(future)
-                    result = _result_or_raise(future, unit, pending.values())
-                    if total is None:
-                        total = result
-                    else:
-                        total.update(result)
-                    bar.update(unit.size)
-        except BaseException:
-            # An error or Ctrl-C: drop queued work and stop the workers now rather than on exit
-            # (snapshot them first: shutdown() forgets its process table).
-            workers = list((getattr(executor, "_processes", None) or {}).values())
-            executor.shutdown(wait=False, cancel_futures=True)
-            for process in workers:
-                process.terminate()
-            raise
-        executor.shutdown(wait=True)
-        return total if total is not None else Counter()
-
-
-def _result_or_raise(future, unit: TextRange, unfinished) -> Counter[bytes]:
-    try:
-        return future.result()
-    except BrokenProcessPool:
-        others = [u.describe() for u in unfinished]
-        running = "; ".join([unit.describe(), *others][:4])
-        raise WorkerError(f"a counting worker process died while counting {running}") from None
-    except BpeError:
-        raise
-    except Exception as exc:  # a bug or an OS error inside the worker: name the unit, one line
-        raise WorkerError(f"counting {unit.describe()} failed: {type(exc).__name__}: {exc}") from None
+            pool = _Pool(min(self.num_workers, len(units)), special_tokens)
+            try:
+                total = pool.count(units, bar)
+            except BaseException:
+                # An error or Ctrl-C: stop the workers now, not when they would finish their units.
+                pool.stop(graceful=False)
+                raise
+            pool.stop(graceful=True)
+            return total
 
 
 BACKENDS: dict[str, type] = {"local": LocalBackend}

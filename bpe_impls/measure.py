@@ -74,21 +74,26 @@ def measure_in_child(func: Callable[..., Any], *args: Any, **kwargs: Any) -> Mea
         return pool.submit(measure_here, func, *args, **kwargs).result()
 
 
-def _tree_rss(root) -> int:
-    """Summed RSS of a psutil.Process and all its descendants (processes may vanish meanwhile)."""
+def tree_rss(root) -> tuple[int, int]:
+    """(summed RSS, largest single RSS) of a psutil.Process and all its descendants.
+
+    Processes may exit while they are being read; those are skipped.
+    """
     import psutil
 
-    total = 0
     try:
         processes = [root, *root.children(recursive=True)]
     except psutil.Error:
-        return 0
+        return 0, 0
+    total = largest = 0
     for process in processes:
         try:
-            total += process.memory_info().rss
+            rss = process.memory_info().rss
         except psutil.Error:
-            pass
-    return total
+            continue
+        total += rss
+        largest = max(largest, rss)
+    return total, largest
 
 
 def _run_and_send(connection, func: Callable[..., Any], args: tuple) -> None:
@@ -126,7 +131,7 @@ def measure_tree(func: Callable[..., Any], *args: Any, poll_seconds: float = 0.0
             if not process.is_alive() and not receiver.poll():
                 raise RuntimeError(f"measured process died with exit code {process.exitcode}")
             if root is not None:
-                peak = max(peak, _tree_rss(root))
+                peak = max(peak, tree_rss(root)[0])
         ok, payload, seconds, own_peak = receiver.recv()
     finally:
         process.join(timeout=5)

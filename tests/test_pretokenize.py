@@ -190,18 +190,6 @@ def test_count_pretokens_identical_for_1_2_3_workers(fixture, request):
     assert results[0] == results[1] == results[2]
 
 
-def test_one_worker_runs_in_process(tmp_path, monkeypatch):
-    import bpe_impls.counting as counting
-
-    def no_pool(*args, **kwargs):
-        raise AssertionError("num_workers=1 must not start processes")
-
-    monkeypatch.setattr(counting, "ProcessPoolExecutor", no_pool)
-    path = tmp_path / "c.txt"
-    path.write_text("one. two. three." * 100)
-    assert count_pretokens(path, [], num_workers=1)[b" two"] == 100
-
-
 def test_units_cover_the_file_exactly(tmp_path):
     path = tmp_path / "c.txt"
     path.write_text(("A story. " * 100 + EOT) * 50)
