@@ -12,11 +12,12 @@ import codecs
 import resource
 import sys
 import time
+import warnings
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from .atomic import atomic_write
-from .errors import BpeError, CorpusError, EncodeError
+from .errors import BpeError, ConfigError, CorpusError, EncodeError
 
 READ_BLOCK = 1 << 20
 IDS_PER_WRITE = 1 << 20
@@ -55,10 +56,24 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
 
     train = commands.add_parser("train", help="train a tokenizer; writes vocab.json + merges.txt")
-    train.add_argument("corpus", type=Path, help="UTF-8 text file")
+    train.add_argument(
+        "corpus", nargs="+",
+        help="corpus files, globs or directories: .txt, .jsonl (each optionally .gz or .zst), .parquet",
+    )
     _add_training_options(train, vocab_default=None)
     train.add_argument("--impl", choices=list(IMPLEMENTATIONS), default=DEFAULT_IMPL, help="trainer")
     train.add_argument("--out", type=Path, required=True, help="output directory")
+    train.add_argument("--backend", choices=["local", "dask"], default="local",
+                       help="where pre-tokens are counted: this machine's processes, or Dask tasks")
+    train.add_argument("--scheduler", default=None, metavar="tcp://HOST:PORT",
+                       help="Dask scheduler to count on (default with --backend dask: a LocalCluster of "
+                            "--workers processes, started and shut down by this command)")
+    train.add_argument("--text-field", default="text", help="JSON Lines / Parquet field holding the text")
+    train.add_argument("--skip-bad-records", action="store_true",
+                       help="skip bad JSON/Parquet records (counted and reported) instead of failing")
+    train.add_argument("--min-pretoken-count", type=int, default=1, metavar="N",
+                       help="drop pre-tokens seen fewer than N times in the whole corpus before merging "
+                            "(less memory; changes the result; default 1 = exact)")
     _add_common(train)
 
     encode = commands.add_parser("encode", help="encode a text file to a .npy array of token ids")
@@ -120,11 +135,24 @@ def main(argv: Sequence[str] | None = None) -> int:
 def cmd_train(args: argparse.Namespace) -> int:
     from . import Tokenizer, train_bpe
 
+    from .sources import SkippedRecordsWarning
+
+    if args.scheduler is not None and args.backend != "dask":
+        raise ConfigError("--scheduler needs --backend dask")
     start = time.perf_counter()
-    vocab, merges = train_bpe(
-        args.corpus, args.vocab_size, args.special_tokens,
-        impl=args.impl, num_workers=args.workers, progress=_progress_enabled(args),
-    )
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", SkippedRecordsWarning)
+        vocab, merges = train_bpe(
+            args.corpus, args.vocab_size, args.special_tokens,
+            impl=args.impl, num_workers=args.workers, progress=_progress_enabled(args),
+            backend=args.backend, scheduler=args.scheduler, text_field=args.text_field,
+            skip_bad_records=args.skip_bad_records, min_pretoken_count=args.min_pretoken_count,
+        )
+    for warning in caught:
+        if issubclass(warning.category, SkippedRecordsWarning):
+            print(f"bpe: warning: {warning.message}", file=sys.stderr)
+        else:
+            warnings.showwarning(warning.message, warning.category, warning.filename, warning.lineno)
     seconds = time.perf_counter() - start
     args.out.mkdir(parents=True, exist_ok=True)
     Tokenizer(vocab, merges, args.special_tokens).save(args.out)

@@ -1,9 +1,11 @@
 """Units of work and the backends that count their pre-tokens.
 
-`plan_units` turns a corpus into units of work without reading its text (only the few blocks
-around each cut); `count_unit` reads one unit and counts it; a backend maps `count_unit` over the
-units and sums the Counters. The backends differ only in where `count_unit` runs, so chunking, the
-regex, special-token splitting and bad-input errors live once, below all of them.
+`plan_units` turns a text file into units of work without reading its text (only the few blocks
+around each cut; `sources.plan_inputs` does the same for many files and other formats);
+`sources.tally_unit` reads one unit and counts it (a Tally: counts and skipped bad records); a
+backend maps it over the units and adds the Tallies. The backends (here: local; dask_backend.py:
+Dask) differ only in where `tally_unit` runs, so chunking, the regex, special-token splitting and
+bad-input errors live once, below all of them.
 
 The local backend runs its own small pool rather than a ProcessPoolExecutor, because it needs
 three things an executor does not give: each worker has its own pipe and the parent knows which
@@ -22,7 +24,7 @@ import os
 import signal
 import time
 from collections import Counter, deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
@@ -31,7 +33,7 @@ from typing import Protocol
 from tqdm import tqdm
 
 from .errors import BpeError, ConfigError, CorpusError, WorkerError
-from .pretokenize import count_text, safe_cuts
+from .pretokenize import safe_cuts
 
 # A unit is read whole by one worker, so its size bounds a worker's memory (bytes + decoded text
 # + pieces, a few times this); it also bounds how long one straggler can hold up the others.
@@ -124,17 +126,26 @@ def plan_units(
 
 def count_unit(unit: TextRange, special_tokens: tuple[str, ...]) -> Counter[bytes]:
     """Count one unit's pre-tokens; each text it yields is a hard boundary, like a special token."""
-    counts: Counter[bytes] = Counter()
-    for text in unit.texts():
-        counts.update(count_text(text, special_tokens))
-    return counts
+    from .sources import tally_unit  # sources imports this module
+
+    return tally_unit(unit, special_tokens).counts
 
 
 class CountingBackend(Protocol):
-    """Runs `count_unit` over units of work and returns the sum of their Counters."""
+    """Runs `tally_unit` over units of work and returns the sum of their Tallies.
+
+    `count` returns just the counts and reports skipped records as a SkippedRecordsWarning.
+    `min_count` > 1 drops pre-tokens rarer than that from the *global* count.
+    """
+
+    def tally(
+        self, units: Sequence[TextRange], special_tokens: tuple[str, ...], *, progress: bool = False,
+        min_count: int = 1,
+    ): ...
 
     def count(
-        self, units: Sequence[TextRange], special_tokens: tuple[str, ...], *, progress: bool = False
+        self, units: Sequence[TextRange], special_tokens: tuple[str, ...], *, progress: bool = False,
+        min_count: int = 1,
     ) -> Counter[bytes]: ...
 
 
@@ -154,20 +165,22 @@ def _one_line(text: str) -> str:
 
 
 def _worker_main(conn: Connection, special_tokens: tuple[str, ...]) -> None:
-    """A counting worker: count each unit received on `conn`, reply ("ok", Counter) or ("error", BpeError).
+    """A counting worker: count each unit received on `conn`, reply ("ok", Tally) or ("error", BpeError).
 
     Returns when the parent closes the pipe (normal end) or has gone away.
     """
     # Ctrl-C in a terminal reaches the whole process group; stopping is the parent's decision
     # (it terminates us), and a KeyboardInterrupt here would only print a second traceback.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    from .sources import tally_unit
+
     while True:
         try:
             unit = conn.recv()
         except (EOFError, OSError):
             return
         try:
-            reply: tuple[str, object] = ("ok", count_unit(unit, special_tokens))
+            reply: tuple[str, object] = ("ok", tally_unit(unit, special_tokens))
         except BpeError as exc:
             reply = ("error", exc)
         except Exception as exc:  # a bug or MemoryError: name the unit, in one line
@@ -214,7 +227,7 @@ class _Pool:
         # forkserver: workers do not inherit the parent's threads (tqdm's monitor, a Dask client)
         # or its memory, and the server is reused across calls in one process.
         context = multiprocessing.get_context("forkserver")
-        context.set_forkserver_preload(["bpe_impls.counting"])
+        context.set_forkserver_preload(["bpe_impls.counting", "bpe_impls.sources"])
         self.workers: list[_Worker] = []
         try:
             for _ in range(size):
@@ -229,13 +242,15 @@ class _Pool:
             self.stop(graceful=False)
             raise
 
-    def count(self, units: Sequence[TextRange], bar: tqdm) -> Counter[bytes]:
+    def count(self, units: Sequence[TextRange], bar: tqdm):
+        from .sources import Tally
+
         todo = deque(units)
         for _ in range(_PREFETCH):
             for worker in self.workers:
                 if todo:
                     self._hand(worker, todo.popleft())
-        total: Counter[bytes] = Counter()
+        total = Tally()
         remaining = len(units)
         while remaining:
             live = self.workers
@@ -262,7 +277,7 @@ class _Pool:
                     unit = worker.held.popleft()
                     if todo:
                         self._hand(worker, todo.popleft())  # before merging, so it stays busy
-                    total.update(payload)
+                    total.add(payload)
                     del payload  # never hold more than one worker's Counter unmerged
                     remaining -= 1
                     bar.update(unit.size)
@@ -314,27 +329,48 @@ class LocalBackend:
         self.num_workers = resolve_workers(num_workers)
 
     def count(
-        self, units: Sequence[TextRange], special_tokens: tuple[str, ...], *, progress: bool = False
+        self, units: Sequence[TextRange], special_tokens: tuple[str, ...], *, progress: bool = False,
+        min_count: int = 1,
     ) -> Counter[bytes]:
+        from .sources import warn_skipped
+
+        tally = self.tally(units, special_tokens, progress=progress, min_count=min_count)
+        warn_skipped(tally.skipped)
+        return tally.counts
+
+    def tally(
+        self, units: Sequence[TextRange], special_tokens: tuple[str, ...], *, progress: bool = False,
+        min_count: int = 1,
+    ):
+        from .sources import Tally, drop_rare, tally_unit, validate_min_count
+
+        validate_min_count(min_count)
         with _progress_bar(units, progress) as bar:
             if self.num_workers == 1 or len(units) <= 1:
-                total: Counter[bytes] = Counter()
+                total = Tally()
                 for unit in units:
-                    total.update(count_unit(unit, special_tokens))
+                    total.add(tally_unit(unit, special_tokens))
                     bar.update(unit.size)
-                return total
-            pool = _Pool(min(self.num_workers, len(units)), special_tokens)
-            try:
-                total = pool.count(units, bar)
-            except BaseException:
-                # An error or Ctrl-C: stop the workers now, not when they would finish their units.
-                pool.stop(graceful=False)
-                raise
-            pool.stop(graceful=True)
-            return total
+            else:
+                pool = _Pool(min(self.num_workers, len(units)), special_tokens)
+                try:
+                    total = pool.count(units, bar)
+                except BaseException:
+                    # An error or Ctrl-C: stop the workers now, not when they would finish their units.
+                    pool.stop(graceful=False)
+                    raise
+                pool.stop(graceful=True)
+        drop_rare(total.counts, min_count)
+        return total
 
 
-BACKENDS: dict[str, type] = {"local": LocalBackend}
+def _dask_backend(num_workers: int | None = None, scheduler: str | None = None) -> CountingBackend:
+    from .dask_backend import DaskBackend  # imports dask only when it counts
+
+    return DaskBackend(num_workers, scheduler)
+
+
+BACKENDS: dict[str, Callable[..., CountingBackend]] = {"local": LocalBackend, "dask": _dask_backend}
 
 
 def count_units(
@@ -343,9 +379,15 @@ def count_units(
     *,
     backend: str = "local",
     num_workers: int | None = None,
+    scheduler: str | None = None,
+    min_count: int = 1,
     progress: bool = False,
 ) -> Counter[bytes]:
-    """Count the units with the named backend."""
+    """Count the units with the named backend; `scheduler` (a Dask address) is for backend="dask"."""
     if backend not in BACKENDS:
         raise ConfigError(f"unknown counting backend {backend!r}; choose from {', '.join(sorted(BACKENDS))}")
-    return BACKENDS[backend](num_workers).count(units, special_tokens, progress=progress)
+    if scheduler is not None and backend != "dask":
+        raise ConfigError("a scheduler address is only used with the dask backend (--backend dask)")
+    make = BACKENDS[backend]
+    counter = make(num_workers, scheduler) if backend == "dask" else make(num_workers)
+    return counter.count(units, special_tokens, progress=progress, min_count=min_count)

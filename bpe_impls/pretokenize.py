@@ -210,20 +210,36 @@ def safe_cuts(file: BinaryIO, num_chunks: int, special_tokens: tuple[str, ...]) 
 
 
 def count_pretokens(
-    input_path: str | os.PathLike,
+    input_path: str | os.PathLike | Sequence[str | os.PathLike],
     special_tokens: Iterable[str] | None = None,
     num_workers: int | None = None,
     *,
     progress: bool = False,
+    backend: str = "local",
+    scheduler: str | None = None,
+    text_field: str = "text",
+    skip_bad_records: bool = False,
+    min_pretoken_count: int = 1,
 ) -> Counter[bytes]:
-    """Count GPT-2 pre-tokens of a corpus file as a map-reduce over byte ranges.
+    """Count GPT-2 pre-tokens of a corpus as a map-reduce over units of work.
 
-    Each worker opens the file, reads only its own range, and returns a Counter keyed by bytes;
-    the parent sums them and never holds the corpus. `num_workers=1` runs in-process; None uses
-    every core. The result is identical for every worker count.
+    `input_path`: a file, a glob, a directory, or a list of them; .txt, .jsonl (each optionally
+    .gz/.zst) and .parquet files (see bpe_impls.sources). Each worker reads only its own unit and
+    returns a Counter keyed by bytes; the partial counts are summed (by the parent, or by a tree of
+    merges on the Dask workers with backend="dask"), never holding the corpus. `num_workers=1`
+    runs in-process; None uses every core. The result is identical for every backend and worker
+    count. Bad JSON/Parquet records raise a CorpusError naming file and line/row, or with
+    `skip_bad_records` are skipped and reported as a SkippedRecordsWarning. `min_pretoken_count`
+    N > 1 drops pre-tokens seen fewer than N times in the whole corpus: smaller word counts to hold
+    and train on, but a different result (like HuggingFace's min_frequency).
     """
-    from .counting import count_units, plan_units
+    from .counting import count_units
+    from .sources import plan_inputs, validate_min_count
 
     specials = validate_special_tokens(special_tokens)
-    units = plan_units(input_path, specials, num_workers)
-    return count_units(units, specials, num_workers=num_workers, progress=progress)
+    validate_min_count(min_pretoken_count)
+    units = plan_inputs(input_path, specials, num_workers, text_field=text_field, skip_bad_records=skip_bad_records)
+    return count_units(
+        units, specials, backend=backend, num_workers=num_workers, scheduler=scheduler,
+        min_count=min_pretoken_count, progress=progress,
+    )

@@ -1,0 +1,303 @@
+"""Counting on a Dask cluster: one task per unit of work, partial counts tree-reduced on the workers.
+
+    from bpe_impls.dask_backend import DaskBackend
+    counts = DaskBackend(scheduler="tcp://10.0.0.1:8786").count(units, ("<|endoftext|>",))
+    counts = DaskBackend(num_workers=4).count(units, specials)   # a LocalCluster, started and shut down
+
+Only *where* `tally_unit` runs differs from the local backend: the units, the reading, the regex
+and the bad-input errors are the same code (bpe_impls.sources / counting). The client submits the
+whole graph at once: one counting task per unit, then merge tasks that each add up to `fan_in`
+partial Tallies, level by level, until one is left; merges run on the workers that hold their
+inputs, so the client receives a single Counter, never one per unit. Counts are Python ints from
+end to end (pickled, never converted to numpy), so they do not overflow.
+
+Faults. A worker that dies (OOM killer, SIGKILL, a lost machine) is the scheduler's business: the
+units it was counting, and the finished partial counts held only in its memory, are computed again
+on other workers, so the result is exactly the same. A task that keeps killing workers fails after
+`distributed.scheduler.allowed-failures` deaths (default 3); that and any other failure becomes a
+one-line error naming the unit. `retries` re-runs a task that *raised* (say a flaky network file
+system); it does not affect worker deaths. Ctrl-C (KeyboardInterrupt) cancels the tasks, closes the
+client and shuts down a LocalCluster this backend started.
+
+Dask is imported only when a DaskBackend counts, so the package works without the `dask` extra.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import uuid
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from tqdm import tqdm
+
+from .counting import resolve_workers
+from .errors import BpeError, ConfigError, WorkerError
+from .sources import Tally, drop_rare, tally_unit, validate_min_count, warn_skipped
+
+# Partial Tallies added by one merge task: the tree has log_FAN_IN(units) levels, and a merge task
+# holds FAN_IN + 1 Counters (its inputs and their sum).
+FAN_IN = 8
+# How long to wait for a scheduler to answer, and for a cluster to have at least one worker.
+CONNECT_TIMEOUT = "30s"
+WORKER_TIMEOUT = 60.0
+INSTALL_HINT = "dask is not installed: pip install 'bpe_impls[dask]'"
+# Run by each worker process of a LocalCluster we start (a Dask "preload" given as script text).
+# Ctrl-C in a terminal reaches the whole process group, workers included; stopping is the driver's
+# decision (it closes the cluster), and a KeyboardInterrupt in every worker would only print pages
+# of tracebacks. The workers of a cluster given by address are not ours to change.
+_WORKER_PRELOAD = """
+import signal
+try:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+except ValueError:  # not the main thread: then the signal is not delivered to this code anyway
+    pass
+"""
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+def _distributed() -> Any:
+    try:
+        import distributed
+    except ImportError:
+        raise ConfigError(INSTALL_HINT) from None
+    return distributed
+
+
+def _count_task(unit: Any, special_tokens: tuple[str, ...]) -> Tally:
+    """Runs on a worker: count one unit; a failure that is not a BpeError is named here, in one line."""
+    try:
+        return tally_unit(unit, special_tokens)
+    except BpeError:
+        raise
+    except Exception as exc:  # a bug, MemoryError, ...: the driver sees only the message
+        raise WorkerError(_one_line(f"counting {unit.describe()} failed: {type(exc).__name__}: {exc}")) from None
+
+
+def _merge_task(*tallies: Tally, min_count: int = 1) -> Tally:
+    """Runs on a worker: the sum of partial Tallies, filtered by min_count at the root only.
+
+    The inputs live in the worker's memory as the results of other tasks and are never mutated: a
+    merge that is retried or recomputed after a worker death must see them unchanged, or some
+    counts would be added twice. So the largest is copied (one C-level dict copy) and the others
+    added to the copy.
+    """
+    if not tallies:
+        return Tally()
+    ordered = sorted(tallies, key=lambda t: len(t.counts), reverse=True)
+    total = Tally(Counter(ordered[0].counts), ordered[0].skipped)
+    for tally in ordered[1:]:
+        total.add(tally)
+    drop_rare(total.counts, min_count)
+    return total
+
+
+class DaskBackend:
+    """Counts units as Dask tasks on a cluster (`scheduler` address) or on a LocalCluster it starts.
+
+    num_workers: worker processes of the LocalCluster (one thread each, since counting holds the
+    GIL); None means every core. Ignored when `scheduler` is given: the cluster has its workers.
+    """
+
+    def __init__(
+        self,
+        num_workers: int | None = None,
+        scheduler: str | None = None,
+        *,
+        retries: int = 1,
+        fan_in: int = FAN_IN,
+    ):
+        self.num_workers = resolve_workers(num_workers)
+        if scheduler is not None and (not isinstance(scheduler, str) or not scheduler.strip()):
+            raise ConfigError(f"scheduler must be an address like tcp://HOST:8786, got {scheduler!r}")
+        if not isinstance(retries, int) or retries < 0:
+            raise ConfigError(f"retries must be a non-negative integer, got {retries!r}")
+        if not isinstance(fan_in, int) or fan_in < 2:
+            raise ConfigError(f"fan_in must be an integer of at least 2, got {fan_in!r}")
+        self.scheduler = scheduler.strip() if scheduler else None
+        self.retries = retries
+        self.fan_in = fan_in
+
+    def count(
+        self, units: Sequence[Any], special_tokens: tuple[str, ...], *, progress: bool = False, min_count: int = 1
+    ) -> Counter[bytes]:
+        """The summed pre-token counts; skipped bad records are reported as a SkippedRecordsWarning."""
+        tally = self.tally(units, special_tokens, progress=progress, min_count=min_count)
+        warn_skipped(tally.skipped)
+        return tally.counts
+
+    def tally(
+        self, units: Sequence[Any], special_tokens: tuple[str, ...], *, progress: bool = False, min_count: int = 1
+    ) -> Tally:
+        """Counts and skipped records of all units; min_count > 1 filters the global count on the worker
+        that computes it, so the driver never receives the rare pre-tokens."""
+        validate_min_count(min_count)
+        if not units:
+            return Tally()
+        distributed = _distributed()
+        cluster = None
+        client = None
+        finished = False
+        with _quiet_logs():
+            try:
+                cluster, client = self._connect(distributed)
+                result = self._run(distributed, client, list(units), tuple(special_tokens), progress, min_count)
+                finished = True
+                return result
+            finally:
+                # Also on Ctrl-C: the client's futures are released (the scheduler drops every task
+                # not yet run), then a cluster we started is shut down with its worker processes.
+                if client is not None:
+                    _quietly(client.close)
+                if cluster is not None:
+                    if not finished:  # workers may be mid-task: do not wait for them to finish
+                        _quietly(lambda: cluster.sync(_stop_workers, list(cluster.workers.values())))
+                    _quietly(cluster.close)
+
+    def _connect(self, distributed: Any) -> tuple[Any, Any]:
+        if self.scheduler is None:
+            try:
+                cluster = distributed.LocalCluster(
+                    n_workers=self.num_workers,
+                    threads_per_worker=1,  # counting holds the GIL: parallelism is processes
+                    processes=True,
+                    # A random local port: the default 8787 may be another cluster's on a shared machine.
+                    dashboard_address="127.0.0.1:0",
+                    silence_logs=logging.ERROR,
+                    preload=[_WORKER_PRELOAD],
+                )
+            except Exception as exc:
+                message = f"cannot start a local Dask cluster: {type(exc).__name__}: {exc}"
+                raise WorkerError(_one_line(message)) from None
+            try:
+                client = distributed.Client(cluster, set_as_default=False)
+            except BaseException:
+                _quietly(cluster.close)
+                raise
+            return cluster, client
+        try:
+            client = distributed.Client(self.scheduler, timeout=CONNECT_TIMEOUT, set_as_default=False)
+        except Exception as exc:
+            raise WorkerError(_one_line(f"cannot connect to the Dask scheduler at {self.scheduler}: {exc}")) from None
+        try:
+            client.wait_for_workers(1, timeout=WORKER_TIMEOUT)
+        except Exception:
+            _quietly(client.close)
+            raise WorkerError(
+                f"the Dask scheduler at {self.scheduler} has no workers after {WORKER_TIMEOUT:.0f} s "
+                f"(start some with: dask worker {self.scheduler})"
+            ) from None
+        return None, client
+
+    def _run(
+        self, distributed: Any, client: Any, units: list[Any], specials: tuple[str, ...], progress: bool, min_count: int
+    ) -> Tally:
+        # Keys unique to this run: on a shared scheduler, a key from an earlier run (another corpus,
+        # or the same files since edited) must never stand in for this run's task.
+        run = uuid.uuid4().hex[:12]
+        keys = [f"bpe-count-{run}-{i}" for i in range(len(units))]
+        names = {key: unit.describe() for key, unit in zip(keys, units)}
+        level = client.map(_count_task, units, special_tokens=specials, key=keys, retries=self.retries)
+        counted = list(level) if progress else []
+        depth = 0
+        while True:
+            last = len(level) <= self.fan_in
+            groups = [level[i:i + self.fan_in] for i in range(0, len(level), self.fan_in)]
+            level = [
+                client.submit(
+                    _merge_task, *group, min_count=min_count if last else 1,
+                    key=f"bpe-merge-{run}-{depth}-{j}", retries=self.retries,
+                )
+                for j, group in enumerate(groups)
+            ]
+            depth += 1
+            if last:
+                break
+        # Only the root future is held from here on: a partial result is freed on its worker as
+        # soon as the merge above it has run (the scheduler can still recompute it from the graph).
+        (root,) = level
+        del level, groups
+        try:
+            if counted:
+                self._follow(distributed, client, counted, units, keys)
+            return root.result()
+        except KeyboardInterrupt:
+            _quietly(lambda: client.cancel([root], force=True))
+            raise
+        except BpeError:
+            raise  # a CorpusError naming file and line, raised in the task
+        except Exception as exc:
+            raise _named(distributed, exc, names) from None
+
+    @staticmethod
+    def _follow(distributed: Any, client: Any, futures: list[Any], units: list[Any], keys: list[str]) -> None:
+        """Advance a progress bar as units finish; return early if one failed (root.result() raises it)."""
+        size = {key: unit.size for key, unit in zip(keys, units)}
+        with tqdm(total=sum(size.values()), unit="B", unit_scale=True, unit_divisor=1024,
+                  desc="pre-tokenize (dask)", leave=False) as bar:
+            done = distributed.as_completed(futures, loop=client.loop)
+            futures.clear()  # as_completed drops each one as it yields it, freeing its result
+            for future in done:
+                if future.status != "finished":
+                    return
+                bar.update(size[future.key])
+
+
+def _named(distributed: Any, exc: BaseException, names: dict[str, str]) -> WorkerError:
+    """A one-line WorkerError for a failed run, naming the unit when the failure belongs to one."""
+    killed = getattr(getattr(distributed, "scheduler", None), "KilledWorker", None)
+    if killed is not None and isinstance(exc, killed):
+        key = exc.task
+        what = f"counting {names[key]}" if key in names else "merging partial counts"
+        return WorkerError(
+            f"{what}: {exc.allowed_failures + 1} Dask workers died while running it; giving up "
+            f"(see the worker logs; distributed.scheduler.allowed-failures sets the limit)"
+        )
+    lost = {"CommClosedError", "CancelledError", "FutureCancelledError"}
+    if isinstance(exc, (OSError, TimeoutError)) or type(exc).__name__ in lost:
+        return WorkerError(_one_line(f"lost the Dask cluster while counting: {type(exc).__name__}: {exc}"))
+    # E.g. a worker that cannot unpickle the task: bpe_impls missing or older there.
+    return WorkerError(_one_line(
+        f"a Dask task failed: {type(exc).__name__}: {exc} (is the same bpe_impls installed on every worker?)"
+    ))
+
+
+# Seconds a busy worker of our LocalCluster gets to stop when the count failed or was interrupted.
+# A graceful close would wait 4 s for the task it is running, whose result nobody wants any more.
+_STOP_TIMEOUT = 0.5
+
+
+async def _stop_workers(nannies: list[Any]) -> None:
+    """Close every worker of a LocalCluster now, killing a busy one after _STOP_TIMEOUT seconds."""
+    import asyncio
+
+    await asyncio.gather(
+        *(nanny.close(timeout=_STOP_TIMEOUT, reason="bpe-count-stopped") for nanny in nannies),
+        return_exceptions=True,
+    )
+
+
+@contextlib.contextmanager
+def _quiet_logs() -> Iterator[None]:
+    """Keep distributed's INFO/WARNING chatter (cluster start and stop, a restarted worker) off the
+    command's stderr while it counts; errors still show, and ours say what failed in one line."""
+    logger = logging.getLogger("distributed")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+def _quietly(action) -> None:
+    """Run a teardown step; a failure there must not hide the error or Ctrl-C that got us here."""
+    try:
+        action()
+    except Exception:
+        pass
