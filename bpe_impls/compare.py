@@ -151,16 +151,15 @@ def _encode_huggingface(path: str, vocab, merges, special_tokens: list[str]):
 
     text = _corpus_sample(path)
     hf_vocab = {token_to_str(token): i for i, token in vocab.items() if i >= len(special_tokens)}
+    # The special tokens keep our ids: HF would otherwise give them len(vocab), an id in use.
+    hf_vocab.update({token: i for i, token in enumerate(special_tokens)})
     hf_merges = [(token_to_str(a), token_to_str(b)) for a, b in merges]
     tokenizer = Tokenizer(models.BPE(vocab=hf_vocab, merges=hf_merges))
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
     tokenizer.add_special_tokens(list(special_tokens))
-    # HF gives added tokens ids after the model's; map them to ours for the id comparison.
-    special_ids = {tokenizer.token_to_id(token): i for i, token in enumerate(special_tokens)}
     start = time.perf_counter()
     ids = tokenizer.encode(text).ids
-    seconds = time.perf_counter() - start
-    return [special_ids.get(i, i) for i in ids], len(text.encode("utf-8")), seconds
+    return ids, len(text.encode("utf-8")), time.perf_counter() - start
 
 
 TRAIN_PEERS = {"huggingface": ("tokenizers", _train_huggingface), "rustbpe": ("rustbpe", _train_rustbpe)}

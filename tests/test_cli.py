@@ -183,9 +183,11 @@ def test_compare_with_peers_times_them_on_the_same_corpus(corpus):
     lines = result.stdout.splitlines()
     for name in ("huggingface", "rustbpe", "tiktoken"):
         assert any(line.startswith(name) for line in lines), name
-    # tiktoken loaded with our trained vocab must give our ids
-    tiktoken_line = next(line for line in lines if line.startswith("tiktoken"))
-    assert tiktoken_line.split()[-1] == "yes"
+    # tiktoken and HuggingFace loaded with our trained vocab and merges must give our ids
+    encode_table = lines[lines.index(next(line for line in lines if line.startswith("encoder"))):]
+    for name in ("tiktoken", "huggingface"):
+        row = next(line for line in encode_table if line.startswith(name))
+        assert row.split()[-1] == "yes", row
 
 
 def test_iter_documents_splits_on_specials_across_read_blocks(tmp_path):
