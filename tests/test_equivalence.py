@@ -75,20 +75,78 @@ def test_trainer_matches_naive_on_tied_word_counts(impl, counts, extra_merges):
     assert IMPLEMENTATIONS[impl](counts, vocab_size) == naive.train(counts, vocab_size)
 
 
+# Word counts that stress one mechanism each: overlapping runs merge greedily left to right,
+# merges that recreate a pair, multi-byte characters, words without pairs, and a count gap far
+# wider than the number of distinct counts (bucket's max pointer must not walk it step by step).
+FIXED_CASES = [
+    {b"hug": 10, b"pug": 5, b"pun": 12, b"bun": 4, b"hugs": 5},
+    {b"aaaaaaa": 1},
+    {b"aaaa": 1},
+    {b"aaaaaaaa": 3, b"aaa": 2},
+    {b"abababab": 2},
+    {b"bnanana": 1},
+    {b"bnanana": 2, b"nanan": 3, b"ananas": 1},
+    {b"aaaaaaa": 3, b"abababab": 2, b"bnanana": 4},
+    {b"abcabcabc": 4, b"cabca": 4},
+    {b"aabaabaab": 1, b"aaaabaaaab": 2},
+    {b"a" * 40: 1, b"ab" * 20: 1, b"ba" * 20: 2},
+    {"🙂🙂🙂🙂".encode(): 3, "éééé".encode(): 3},
+    {b"": 5, b"a": 3, b"ab": 1},
+    {b"a": 7},
+    {},
+    {b"ab": 10**15, b"cd": 1, b"ef": 2},
+]
+
+
+@pytest.mark.parametrize("impl", FAST)
+@pytest.mark.parametrize("words", FIXED_CASES)
+@pytest.mark.parametrize("vocab_size", [256, 257, 260, 270, 100_000])
+def test_trainer_matches_naive_on_fixed_cases(impl, words, vocab_size):
+    assert IMPLEMENTATIONS[impl](words, vocab_size) == naive.train(words, vocab_size)
+
+
+@pytest.mark.parametrize("impl", FAST)
+def test_trainer_matches_naive_with_special_tokens_in_the_layout(impl):
+    words = FIXED_CASES[0]
+    assert IMPLEMENTATIONS[impl](words, 400, [EOT, "<pad>"]) == naive.train(words, 400, [EOT, "<pad>"])
+
+
+multibyte_words = st.dictionaries(
+    st.lists(st.sampled_from(["é", "🙂", "a", "👩‍👧", "€", "\u00a0"]), min_size=1, max_size=8).map(
+        lambda chars: "".join(chars).encode()
+    ),
+    st.integers(1, 5),
+    max_size=6,
+)
+repeated_runs = st.builds(
+    lambda pieces, counts: {("".join(pieces) * (i + 1)).encode(): c for i, c in enumerate(counts)},
+    st.lists(st.sampled_from(["a", "aa", "ab", "ba", "na", "b"]), min_size=1, max_size=10),
+    st.lists(st.integers(1, 5), min_size=1, max_size=4),
+)
+arbitrary_bytes = st.dictionaries(st.binary(min_size=1, max_size=8), st.integers(1, 3), max_size=6)
+
+
+@pytest.mark.parametrize("impl", FAST)
+@settings(max_examples=examples(100))
+@given(counts=st.one_of(multibyte_words, repeated_runs, arbitrary_bytes), extra_merges=st.integers(0, 80))
+def test_trainer_matches_naive_on_runs_multibyte_and_arbitrary_bytes(impl, counts, extra_merges):
+    assert IMPLEMENTATIONS[impl](counts, 256 + extra_merges) == naive.train(counts, 256 + extra_merges)
+
+
+@pytest.mark.parametrize("impl", list(IMPLEMENTATIONS))
+def test_progress_bar_does_not_change_the_result(impl):
+    words = FIXED_CASES[7]
+    assert IMPLEMENTATIONS[impl](words, 300, progress=True) == naive.train(words, 300)
+
+
 @pytest.mark.parametrize("impl", list(IMPLEMENTATIONS))
 @pytest.mark.parametrize(
-    "words",
-    [
-        {b"hug": 10, b"pug": 5, b"pun": 12, b"bun": 4, b"hugs": 5},
-        {b"aaaaaaa": 3, b"abababab": 2, b"bnanana": 4},
-        {b"aaaa": 1},
-        {b"a": 7},
-        {},
-    ],
-    ids=["design-notes", "runs", "aaaa", "single-byte", "empty"],
+    "vocab_size, specials, needle",
+    [(255, [], "below 256"), (256, [EOT], "below 256"), (300, [EOT, EOT], "twice"), (300, [""], "empty")],
 )
-def test_trainer_matches_naive_on_worked_examples(impl, words):
-    assert IMPLEMENTATIONS[impl](words, 400, [EOT]) == naive.train(words, 400, [EOT])
+def test_every_trainer_rejects_bad_arguments(impl, vocab_size, specials, needle):
+    with pytest.raises(ConfigError, match=needle):
+        IMPLEMENTATIONS[impl]({b"ab": 1}, vocab_size, specials)
 
 
 @pytest.mark.parametrize("impl", list(IMPLEMENTATIONS))
