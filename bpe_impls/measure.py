@@ -111,27 +111,22 @@ def measure_tree(func: Callable[..., Any], *args: Any, poll_seconds: float = 0.0
     """Run func(*args) in a new process; peak is the highest summed RSS of it and its descendants.
 
     This is what a user sees for a whole training run, whether it uses threads (HuggingFace) or
-    worker processes (ours). RSS is polled every `poll_seconds` with psutil; where psutil is not
-    installed, the peak is that one process's own ru_maxrss (workers not included).
+    worker processes (ours). RSS is polled every `poll_seconds` with psutil.
     """
+    import psutil
+
     context = multiprocessing.get_context("forkserver")
     receiver, sender = context.Pipe(duplex=False)
     process = context.Process(target=_run_and_send, args=(sender, func, args))
     process.start()
     sender.close()
-    try:
-        import psutil
-
-        root = psutil.Process(process.pid)
-    except (ImportError, Exception):
-        root = None
+    root = psutil.Process(process.pid)
     peak = 0
     try:
         while not receiver.poll(poll_seconds):
             if not process.is_alive() and not receiver.poll():
                 raise RuntimeError(f"measured process died with exit code {process.exitcode}")
-            if root is not None:
-                peak = max(peak, tree_rss(root)[0])
+            peak = max(peak, tree_rss(root)[0])
         ok, payload, seconds, own_peak = receiver.recv()
     finally:
         process.join(timeout=5)
@@ -139,4 +134,4 @@ def measure_tree(func: Callable[..., Any], *args: Any, poll_seconds: float = 0.0
             process.kill()
     if not ok:
         raise payload
-    return Measured(payload, seconds, peak or own_peak)
+    return Measured(payload, seconds, max(peak, own_peak))
