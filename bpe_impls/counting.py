@@ -47,6 +47,26 @@ _PREFETCH = 2
 _STOP_TIMEOUT = 2.0
 
 
+def read_range(path: str, start: int, size: int, where: str, block_size: int | None = None) -> Iterator[bytes]:
+    """Bytes [start, start + size) of a file, in blocks of at most block_size (default: one block).
+
+    A file that shrank since the units were planned is an error: counting the rest would be
+    silently short. Errors name `where` (the unit), in one line.
+    """
+    try:
+        with open(path, "rb") as file:
+            file.seek(start)
+            left = size
+            while left:
+                block = file.read(min(block_size or left, left))
+                if not block:
+                    raise CorpusError(f"{where}: file changed while counting (read {size - left} of {size} bytes)")
+                left -= len(block)
+                yield block
+    except OSError as exc:
+        raise CorpusError(f"{where}: cannot read: {exc.strerror or exc}") from None
+
+
 @dataclass(frozen=True)
 class TextRange:
     """Bytes [start, end) of a UTF-8 text file; start and end are safe cuts."""
@@ -64,17 +84,7 @@ class TextRange:
 
     def texts(self) -> Iterator[str]:
         """The range's text; cuts are at ASCII bytes, so a decode error is a real one."""
-        try:
-            with open(self.path, "rb") as file:
-                file.seek(self.start)
-                data = file.read(self.size)
-        except OSError as exc:
-            raise CorpusError(f"{self.describe()}: cannot read: {exc.strerror or exc}") from None
-        if len(data) != self.size:
-            # The file shrank after the units were planned: counting the rest would be silently wrong.
-            raise CorpusError(
-                f"{self.describe()}: file changed while counting (read {len(data)} of {self.size} bytes)"
-            )
+        data = b"".join(read_range(self.path, self.start, self.size, self.describe()))
         try:
             yield data.decode("utf-8")
         except UnicodeDecodeError as exc:

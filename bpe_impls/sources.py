@@ -49,7 +49,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .counting import UNIT_BYTES, UNITS_PER_WORKER, TextRange, plan_units, resolve_workers
+from .counting import UNIT_BYTES, UNITS_PER_WORKER, TextRange, plan_units, read_range, resolve_workers
 from .errors import ConfigError, CorpusError
 from .pretokenize import (
     _CutFinder,
@@ -531,20 +531,7 @@ class JsonlRange:
         return f"{self.path} bytes {self.start}-{self.end}"
 
     def _blocks(self) -> Iterator[bytes]:
-        try:
-            with open(self.path, "rb") as file:
-                file.seek(self.start)
-                left = self.size
-                while left:
-                    block = file.read(min(PIECE_BYTES, left))
-                    if not block:  # the file shrank since planning: counting on would be silently short
-                        read = self.size - left
-                        message = f"file changed while counting (read {read} of {self.size} bytes)"
-                        raise CorpusError(f"{self.describe()}: {message}")
-                    left -= len(block)
-                    yield block
-        except OSError as exc:
-            raise CorpusError(f"{self.describe()}: cannot read: {exc.strerror or exc}") from None
+        return read_range(self.path, self.start, self.size, self.describe(), PIECE_BYTES)
 
     def _first_line(self) -> int:
         """The number of the range's first line: 1 + the newlines before it (read only on a bad record)."""
