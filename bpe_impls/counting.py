@@ -22,18 +22,22 @@ import multiprocessing
 import multiprocessing.connection
 import os
 import signal
+import threading
 import time
 from collections import Counter, deque
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from itertools import islice
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from typing import Protocol
 
 from tqdm import tqdm
 
+from . import native
 from .errors import BpeError, ConfigError, CorpusError, WorkerError
-from .pretokenize import safe_cuts
+from .pretokenize import PretokenCounter, pretoken_counter, safe_cuts
 
 # A unit is read whole by one worker, so its size bounds a worker's memory (bytes + decoded text
 # + pieces, a few times this); it also bounds how long one straggler can hold up the others.
@@ -45,6 +49,9 @@ UNITS_PER_WORKER = 4
 _PREFETCH = 2
 # Seconds teardown waits for workers to exit before it kills them.
 _STOP_TIMEOUT = 2.0
+# What runs several workers: threads when the compiled counter (which releases the GIL) is there;
+# else processes.
+POOL = "threads" if native.AVAILABLE else "processes"
 
 
 def read_range(path: str, start: int, size: int, where: str, block_size: int | None = None) -> Iterator[bytes]:
@@ -82,17 +89,27 @@ class TextRange:
     def describe(self) -> str:
         return f"{self.path} bytes {self.start}-{self.end}"
 
+    def utf8_pieces(self) -> Iterator[tuple[int, bytes]]:
+        """(byte offset, bytes) of each independent piece of text: here, the whole range."""
+        yield self.start, b"".join(read_range(self.path, self.start, self.size, self.describe()))
+
+    def decode(self, offset: int, data: bytes) -> str:
+        """One piece as text; cuts are at ASCII bytes, so a decode error is a real one."""
+        return decode_utf8(self.path, offset, data)
+
     def texts(self) -> Iterator[str]:
-        """The range's text; cuts are at ASCII bytes, so a decode error is a real one."""
-        data = b"".join(read_range(self.path, self.start, self.size, self.describe()))
-        try:
-            yield data.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            offset = self.start + exc.start
-            raise CorpusError(
-                f"{self.path}: not valid UTF-8 at byte offset {offset} "
-                f"({exc.reason}: {data[exc.start:exc.end]!r})"
-            ) from None
+        for offset, data in self.utf8_pieces():
+            yield self.decode(offset, data)
+
+
+def decode_utf8(path: str, offset: int, data: bytes, where: str = "byte offset") -> str:
+    """`data` (found at `offset` in `path`) as text; a CorpusError naming the first bad byte if it is not UTF-8."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise CorpusError(
+            f"{path}: not valid UTF-8 at {where} {offset + exc.start} ({exc.reason}: {data[exc.start:exc.end]!r})"
+        ) from None
 
 
 def resolve_workers(num_workers: int | None) -> int:
@@ -332,8 +349,58 @@ class _Pool:
         self.workers = []
 
 
+def _count_in_threads(units: Sequence[TextRange], special_tokens: tuple[str, ...], size: int, bar: tqdm):
+    """Count units on `size` threads: the compiled counter drops the GIL while it scans.
+
+    No process start-up and no pickling. Each thread adds its units to a counter of its own (C
+    hash tables, merged in C at the end), so no per-unit Python dicts are built or summed. A thread
+    reads only its own unit, so at most `size` units' texts are held at once. A thread cannot be
+    killed on its own, so the failures left to name are exceptions, each reported with its unit.
+    """
+    from .sources import SkipReport, Tally, count_unit_into
+
+    counters: list[PretokenCounter] = []
+    mine = threading.local()
+
+    def count(unit: TextRange) -> SkipReport:
+        counter = getattr(mine, "counter", None)
+        if counter is None:
+            counter = mine.counter = pretoken_counter()
+            counters.append(counter)  # list.append is atomic under the GIL
+        try:
+            return count_unit_into(unit, special_tokens, counter)
+        except BpeError:
+            raise
+        except Exception as exc:  # a bug or MemoryError: name the unit, in one line
+            raise WorkerError(_one_line(f"counting {unit.describe()} failed: {type(exc).__name__}: {exc}")) from exc
+
+    skipped = SkipReport()
+    todo = iter(units)
+    pool = ThreadPoolExecutor(size, thread_name_prefix="bpe-count")
+    try:
+        running = {pool.submit(count, unit): unit for unit in islice(todo, size)}
+        while running:
+            done, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in done:
+                unit = running.pop(future)
+                following = next(todo, None)
+                if following is not None:
+                    running[pool.submit(count, following)] = following
+                skipped = skipped + future.result()
+                bar.update(unit.size)
+    finally:
+        # On an error or Ctrl-C, units not started are dropped; a started one finishes (a unit
+        # takes well under a second), as a thread cannot be stopped from outside.
+        pool.shutdown(wait=True, cancel_futures=True)
+    total = pretoken_counter()
+    for counter in counters:
+        total.merge(counter)
+    return Tally(Counter(total.to_dict()), skipped)
+
+
 class LocalBackend:
-    """Counts on this machine: in-process for one worker, else a pool of worker processes."""
+    """Counts on this machine: in-process for one worker, else a pool of threads (with the
+    compiled core) or of worker processes (pure Python, where the GIL would serialise threads)."""
 
     def __init__(self, num_workers: int | None = None):
         self.num_workers = resolve_workers(num_workers)
@@ -361,6 +428,8 @@ class LocalBackend:
                 for unit in units:
                     total.add(tally_unit(unit, special_tokens))
                     bar.update(unit.size)
+            elif POOL == "threads":
+                total = _count_in_threads(units, special_tokens, min(self.num_workers, len(units)), bar)
             else:
                 pool = _Pool(min(self.num_workers, len(units)), special_tokens)
                 try:

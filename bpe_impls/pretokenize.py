@@ -20,10 +20,11 @@ import os
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from functools import lru_cache
-from typing import BinaryIO
+from typing import BinaryIO, Protocol
 
 import regex
 
+from . import native
 from .errors import ConfigError
 
 GPT2_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
@@ -74,13 +75,64 @@ def iter_pretokens(text: str) -> Iterator[str]:
         yield match.group()
 
 
-def count_text(text: str, special_tokens: tuple[str, ...] = ()) -> Counter[bytes]:
+class RegexCounter:
+    """Counts pre-tokens of texts holding no special token: GPT2_REGEX, in pure Python.
+
+    The pure-Python twin of the compiled core's `PretokenCounter` (same methods, same counts).
+    """
+
+    def __init__(self) -> None:
+        self._counts: Counter[str] = Counter()
+
+    def add(self, text: str) -> None:
+        self._counts.update(iter_pretokens(text))
+
+    def add_utf8(self, data: bytes, special_tokens: Sequence[bytes]) -> bool:
+        """Count UTF-8 bytes split on special tokens; False (counting nothing) if not valid UTF-8."""
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            return False
+        for piece in split_on_special_tokens(text, tuple(token.decode("utf-8") for token in special_tokens)):
+            self.add(piece)
+        return True
+
+    def merge(self, other: RegexCounter) -> None:
+        self._counts.update(other._counts)
+
+    def to_dict(self) -> dict[bytes, int]:
+        # Counted by str and encoded once per distinct pre-token, not once per occurrence.
+        return {token.encode("utf-8"): n for token, n in self._counts.items()}
+
+    def __len__(self) -> int:
+        return len(self._counts)
+
+
+def pretoken_counter(compiled: bool | None = None) -> PretokenCounter:
+    """A fresh counter: the compiled one where it was built (None: whenever available), else RegexCounter.
+
+    The compiled counter is many times faster and releases the GIL while it scans, so threads
+    count in parallel; it is one counter per thread.
+    """
+    if compiled is None:
+        compiled = native.AVAILABLE
+    return native.core().PretokenCounter() if compiled else RegexCounter()
+
+
+class PretokenCounter(Protocol):
+    def add(self, text: str) -> None: ...
+    def add_utf8(self, data: bytes, special_tokens: Sequence[bytes]) -> bool: ...
+    def merge(self, other: PretokenCounter) -> None: ...
+    def to_dict(self) -> dict[bytes, int]: ...
+    def __len__(self) -> int: ...
+
+
+def count_text(text: str, special_tokens: tuple[str, ...] = (), *, compiled: bool | None = None) -> Counter[bytes]:
     """Count the pre-tokens of `text` as UTF-8 bytes, after removing the special tokens."""
-    counts: Counter[str] = Counter()
+    counter = pretoken_counter(compiled)
     for piece in split_on_special_tokens(text, special_tokens):
-        counts.update(iter_pretokens(piece))
-    # Encode each distinct pre-token once rather than every occurrence.
-    return Counter({token.encode("utf-8"): n for token, n in counts.items()})
+        counter.add(piece)
+    return Counter(counter.to_dict())
 
 
 # --- safe cuts -------------------------------------------------------------------------------

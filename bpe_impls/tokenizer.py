@@ -9,20 +9,23 @@ whose merge comes earliest in `merges` (the leftmost such pair on a tie) until n
     ids = tok.encode("Hello world<|endoftext|>")
     assert tok.decode(ids) == "Hello world<|endoftext|>"
 
-The merge loop has interchangeable implementations in `ENCODERS` (all give identical ids); a
-bounded cache maps each pre-token already seen to its ids.
+The text between special tokens is encoded by one of the interchangeable encoders in `ENCODERS`
+(all give identical ids): pure Python around a choice of merge loop, or the compiled core where it
+was built (bpe_impls.native). Each keeps a bounded cache of pre-token -> ids.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from functools import partial
 from heapq import heapify, heappop, heappush
 from itertools import pairwise, repeat
 from pathlib import Path
 from types import MappingProxyType
+from typing import Protocol
 
-from . import gpt2_format
+from . import gpt2_format, native
 from .errors import ConfigError, EncodeError
 from .pretokenize import GPT2_REGEX, special_token_regex, validate_special_tokens
 
@@ -119,22 +122,100 @@ def bpe_hybrid(ids: list[int], ranks: RankTable) -> list[int]:
     return bpe_scan(ids, ranks) if len(ids) <= _SCAN_LIMIT else bpe_heap(ids, ranks)
 
 
-# Every encoder gives identical ids for every input (tests check each one against tiktoken).
-ENCODERS: dict[str, BpeFunction] = {
-    "scan": bpe_scan,
-    "heap": bpe_heap,
-    "hybrid": bpe_hybrid,
+class PythonEncoder:
+    """Encodes ordinary text (no special tokens) in pure Python: GPT2_REGEX, then a BpeFunction.
+
+    A bounded cache maps each pre-token str already seen to its ids.
+    """
+
+    def __init__(self, bpe: BpeFunction, byte_ids: Sequence[int], ranks: RankTable, cache_size: int):
+        self._bpe = bpe
+        self._byte_ids = list(byte_ids)
+        self._ranks = ranks
+        self._cache_size = cache_size
+        self._cache: dict[str, tuple[int, ...]] = {}
+
+    def encode(self, text: str) -> list[int]:
+        """The ids of `text`."""
+        # The hot loop: one dict lookup per pre-token when it is cached.
+        out: list[int] = []
+        cache = self._cache
+        encode_pretoken = self._encode_pretoken
+        extend = out.extend
+        for match in GPT2_REGEX.finditer(text):
+            piece = match.group()
+            ids = cache.get(piece)
+            extend(ids if ids is not None else encode_pretoken(piece))
+        return out
+
+    def encode_settled(self, text: str) -> tuple[list[int], int]:
+        """(ids, cut): the ids of text[:cut], the pre-tokens that more text could not change.
+
+        A match ending at e is final once e + 2 <= len(text) (see Tokenizer._encode_settled).
+        """
+        out: list[int] = []
+        last_final = len(text) - 2
+        cut = 0
+        cache = self._cache
+        for match in GPT2_REGEX.finditer(text):
+            if match.end() > last_final:
+                break
+            piece = match.group()
+            ids = cache.get(piece)
+            out.extend(ids if ids is not None else self._encode_pretoken(piece))
+            cut = match.end()
+        return out, cut
+
+    def cache_len(self) -> int:
+        return len(self._cache)
+
+    def _encode_pretoken(self, piece: str) -> tuple[int, ...]:
+        # Keyed by the str, not its bytes, so a cache hit costs no UTF-8 encoding; the two are
+        # in one-to-one correspondence for text without surrogates (checked before encoding).
+        ids = tuple(self._bpe(list(map(self._byte_ids.__getitem__, piece.encode("utf-8"))), self._ranks))
+        if self._cache_size and len(piece) <= _MAX_CACHED_LEN:
+            if len(self._cache) >= self._cache_size:
+                self._cache.clear()  # cheaper than LRU bookkeeping on every hit; refills quickly
+            self._cache[piece] = ids
+        return ids
+
+
+# Pre-tokens longer than this are not cached: they are rare and would pin large keys in memory.
+_MAX_CACHED_LEN = 256
+
+
+def native_encoder(byte_ids: Sequence[int], ranks: RankTable, cache_size: int) -> TextEncoder:
+    """The compiled core's encoder (bpe_impls._native.Encoder): the same steps as PythonEncoder
+    with `bpe_hybrid`, in C (its pre-token cache is keyed by UTF-8 bytes)."""
+    merges = [(left, right, merged) for (left, right), (_, merged) in sorted(ranks.items(), key=lambda kv: kv[1][0])]
+    return native.core().Encoder(byte_ids, merges, cache_size)
+
+
+class TextEncoder(Protocol):
+    """Encodes ordinary text (the pieces between special tokens); see PythonEncoder."""
+
+    def encode(self, text: str) -> list[int]: ...
+    def encode_settled(self, text: str) -> tuple[list[int], int]: ...
+    def cache_len(self) -> int: ...
+
+
+# name -> factory(byte ids, rank table, cache size). Every encoder gives identical ids for every
+# input (tests check each one against tiktoken).
+ENCODERS: dict[str, Callable[[Sequence[int], RankTable, int], TextEncoder]] = {
+    "scan": partial(PythonEncoder, bpe_scan),
+    "heap": partial(PythonEncoder, bpe_heap),
+    "hybrid": partial(PythonEncoder, bpe_hybrid),
 }
+if native.AVAILABLE:
+    ENCODERS["native"] = native_encoder
 
 # Measured with GPT-2's vocab (CPU time, best of 15, shared 2-core machine). BPE alone on the
 # 4763 distinct pre-tokens of corpus.en: scan 5.8-6.5 us each, hybrid 5.9-6.6, heap 8.0-8.9.
 # Tokenizer.encode(corpus.en), cache on, cold: scan 2.0-2.5 MB/s, hybrid 1.7-2.4 (the same
-# code path, within noise), heap 1.5-1.9; tiktoken 16-18. hybrid is the default: as fast as
-# scan on real text, and one 20,000-letter pre-token takes it 0.07 s against scan's 8.6 s.
-DEFAULT_ENCODER = "hybrid"
-
-# Pre-tokens longer than this are not cached: they are rare and would pin large keys in memory.
-_MAX_CACHED_LEN = 256
+# code path, within noise), heap 1.5-1.9; tiktoken 16-18. hybrid is the pure-Python default: as
+# fast as scan on real text, and one 20,000-letter pre-token takes it 0.07 s against scan's 8.6 s.
+# native, where built, is the default: NATIVE_MEASURED
+DEFAULT_ENCODER = "native" if native.AVAILABLE else "hybrid"
 
 
 class Tokenizer:
@@ -165,9 +246,7 @@ class Tokenizer:
             raise ConfigError(f"cache_size must be a non-negative integer, got {cache_size!r}")
         self.special_tokens = validate_special_tokens(special_tokens)
         self._encoder_name = encoder
-        self._bpe = ENCODERS[encoder]
         self._cache_size = cache_size
-        self._cache: dict[str, tuple[int, ...]] = {}
 
         self._vocab: dict[int, bytes] = {}
         for token_id in sorted(vocab):
@@ -220,6 +299,7 @@ class Tokenizer:
             pair = (self._ordinary[left], self._ordinary[right])
             self._ranks.setdefault(pair, (rank, self._ordinary[left + right]))  # a repeated pair keeps its first rank
 
+        self._encoder = ENCODERS[encoder](self._byte_ids, self._ranks, cache_size)
         self._special_regex = special_token_regex(self.special_tokens)
         self._max_special_len = max((len(special) for special in self.special_tokens), default=0)
 
@@ -303,6 +383,8 @@ class Tokenizer:
         [31373, 995, 50256]
         """
         _check_text(text, 0)
+        if self._special_regex is None:
+            return self._encoder.encode(text)
         out: list[int] = []
         self._encode_into(text, out)
         return out
@@ -310,9 +392,7 @@ class Tokenizer:
     def encode_ordinary(self, text: str) -> list[int]:
         """Encode text, treating special-token strings as plain text (tiktoken's name)."""
         _check_text(text, 0)
-        out: list[int] = []
-        self._encode_ordinary_into(text, out)
-        return out
+        return self._encoder.encode(text)
 
     def encode_iterable(self, iterable: Iterable[str]) -> Iterator[int]:
         """Encode a stream of text chunks lazily: exactly `encode("".join(iterable))`.
@@ -374,16 +454,8 @@ class Tokenizer:
                 pos = match.end()
         # The ordinary text from pos is known only up to `settle`: a special token may start there.
         known = buffer[pos : max(pos, min(settle, len(buffer)))]  # never a negative slice end
-        last_final = len(known) - 2
-        cut = 0
-        cache = self._cache
-        for match in GPT2_REGEX.finditer(known):
-            if match.end() > last_final:
-                break
-            piece = match.group()
-            ids = cache.get(piece)
-            out.extend(ids if ids is not None else self._encode_pretoken(piece))
-            cut = match.end()
+        ids, cut = self._encoder.encode_settled(known)
+        out.extend(ids)
         return out, pos + cut
 
     def _encode_into(self, text: str, out: list[int]) -> None:
@@ -398,24 +470,7 @@ class Tokenizer:
         self._encode_ordinary_into(text[start:], out)
 
     def _encode_ordinary_into(self, text: str, out: list[int]) -> None:
-        # The hot loop: one dict lookup per pre-token when it is cached.
-        cache = self._cache
-        encode_pretoken = self._encode_pretoken
-        extend = out.extend
-        for match in GPT2_REGEX.finditer(text):
-            piece = match.group()
-            ids = cache.get(piece)
-            extend(ids if ids is not None else encode_pretoken(piece))
-
-    def _encode_pretoken(self, piece: str) -> tuple[int, ...]:
-        # Keyed by the str, not its bytes, so a cache hit costs no UTF-8 encoding; the two are
-        # in one-to-one correspondence for text without surrogates (checked before encoding).
-        ids = tuple(self._bpe(list(map(self._byte_ids.__getitem__, piece.encode("utf-8"))), self._ranks))
-        if self._cache_size and len(piece) <= _MAX_CACHED_LEN:
-            if len(self._cache) >= self._cache_size:
-                self._cache.clear()  # cheaper than LRU bookkeeping on every hit; refills quickly
-            self._cache[piece] = ids
-        return ids
+        out.extend(self._encoder.encode(text))
 
     # --- decoding ---------------------------------------------------------------------------
 

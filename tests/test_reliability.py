@@ -37,6 +37,9 @@ EOT = "<|endoftext|>"
 CORPUS_BYTES = 30_000_000
 START_TIMEOUT = 60.0  # seconds until the workers exist, generous for a loaded machine
 STOP_LIMIT = 2.0  # seconds within which Ctrl-C must end the run
+# Runs that must count in worker processes: those are what the pure-Python path (no compiled
+# core) uses; with the core, counting runs on threads, which have no process to kill.
+PROCESSES = {"BPE_IMPLS_PURE": "1"}
 
 
 @pytest.fixture(scope="module")
@@ -55,9 +58,10 @@ def small_corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
 class TreeRun:
     """`python -m bpe_impls ARGS` in a subprocess, remembering every process its tree ever had."""
 
-    def __init__(self, *args: str):
+    def __init__(self, *args: str, env: dict[str, str] | None = None):
         self.popen = subprocess.Popen(
-            [sys.executable, "-m", "bpe_impls", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            [sys.executable, "-m", "bpe_impls", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env=None if env is None else {**os.environ, **env},
         )
         self.root = psutil.Process(self.popen.pid)
         self.seen: dict[int, float] = {self.popen.pid: self.root.create_time()}
@@ -144,8 +148,8 @@ def _running(pid: int, created: float) -> bool:
 def runs() -> Iterator[Callable[..., TreeRun]]:
     started: list[TreeRun] = []
 
-    def start(*args: str) -> TreeRun:
-        run = TreeRun(*args)
+    def start(*args: str, env: dict[str, str] | None = None) -> TreeRun:
+        run = TreeRun(*args, env=env)
         started.append(run)
         return run
 
@@ -175,7 +179,7 @@ def assert_no_output(out: Path) -> None:
 
 def test_sigkilled_worker_fails_the_run_naming_its_unit(corpus, tmp_path, runs):
     out = tmp_path / "tok"
-    run = runs(*train_args(corpus, out))
+    run = runs(*train_args(corpus, out), env=PROCESSES)
     workers = run.wait_for(run.workers, START_TIMEOUT, "counting workers")
     victim = workers[0]
     victim.kill()  # SIGKILL: no handler runs, as with the OOM killer
@@ -202,14 +206,15 @@ class DyingRange(TextRange):
 
     die: bool = False
 
-    def texts(self) -> Iterator[str]:
+    def utf8_pieces(self) -> Iterator[tuple[int, bytes]]:
         if self.die:
             os.kill(os.getpid(), signal.SIGKILL)
-        yield from super().texts()
+        yield from super().utf8_pieces()
 
 
 @pytest.mark.parametrize("victim", [0, 3, 6])
-def test_dead_worker_error_names_exactly_the_unit_it_held(small_corpus, victim):
+def test_dead_worker_error_names_exactly_the_unit_it_held(small_corpus, victim, monkeypatch):
+    monkeypatch.setattr(counting, "POOL", "processes")  # a thread cannot die alone
     # 2 workers, 8 units, two units handed to each worker at a time: whichever unit's worker
     # dies -- its first, a prefetched one, a late one -- the error names that unit and no other.
     planned = plan_units(small_corpus, (EOT,), 2)
@@ -229,11 +234,13 @@ def test_dead_worker_error_names_exactly_the_unit_it_held(small_corpus, victim):
 class FailingRange(TextRange):
     """A unit whose reading raises an unexpected (non-BpeError) exception inside the worker."""
 
-    def texts(self) -> Iterator[str]:
+    def utf8_pieces(self) -> Iterator[tuple[int, bytes]]:
         raise RuntimeError("disk controller\non fire")
 
 
-def test_unexpected_worker_exception_is_one_line_naming_the_unit(small_corpus):
+@pytest.mark.parametrize("pool", ["threads", "processes"])
+def test_unexpected_worker_exception_is_one_line_naming_the_unit(small_corpus, pool, monkeypatch):
+    monkeypatch.setattr(counting, "POOL", pool)
     units = plan_units(small_corpus, (EOT,), 2)
     bad = FailingRange(units[5].path, units[5].start, units[5].end)
     units[5] = bad
@@ -248,7 +255,7 @@ def test_corpus_truncated_while_counting_names_the_unit(corpus, tmp_path, runs):
     copy = tmp_path / "shrinking.txt"
     shutil.copyfile(corpus, copy)
     out = tmp_path / "tok"
-    run = runs(*train_args(copy, out))
+    run = runs(*train_args(copy, out), env=PROCESSES)
     run.wait_for(run.workers, START_TIMEOUT, "counting workers")
     new_size = CORPUS_BYTES // 3
     os.truncate(copy, new_size)
@@ -281,6 +288,7 @@ def test_one_worker_starts_no_process(tmp_path, monkeypatch):
         raise AssertionError("num_workers=1 must not start processes")
 
     monkeypatch.setattr(counting, "_Pool", no_pool)
+    monkeypatch.setattr(counting, "POOL", "processes")
     path = tmp_path / "c.txt"
     path.write_text("one. two. three." * 100)
     assert count_pretokens(path, [], num_workers=1)[b" two"] == 100
@@ -301,7 +309,7 @@ def _interrupt(run: TreeRun) -> tuple[int, str, str, float]:
 
 def test_ctrl_c_while_counting(corpus, tmp_path, runs):
     out = tmp_path / "tok"
-    run = runs(*train_args(corpus, out))
+    run = runs(*train_args(corpus, out), env=PROCESSES)
     run.wait_for(run.workers, START_TIMEOUT, "counting workers")
     time.sleep(0.3)  # let the workers get into their units
     assert run.workers(), "counting already finished: the corpus is too small for this machine"
@@ -315,12 +323,31 @@ def test_ctrl_c_while_counting(corpus, tmp_path, runs):
 def test_ctrl_c_while_merging(corpus, tmp_path, runs):
     out = tmp_path / "tok"
     # A large vocabulary keeps the merge phase going for seconds after counting ends.
-    run = runs(*train_args(corpus, out, vocab_size=20_000))
+    run = runs(*train_args(corpus, out, vocab_size=20_000), env=PROCESSES)
     workers = run.wait_for(run.workers, START_TIMEOUT, "counting workers")
     started = [(w.pid, w.create_time()) for w in workers]
     # Workers exit only when the pool stops, after the last unit: then the merges run.
     run.wait_for(lambda: not any(_running(*w) for w in started), 120, "counting to finish")
     time.sleep(0.3)
+    code, stdout, stderr, seconds = _interrupt(run)
+    assert code == 130 and stderr.strip() == "bpe: interrupted" and stdout == ""
+    assert seconds < STOP_LIMIT
+    assert_no_output(out)
+    assert run.survivors() == []
+
+
+@pytest.mark.parametrize("delay", [0.0, 0.15, 1.0])
+def test_ctrl_c_with_counting_threads(corpus, tmp_path, runs, delay):
+    """With the compiled core, counting runs on threads of the CLI process itself: Ctrl-C during
+    counting (right after start-up) or merging still ends the run at once and cleanly."""
+    if counting.POOL != "threads":
+        pytest.skip("counting threads need the compiled core (bpe_impls._native), not built here")
+    out = tmp_path / "tok"
+    run = runs(*train_args(corpus, out, vocab_size=20_000))
+    # Wait until the counting threads exist (or counting is already over), then the chosen delay.
+    run.wait_for(lambda: run.root.num_threads() > 1 or sum(run.root.cpu_times()[:2]) > 1.5, START_TIMEOUT,
+                 "counting to start")
+    time.sleep(delay)
     code, stdout, stderr, seconds = _interrupt(run)
     assert code == 130 and stderr.strip() == "bpe: interrupted" and stdout == ""
     assert seconds < STOP_LIMIT

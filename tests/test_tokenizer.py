@@ -253,10 +253,10 @@ def test_cache_is_bounded_and_does_not_change_results():
     tok = Tokenizer(hand_vocab(), HAND_MERGES, cache_size=3)
     text = " ".join(["abc", "aab", "ba", "cab", "abc", "dd", "aaa"] * 3)
     assert tok.encode(text) == Tokenizer(hand_vocab(), HAND_MERGES, cache_size=0).encode(text)
-    assert 0 < len(tok._cache) <= 3
+    assert 0 < tok._encoder.cache_len() <= 3
     off = Tokenizer(hand_vocab(), HAND_MERGES, cache_size=0)
     off.encode(text)
-    assert off._cache == {}
+    assert off._encoder.cache_len() == 0
 
 
 def test_repr_and_properties(gpt2: Tokenizer):

@@ -1,0 +1,256 @@
+"""The compiled core (bpe_impls._native) against the pure-Python path it replaces.
+
+The pre-tokenizer must split exactly as GPT2_REGEX does, the counter must count exactly as
+RegexCounter does (str and raw UTF-8 input, special tokens, invalid UTF-8), and the encoder must
+give the ids PythonEncoder gives (test_tokenizer.py and test_oracle_tiktoken.py also run every
+registered encoder, "native" included). Also: the package still works with the core turned off.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import unicodedata
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from bpe_impls import count_pretokens, native, train_bpe
+from bpe_impls.pretokenize import GPT2_REGEX, RegexCounter, count_text, pretoken_counter
+from bpe_impls.tokenizer import PythonEncoder, Tokenizer, bpe_heap, bpe_hybrid
+
+from conftest import UNDER_CI, examples, require_fixture
+
+if not native.AVAILABLE:
+    if UNDER_CI:
+        pytest.fail("the compiled core bpe_impls._native was not built (CI has a compiler)", pytrace=False)
+    pytest.skip("the compiled core is not built here (no compiler) or BPE_IMPLS_PURE=1", allow_module_level=True)
+
+core = native.core()
+EOT = "<|endoftext|>"
+FIXTURES = ["address.txt", "german.txt", "tinystories_sample.txt", "corpus.en", "kjv.txt"]
+
+# Text built from the pieces where the pattern's alternatives meet: spaces before each class,
+# contractions (and near misses), Unicode whitespace and numbers, runs of whitespace before text.
+pieces = st.sampled_from(
+    ["a", "Z", "é", "ß", "中", "🙂", "1", "²", "٣", "Ⅻ", ".", ",", "'", "'s", "'S", "'ll", "'l", "'ve", "'re",
+     "'d", "'m", "'t", "'x", " ", "  ", "\n", "\n\n", "\r\n", "\t", "\u00a0", "\u2009", "\u3000", "\u0085",
+     "\x0b", "\x1c", "\u0301", "\u200b", "\ufeff", "-", "_", "$", "<|", "|>", EOT]
+)
+texts = st.lists(pieces, max_size=80).map("".join)
+any_text = st.text(st.characters(exclude_categories=("Cs",)), max_size=60)
+
+
+# --- the pre-tokenizer --------------------------------------------------------------------------
+
+
+@settings(max_examples=examples(500))
+@given(text=st.one_of(texts, any_text))
+def test_pretokenize_is_the_gpt2_regex(text):
+    assert core.pretokenize(text) == GPT2_REGEX.findall(text)
+
+
+@given(text=st.text(max_size=30))
+def test_pretokenize_handles_lone_surrogates_as_the_regex_does(text):
+    # A str may hold surrogates; the class table covers them, so even these split identically.
+    assert core.pretokenize(text) == GPT2_REGEX.findall(text)
+
+
+def test_every_code_point_in_context_splits_as_the_regex_does():
+    """Each code point between letters, digits, spaces and an apostrophe: a systematic sweep of the table."""
+    chars = [chr(cp) for cp in range(0x110000) if cp < 0x3400 or cp % 61 == 0 or unicodedata.category(chr(cp)) == "Zs"]
+    for start in range(0, len(chars), 2000):
+        block = chars[start : start + 2000]
+        text = "".join(f"a{c} {c}1{c}{c}  {c}'s\n{c}\t {c}" for c in block)
+        assert core.pretokenize(text) == GPT2_REGEX.findall(text), f"block from U+{ord(block[0]):04X}"
+
+
+@pytest.mark.parametrize("name", FIXTURES)
+def test_pretokenize_real_text(name):
+    text = require_fixture(name).read_text(encoding="utf-8")
+    assert core.pretokenize(text) == GPT2_REGEX.findall(text)
+
+
+def test_class_table_has_the_size_and_values_the_scanner_needs():
+    table = native.char_classes()
+    assert len(table) == 0x110000
+    assert set(table) == {0, 1, 2, 3}
+    assert (table[ord("a")], table[ord("7")], table[ord(" ")], table[ord("!")]) == (1, 2, 3, 0)
+    with pytest.raises(ValueError, match="must have 1114112 entries"):
+        core.set_char_classes(b"\x00" * 10)
+    with pytest.raises(ValueError, match="entry 0 is 9"):
+        core.set_char_classes(b"\x09" + table[1:])
+
+
+# --- the counter --------------------------------------------------------------------------------
+
+SPECIAL_SETS = [(), (EOT,), (EOT, EOT + EOT), ("<|", "|>", "<|endoftext|>"), ("é", "ée"), ("a|>x", "<|a|>", "|>")]
+
+
+@settings(max_examples=examples(300))
+@given(text=st.one_of(texts, any_text), specials=st.sampled_from(SPECIAL_SETS))
+def test_counter_counts_as_the_regex_counter(text, specials):
+    expected = count_text(text, specials, compiled=False)
+    assert count_text(text, specials, compiled=True) == expected
+    # The same text as raw UTF-8 bytes, split on the encoded special tokens in C.
+    raw = pretoken_counter(compiled=True)
+    assert raw.add_utf8(text.encode("utf-8"), [t.encode("utf-8") for t in specials]) is True
+    assert raw.to_dict() == dict(expected)
+
+
+@pytest.mark.parametrize("name", FIXTURES)
+def test_counter_on_real_text(name):
+    data = require_fixture(name).read_bytes()
+    compiled, pure = pretoken_counter(compiled=True), RegexCounter()
+    for counter in (compiled, pure):
+        assert counter.add_utf8(data, [EOT.encode()])
+    assert compiled.to_dict() == pure.to_dict()
+    assert len(compiled) == len(pure)
+
+
+@settings(max_examples=examples(300))
+@given(data=st.binary(max_size=40) | st.text(max_size=20).map(lambda t: t.encode("utf-8", "surrogatepass")))
+def test_counter_rejects_exactly_what_python_cannot_decode(data):
+    try:
+        data.decode("utf-8")
+        valid = True
+    except UnicodeDecodeError:
+        valid = False
+    counter = pretoken_counter(compiled=True)
+    assert counter.add_utf8(data, []) is valid
+    if not valid:
+        assert len(counter) == 0  # nothing counted from a rejected buffer
+
+
+@pytest.mark.parametrize(
+    "data",
+    [b"\xc0\x80", b"\xe0\x80\x80", b"\xed\xa0\x80", b"\xf4\x90\x80\x80", b"\xf5\x80\x80\x80", b"\xe2\x82",
+     b"ok\xff", b"\x80", b"abcdefgh\xf0\x9f\x99"],
+)
+def test_counter_rejects_overlong_surrogate_out_of_range_and_truncated_utf8(data):
+    assert pretoken_counter(compiled=True).add_utf8(data, []) is False
+
+
+def test_counter_merge_sums_counts_and_rejects_other_types():
+    left, right = pretoken_counter(compiled=True), pretoken_counter(compiled=True)
+    left.add("a b a")
+    right.add(" b c")
+    left.merge(right)
+    assert left.to_dict() == {b"a": 1, b" b": 2, b" a": 1, b" c": 1}
+    with pytest.raises(TypeError):
+        left.merge(RegexCounter())
+    with pytest.raises(ValueError):
+        left.merge(left)
+
+
+def test_counter_str_with_a_lone_surrogate_is_an_error_naming_it():
+    with pytest.raises(ValueError, match=r"lone surrogate U\+D800 at position 2"):
+        pretoken_counter(compiled=True).add("ab\ud800")
+
+
+def test_counter_counts_beyond_32_bits_of_text_positions_are_not_truncated():
+    counter = pretoken_counter(compiled=True)
+    for _ in range(3):
+        counter.add(" the" * 1000)
+    assert counter.to_dict() == {b" the": 3000}
+
+
+# --- the encoder --------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def small_tokenizer_parts():
+    """A vocab trained on real text, so merges are plentiful and realistic."""
+    path = require_fixture("tinystories_sample.txt")
+    vocab, merges = train_bpe(path, 600, [EOT], num_workers=1)
+    return vocab, merges
+
+
+@settings(max_examples=examples(300))
+@given(text=st.one_of(texts, any_text))
+def test_native_encoder_matches_python(small_tokenizer_parts, text):
+    vocab, merges = small_tokenizer_parts
+    fast = Tokenizer(vocab, merges, [EOT], encoder="native")
+    slow = Tokenizer(vocab, merges, [EOT], encoder="hybrid")
+    assert fast.encode(text) == slow.encode(text)
+    assert fast.encode_ordinary(text) == slow.encode_ordinary(text)
+    assert fast._encoder.encode_settled(text) == slow._encoder.encode_settled(text)
+
+
+@settings(max_examples=examples(100))
+@given(word=st.text(st.sampled_from("abcdefghijklmnopqrstuvwxyz"), min_size=60, max_size=400))
+def test_long_pre_tokens_take_the_heap_path_with_the_same_result(small_tokenizer_parts, word):
+    vocab, merges = small_tokenizer_parts
+    fast = Tokenizer(vocab, merges, encoder="native", cache_size=0)
+    slow = Tokenizer(vocab, merges, encoder="hybrid", cache_size=0)
+    ids = [slow._byte_ids[b] for b in word.encode()]
+    assert fast._encoder.bpe(word.encode()) == bpe_heap(list(ids), slow._ranks) == bpe_hybrid(list(ids), slow._ranks)
+    assert fast.encode(word) == slow.encode(word)
+
+
+def test_native_encoder_cache_is_bounded_and_optional(small_tokenizer_parts):
+    vocab, merges = small_tokenizer_parts
+    text = " ".join(f"w{i} the cat" for i in range(500))
+    expected = Tokenizer(vocab, merges, encoder="hybrid", cache_size=0).encode(text)
+    for cache_size in (0, 1, 7, 2**16):
+        tok = Tokenizer(vocab, merges, encoder="native", cache_size=cache_size)
+        assert tok.encode(text) == expected
+        assert tok.encode(text) == expected  # again, from the cache
+        assert tok._encoder.cache_len() <= cache_size
+
+
+def test_native_encoder_rejects_bad_tables():
+    with pytest.raises(ValueError, match="256 ids"):
+        core.Encoder([0] * 10, [])
+    with pytest.raises(ValueError, match="merge #0 is not"):
+        core.Encoder(list(range(256)), [(1, 2)])
+    with pytest.raises(ValueError, match="left id -1"):
+        core.Encoder(list(range(256)), [(-1, 2, 3)])
+
+
+def test_python_encoder_is_what_hybrid_names():
+    assert isinstance(Tokenizer({i: bytes([i]) for i in range(256)}, [], encoder="hybrid")._encoder, PythonEncoder)
+
+
+# --- counting on threads, and the package with the core turned off -------------------------------
+
+
+def test_threads_and_processes_and_one_worker_count_the_same(tmp_path):
+    path = require_fixture("corpus.en")
+    one = count_pretokens(path, [EOT], 1)
+    assert count_pretokens(path, [EOT], 2) == one  # threads, with the core
+    assert count_pretokens(path, [EOT], 3) == one
+
+
+def _run_pure(code: str) -> dict:
+    env = {**os.environ, "BPE_IMPLS_PURE": "1"}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_without_the_core_everything_falls_back_to_pure_python_with_identical_results():
+    path = require_fixture("tinystories_sample.txt")
+    code = f"""
+import json
+from bpe_impls import native, train_bpe, Tokenizer
+from bpe_impls import counting, registry, tokenizer
+vocab, merges = train_bpe({str(path)!r}, 400, ["<|endoftext|>"], num_workers=2)
+tok = Tokenizer(vocab, merges, ["<|endoftext|>"])
+print(json.dumps({{
+    "available": native.AVAILABLE, "pool": counting.POOL, "encoders": sorted(tokenizer.ENCODERS),
+    "default_encoder": tokenizer.DEFAULT_ENCODER, "default_impl": registry.DEFAULT_IMPL,
+    "merges": [[a.hex(), b.hex()] for a, b in merges], "ids": tok.encode(open({str(path)!r}).read()),
+}}))
+"""
+    pure = _run_pure(code)
+    assert pure["available"] is False
+    assert pure["pool"] == "processes"
+    assert "native" not in pure["encoders"] and pure["default_encoder"] == "hybrid"
+    assert pure["default_impl"] != "native"
+    vocab, merges = train_bpe(path, 400, [EOT], num_workers=2)
+    assert pure["merges"] == [[a.hex(), b.hex()] for a, b in merges]
+    assert pure["ids"] == Tokenizer(vocab, merges, [EOT]).encode(path.read_text(encoding="utf-8"))
