@@ -28,6 +28,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .data import gpt2_files
 from .measure import Measured, measure_in_child, measure_tree
 from .pretokenize import GPT2_PATTERN, count_pretokens, special_token_regex
 
@@ -36,7 +37,7 @@ ENCODE_SAMPLE_BYTES = 8 << 20  # encode at most this much of the corpus: MB/s se
 
 @dataclass
 class Row:
-    table: str  # "merge", "train" or "encode"
+    table: str  # "merge", "train", "encode trained vocab" or "encode GPT-2 vocab"
     name: str
     seconds: float
     peak_mb: float | None = None
@@ -56,6 +57,8 @@ class Report:
     pretokenize_seconds: float
     workers: int | None
     reference: str
+    # Best-of-three pre-tokenize seconds by worker count: 1 and every core (the scaling target).
+    pretokenize_by_workers: dict[int, float] = field(default_factory=dict)
     rows: list[Row] = field(default_factory=list)
     machine: dict[str, Any] = field(default_factory=dict)
 
@@ -119,7 +122,13 @@ def _corpus_sample(path: str) -> str:
     return data.decode("utf-8", errors="ignore")  # the cut may split the last character
 
 
-def _encode_ours(path: str, vocab, merges, special_tokens: list[str]) -> tuple[list[int], int]:
+def _special_ids(vocab, special_tokens: Sequence[str]) -> dict[str, int]:
+    """Each special token's id in `vocab` (trained vocabs put them first, GPT-2's last)."""
+    ids = {token: i for i, token in vocab.items()}
+    return {special: ids[special.encode("utf-8")] for special in special_tokens if special.encode("utf-8") in ids}
+
+
+def _encode_ours(path: str, vocab, merges, special_tokens: list[str]):
     from .tokenizer import Tokenizer
 
     text = _corpus_sample(path)
@@ -129,15 +138,28 @@ def _encode_ours(path: str, vocab, merges, special_tokens: list[str]) -> tuple[l
     return ids, len(text.encode("utf-8")), time.perf_counter() - start
 
 
+def _encode_ours_iterable(path: str, vocab, merges, special_tokens: list[str]):
+    import io
+
+    from .tokenizer import Tokenizer
+
+    text = _corpus_sample(path)
+    tokenizer = Tokenizer(vocab, merges, special_tokens)
+    lines = io.StringIO(text, newline="")  # a file's lines, as encode_iterable is meant to be fed
+    start = time.perf_counter()
+    ids = list(tokenizer.encode_iterable(lines))
+    return ids, len(text.encode("utf-8")), time.perf_counter() - start
+
+
 def _encode_tiktoken(path: str, vocab, merges, special_tokens: list[str]):
     import tiktoken
 
     text = _corpus_sample(path)
-    specials = {token.encode("utf-8") for token in special_tokens}
+    specials = _special_ids(vocab, special_tokens)
     encoding = tiktoken.Encoding(
-        name="bpe_impls_trained", pat_str=GPT2_PATTERN,
-        mergeable_ranks={token: i for i, token in vocab.items() if i >= len(special_tokens)},
-        special_tokens={token.decode("utf-8"): i for i, token in vocab.items() if token in specials},
+        name="bpe_impls_compare", pat_str=GPT2_PATTERN,
+        mergeable_ranks={token: i for i, token in vocab.items() if i not in specials.values()},
+        special_tokens=specials,
     )
     start = time.perf_counter()
     ids = encoding.encode(text, allowed_special="all")
@@ -150,9 +172,10 @@ def _encode_huggingface(path: str, vocab, merges, special_tokens: list[str]):
     from .gpt2_format import token_to_str
 
     text = _corpus_sample(path)
-    hf_vocab = {token_to_str(token): i for i, token in vocab.items() if i >= len(special_tokens)}
+    specials = _special_ids(vocab, special_tokens)
+    hf_vocab = {token_to_str(token): i for i, token in vocab.items() if i not in specials.values()}
     # The special tokens keep our ids: HF would otherwise give them len(vocab), an id in use.
-    hf_vocab.update({token: i for i, token in enumerate(special_tokens)})
+    hf_vocab.update(specials)
     hf_merges = [(token_to_str(a), token_to_str(b)) for a, b in merges]
     tokenizer = Tokenizer(models.BPE(vocab=hf_vocab, merges=hf_merges))
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
@@ -160,6 +183,17 @@ def _encode_huggingface(path: str, vocab, merges, special_tokens: list[str]):
     start = time.perf_counter()
     ids = tokenizer.encode(text).ids
     return ids, len(text.encode("utf-8")), time.perf_counter() - start
+
+
+def _count_seconds(path: str, special_tokens: list[str], workers: int) -> float:
+    """Best of three pre-tokenize runs (after one to warm the page cache and the compiled core)."""
+    count_pretokens(path, special_tokens, workers)
+    best = float("inf")
+    for _ in range(3):
+        start = time.perf_counter()
+        count_pretokens(path, special_tokens, workers)
+        best = min(best, time.perf_counter() - start)
+    return best
 
 
 TRAIN_PEERS = {"huggingface": ("tokenizers", _train_huggingface), "rustbpe": ("rustbpe", _train_rustbpe)}
@@ -198,6 +232,12 @@ def run_compare(
         machine={"python": platform.python_version(), "cores": os.cpu_count(), "platform": platform.platform()},
     )
 
+    from .counting import resolve_workers
+
+    for count in sorted({1, resolve_workers(workers)}):
+        log(f"pre-tokenize with {count} worker{'s' * (count > 1)}")
+        report.pretokenize_by_workers[count] = _count_seconds(str(corpus), special_tokens, count)
+
     results: dict[str, Measured] = {}
     for name in impls:
         log(f"merge phase: {name}")
@@ -216,17 +256,23 @@ def run_compare(
         measured = measure_tree(run, str(corpus), vocab_size, special_tokens, workers)
         report.rows.append(Row("train", name, measured.seconds, measured.peak_mb, merges=measured.result))
 
-    vocab, merges = reference
-    encoders = {"bpe_impls Tokenizer": _encode_ours}
-    if peers:
-        encoders.update({name: run for name, (module, run) in ENCODE_PEERS.items() if _installed(module)})
-    our_ids = None
-    for name, run in encoders.items():
-        log(f"encode: {name}")
-        ids, nbytes, seconds = measure_in_child(run, str(corpus), vocab, merges, special_tokens).result
-        our_ids = ids if our_ids is None else our_ids
-        report.rows.append(Row("encode", name, seconds, mb_per_s=nbytes / 1e6 / max(seconds, 1e-9),
-                               identical=ids == our_ids, note=f"first {nbytes / 1e6:.1f} MB"))
+    vocabularies = {"trained vocab": (*reference, special_tokens)}
+    gpt2 = gpt2_files()
+    if peers and gpt2 is not None:
+        from .gpt2_format import load_tokenizer_files
+
+        vocabularies["GPT-2 vocab"] = (*load_tokenizer_files(*gpt2), ["<|endoftext|>"])
+    for label, (vocab, merges, specials) in vocabularies.items():
+        encoders = {"bpe_impls Tokenizer.encode": _encode_ours, "bpe_impls encode_iterable": _encode_ours_iterable}
+        if peers:
+            encoders.update({name: run for name, (module, run) in ENCODE_PEERS.items() if _installed(module)})
+        our_ids = None
+        for name, run in encoders.items():
+            log(f"encode, {label}: {name}")
+            ids, nbytes, seconds = measure_in_child(run, str(corpus), vocab, merges, specials).result
+            our_ids = ids if our_ids is None else our_ids
+            report.rows.append(Row(f"encode {label}", name, seconds, mb_per_s=nbytes / 1e6 / max(seconds, 1e-9),
+                                   identical=ids == our_ids, note=f"first {nbytes / 1e6:.1f} MB"))
     return report
 
 
@@ -249,6 +295,13 @@ def format_report(report: Report) -> str:
         f"corpus {report.corpus} ({report.corpus_mb:.1f} MB, {report.distinct_pretokens} distinct pre-tokens), "
         f"vocab {report.vocab_size}, special tokens {report.special_tokens}",
         f"pre-tokenize (workers: {report.workers or 'all cores'}): {report.pretokenize_seconds:.2f} s",
+    ]
+    by_workers = sorted(report.pretokenize_by_workers.items())
+    if len(by_workers) > 1:
+        (one, single), (many, multi) = by_workers[0], by_workers[-1]
+        out.append(f"pre-tokenize, best of 3: {single:.3f} s with {one} worker, {multi:.3f} s with {many} "
+                   f"({single / multi:.2f}x)")
+    out += [
         "",
         "merge phase, from the same word counts (peak MB: above the process's baseline)",
     ]
@@ -265,13 +318,14 @@ def format_report(report: Report) -> str:
         [[r.name, _fmt(r.seconds), _fmt(r.peak_mb, 1), _fmt(r.seconds / ours.seconds),
           _fmt(r.peak_mb / ours.peak_mb if r.peak_mb and ours.peak_mb else None)] for r in train_rows],
     ))
-    encode_rows = [r for r in report.rows if r.table == "encode"]
-    out += ["", f"encode ({encode_rows[0].note} of the corpus, trained vocab)"]
-    out.append(_table(
-        ["encoder", "seconds", "MB/s", "x ours", "same ids"],
-        [[r.name, _fmt(r.seconds), _fmt(r.mb_per_s), _fmt(r.mb_per_s / encode_rows[0].mb_per_s),
-          yes[r.identical]] for r in encode_rows],
-    ))
+    for table in dict.fromkeys(r.table for r in report.rows if r.table.startswith("encode")):
+        encode_rows = [r for r in report.rows if r.table == table]
+        out += ["", f"{table} ({encode_rows[0].note} of the corpus)"]
+        out.append(_table(
+            ["encoder", "seconds", "MB/s", "x ours", "same ids"],
+            [[r.name, _fmt(r.seconds), _fmt(r.mb_per_s), _fmt(r.mb_per_s / encode_rows[0].mb_per_s),
+              yes[r.identical]] for r in encode_rows],
+        ))
     return "\n".join(out)
 
 
@@ -295,7 +349,7 @@ def plot(report: Report, path: Path) -> None:
     panels = [
         ("merge", "seconds", "merge phase: seconds"), ("merge", "peak_mb", "merge phase: peak MB"),
         ("train", "seconds", "end to end: seconds"), ("train", "peak_mb", "end to end: peak MB"),
-        ("encode", "mb_per_s", "encode: MB/s"),
+        ("encode trained vocab", "mb_per_s", "encode: MB/s"),
     ]
     figure, axes = plt.subplots(1, len(panels), figsize=(4 * len(panels), 4))
     for axis, (table, attribute, title) in zip(axes, panels):

@@ -20,7 +20,7 @@ import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from functools import partial
 from heapq import heapify, heappop, heappush
-from itertools import pairwise, repeat
+from itertools import chain, pairwise, repeat
 from pathlib import Path
 from types import MappingProxyType
 from typing import Protocol
@@ -218,6 +218,10 @@ if native.AVAILABLE:
 DEFAULT_ENCODER = "native" if native.AVAILABLE else "hybrid"
 
 
+# Characters encode_iterable gathers before it encodes: per-call costs vanish, memory stays small.
+_ITERABLE_BATCH = 1 << 15
+
+
 class Tokenizer:
     """A byte-level BPE tokenizer: text <-> token ids, given a vocab, merges and special tokens.
 
@@ -402,30 +406,39 @@ class Tokenizer:
         more arrives is carried over to the next round (see `_encode_settled`). Memory stays
         bounded by the longest run of text without a settled token boundary.
         """
+        # chain.from_iterable hands out the ids of each batch at C speed; a generator yielding
+        # them one by one would cost more than encoding them.
+        return chain.from_iterable(self._encode_batches(iterable))
+
+    def _encode_batches(self, iterable: Iterable[str]) -> Iterator[list[int]]:
         carry = ""
         pending: list[str] = []
         pending_len = 0
-        seen = 0  # characters received so far, for the position in a surrogate error
+        checked = 0  # characters checked for surrogates so far, for the position in an error
         for chunk in iterable:
-            _check_text(chunk, seen)
-            seen += len(chunk)
+            _require_str(chunk)
             pending.append(chunk)
             pending_len += len(chunk)
             # Rescanning the carry costs its length, so wait until new text at least matches it:
-            # a huge unbroken run is then rescanned O(log n) times, not once per chunk. (The
-            # carry is usually one word plus a possible special-token prefix, so an ordinary
-            # file is still processed line by line.)
-            if pending_len < len(carry):
+            # a huge unbroken run is then rescanned O(log n) times, not once per chunk. And wait
+            # for a batch of text, so a file's short lines cost one encoder call per batch, not
+            # per line (memory stays bounded by the batch plus the carry).
+            if pending_len < max(len(carry), _ITERABLE_BATCH):
                 continue
-            buffer = carry + "".join(pending)
+            new = "".join(pending)
+            _check_text(new, checked)
+            checked += len(new)
             pending.clear()
             pending_len = 0
+            buffer = carry + new
             ids, cut = self._encode_settled(buffer)
             carry = buffer[cut:]
-            yield from ids
+            yield ids
+        new = "".join(pending)
+        _check_text(new, checked)
         out: list[int] = []
-        self._encode_into(carry + "".join(pending), out)
-        yield from out
+        self._encode_into(carry + new, out)
+        yield out
 
     def _encode_settled(self, buffer: str) -> tuple[list[int], int]:
         """The ids of the longest prefix of `buffer` whose tokens no later text can change, and its length.
@@ -493,10 +506,14 @@ class Tokenizer:
         return self.decode_bytes(ids).decode("utf-8", errors="replace")
 
 
-def _check_text(text: str, offset: int) -> None:
-    """Reject a non-str or a str with a lone surrogate (it has no UTF-8 bytes to encode)."""
+def _require_str(text: object) -> None:
     if not isinstance(text, str):
         raise TypeError(f"expected str, got {type(text).__name__}")
+
+
+def _check_text(text: str, offset: int) -> None:
+    """Reject a non-str or a str with a lone surrogate (it has no UTF-8 bytes to encode)."""
+    _require_str(text)
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as exc:

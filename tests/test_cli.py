@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import require_gpt2_files
 
 from bpe_impls import IMPLEMENTATIONS, Tokenizer, cli, count_pretokens, naive
 
@@ -177,6 +178,7 @@ def test_compare_with_peers_times_them_on_the_same_corpus(corpus):
     pytest.importorskip("tokenizers", reason="peers not installed: pip install -e '.[peers]'")
     pytest.importorskip("rustbpe", reason="peers not installed: pip install -e '.[peers]'")
     pytest.importorskip("tiktoken", reason="peers not installed: pip install -e '.[peers]'")
+    require_gpt2_files()
     result = run("compare", str(corpus), "--vocab-size", "300", "--special-token", EOT, "--impl", "route_b",
                  "--peers", "--quiet")
     assert result.returncode == 0, result.stderr
@@ -184,10 +186,15 @@ def test_compare_with_peers_times_them_on_the_same_corpus(corpus):
     for name in ("huggingface", "rustbpe", "tiktoken"):
         assert any(line.startswith(name) for line in lines), name
     # tiktoken and HuggingFace loaded with our trained vocab and merges must give our ids
-    encode_table = lines[lines.index(next(line for line in lines if line.startswith("encoder"))):]
-    for name in ("tiktoken", "huggingface"):
-        row = next(line for line in encode_table if line.startswith(name))
-        assert row.split()[-1] == "yes", row
+    # tiktoken and HuggingFace, loaded with our trained vocab and merges and with GPT-2's, and our
+    # encode_iterable must give the same ids as our encode
+    starts = [i for i, line in enumerate(lines) if line.startswith("encode ")]
+    assert [lines[i].split(" (")[0] for i in starts] == ["encode trained vocab", "encode GPT-2 vocab"]
+    for start in starts:
+        for name in ("bpe_impls encode_iterable", "tiktoken", "huggingface"):
+            row = next(line for line in lines[start:] if line.startswith(name))
+            assert row.split()[-1] == "yes", row
+    assert any(line.startswith("pre-tokenize, best of 3:") for line in lines)
 
 
 def test_iter_documents_splits_on_specials_across_read_blocks(tmp_path):
