@@ -462,7 +462,17 @@ static PyObject *set_char_classes(PyObject *module, PyObject *arg)
     }
     memcpy(copy, classes, N_CODEPOINTS);
     PyBuffer_Release(&view);
-    free(char_class);
+    /* The table in use is never freed or changed: scans in other threads read it without the GIL.
+     * The first one set stays; a later call must bring the same table. */
+    if (char_class != NULL) {
+        int same = memcmp(char_class, copy, N_CODEPOINTS) == 0;
+        free(copy);
+        if (!same) {
+            PyErr_SetString(PyExc_ValueError, "a different class table is already set");
+            return NULL;
+        }
+        Py_RETURN_NONE;
+    }
     char_class = copy;
     Py_RETURN_NONE;
 }

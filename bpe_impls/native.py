@@ -14,7 +14,7 @@ whatever Unicode version `regex` has, both paths split text identically.
 from __future__ import annotations
 
 import os
-from functools import cache
+import threading
 
 import regex
 
@@ -23,7 +23,9 @@ try:
 except ImportError:  # not built (no compiler at install time)
     _native = None
 
-AVAILABLE: bool = _native is not None and os.environ.get("BPE_IMPLS_PURE", "") in ("", "0")
+# BPE_IMPLS_PURE=1 turns off every compiled part (this core and the native trainer).
+DISABLED: bool = os.environ.get("BPE_IMPLS_PURE", "") not in ("", "0")
+AVAILABLE: bool = _native is not None and not DISABLED
 
 # Class codes as the C scanner knows them; the regexes are the classes GPT2_PATTERN names.
 _CLASSES = ((3, r"\s"), (2, r"\p{N}"), (1, r"\p{L}"))
@@ -46,10 +48,18 @@ def char_classes() -> bytes:
     return bytes(table)
 
 
-@cache
+_loading = threading.Lock()
+_loaded = False
+
+
 def core():
-    """The extension module, with its class table loaded (once per process)."""
+    """The extension module, with its class table loaded (once per process, whichever thread asks first)."""
+    global _loaded
     if not AVAILABLE:
         raise RuntimeError("the compiled core is not available (not built, or BPE_IMPLS_PURE=1)")
-    _native.set_char_classes(char_classes())
+    if not _loaded:
+        with _loading:
+            if not _loaded:
+                _native.set_char_classes(char_classes())
+                _loaded = True
     return _native

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from . import bucket, naive, route_a, route_b
+from . import bucket, naive, native_train, route_a, route_b
 from .common import Trainer
 
 IMPLEMENTATIONS: dict[str, Trainer] = {
@@ -12,10 +12,12 @@ IMPLEMENTATIONS: dict[str, Trainer] = {
     "route_b": route_b.train,
     "bucket": bucket.train,
 }
+if native_train.AVAILABLE:  # the C merge loop is optional: built only where a compiler was found
+    IMPLEMENTATIONS["native"] = native_train.train
 
 # The trainer `train_bpe` uses when none is named: the fastest registered one, as measured by
-# `bpe compare` (see README, Performance).
-DEFAULT_IMPL = "route_b"
+# `bpe compare` (see README, Performance): native where it was built, else route_b.
+DEFAULT_IMPL = "native" if "native" in IMPLEMENTATIONS else "route_b"
 
 
 def get_trainer(name: str | None) -> Trainer:

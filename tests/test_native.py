@@ -79,6 +79,9 @@ def test_class_table_has_the_size_and_values_the_scanner_needs():
     assert len(table) == 0x110000
     assert set(table) == {0, 1, 2, 3}
     assert (table[ord("a")], table[ord("7")], table[ord(" ")], table[ord("!")]) == (1, 2, 3, 0)
+    core.set_char_classes(table)  # the same table again: accepted (it is already in use)
+    with pytest.raises(ValueError, match="a different class table is already set"):
+        core.set_char_classes(table[: ord("a")] + bytes([0]) + table[ord("a") + 1 :])
     with pytest.raises(ValueError, match="must have 1114112 entries"):
         core.set_char_classes(b"\x00" * 10)
     with pytest.raises(ValueError, match="entry 0 is 9"):
@@ -218,6 +221,27 @@ def test_python_encoder_is_what_hybrid_names():
 # --- counting on threads, and the package with the core turned off -------------------------------
 
 
+def test_first_use_of_the_core_from_many_threads_at_once():
+    # Counting threads may be the first to load the class table; each must see it loaded once.
+    code = """
+import threading
+from bpe_impls import native
+results = []
+def count():
+    counter = native.core().PretokenCounter()
+    counter.add(" hello world" * 1000)
+    results.append(counter.to_dict())
+threads = [threading.Thread(target=count) for _ in range(8)]
+[t.start() for t in threads]
+[t.join() for t in threads]
+assert results == [{b" hello": 1000, b" world": 1000}] * 8, results
+print("ok")
+"""
+    for _ in range(3):
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0 and done.stdout.strip() == "ok", (done.returncode, done.stderr)
+
+
 def test_threads_and_processes_and_one_worker_count_the_same(tmp_path):
     path = require_fixture("corpus.en")
     one = count_pretokens(path, [EOT], 1)
@@ -254,3 +278,27 @@ print(json.dumps({{
     vocab, merges = train_bpe(path, 400, [EOT], num_workers=2)
     assert pure["merges"] == [[a.hex(), b.hex()] for a, b in merges]
     assert pure["ids"] == Tokenizer(vocab, merges, [EOT]).encode(path.read_text(encoding="utf-8"))
+
+
+# --- the native trainer's own limits (the registry-wide suites prove its results) ----------------
+
+
+def test_native_trainer_refuses_counts_beyond_64_bits_instead_of_wrapping():
+    from bpe_impls import IMPLEMENTATIONS
+
+    if "native" not in IMPLEMENTATIONS:
+        pytest.skip("the native trainer was not built")
+    with pytest.raises(OverflowError, match=r"word b'ab' has count 9223372036854775808"):
+        IMPLEMENTATIONS["native"]({b"ab": 2**63}, 300)
+    # Each count fits, but pair counts could reach 3 * 2**62: refused up front, not wrapped.
+    with pytest.raises(OverflowError, match=r"more than 2\*\*63 - 1 pair occurrences"):
+        IMPLEMENTATIONS["native"]({b"ab": 2**62, b"abc": 2**62}, 300)
+    # Just below the limit it trains, and agrees with route_b.
+    big = {b"ab": 2**61, b"abc": 2**60}
+    assert IMPLEMENTATIONS["native"](big, 300) == IMPLEMENTATIONS["route_b"](big, 300)
+
+
+def test_native_trainer_is_the_default_where_built():
+    from bpe_impls import DEFAULT_IMPL, IMPLEMENTATIONS
+
+    assert "native" in IMPLEMENTATIONS and DEFAULT_IMPL == "native"

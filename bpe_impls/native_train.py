@@ -1,0 +1,70 @@
+"""The native trainer: route_b's design with its merge loop in C (`bpe_impls/_native_train.c`).
+
+The C extension is optional (setup.py builds it when a compiler is present); AVAILABLE says
+whether it was built, and the registry lists "native" only then.
+
+Data structures (C arrays; the merge loop touches no Python object and runs with the GIL released):
+- cells: every distinct word of two or more bytes, one byte per cell, in one int32 array with a
+  boundary cell before each word, and a parallel array naming each cell's word (for its count).
+  A token covers consecutive cells (its bytes): its first cell holds its id, its last cell (if it
+  has several) the offset back to its first. So the next token starts at `cell + len(token)` and
+  the previous one is read off the cell before: the words need no prev/next links.
+- tokens: every token's bytes back to back, plus a hash table bytes -> id. One id per byte
+  string: a merge whose bytes already exist as a token (`a`+`bc` after `ab`+`c`) reuses that id,
+  because the naive trainer compares tokens by their bytes.
+- pairs: an open-addressing hash table (left id, right id) -> pair record: the pair's int64 count
+  and its occurrence list, the cells where the pair was seen. Append-only, as in route_b: an entry
+  is live only if the cell still starts the left token and the next token is the right one; stale
+  and repeated entries are skipped on use. A list's first few entries come from a shared arena.
+- shifts: two arrays indexed by token id, filled once per merge of (a, b): for a neighbour token t,
+  the ids of (t, a) and (t, new) on the left, (b, t) and (new, t) on the right. A merge's many
+  occurrences share few neighbours, so most pair lookups are an array read, not a hash probe.
+- heap: a binary max-heap of (count, left id, right id), ordered by `merge_priority` (count, then
+  left bytes, then right bytes, as Python compares bytes; each token's first 8 bytes, kept as one
+  integer, settle most ties). Lazy, as in route_b: an entry's count is an upper bound of the
+  pair's count, which the pop checks against the table.
+
+One merge of (a, b) costs O(len(occurrences of (a, b))) cell and array updates -- each entry
+once, live or stale; a run of a's is walked once more for a == b -- plus a hash probe per distinct
+neighbour token, and O(log heap) per pair whose count grew and per stale entry popped later:
+route_b's bounds, without its Python objects. Counts are int64: word counts whose pair occurrences
+sum past 2**63 - 1 raise OverflowError instead of wrapping.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+from . import native
+from .common import Merges, Vocab, WordCounts, build_vocab, check_word_counts, merge_budget, merge_progress
+from .errors import ConfigError
+
+try:
+    from . import _native_train
+except ImportError:  # built without a C compiler: the pure-Python trainers still work
+    _native_train = None
+
+AVAILABLE: bool = _native_train is not None and not native.DISABLED  # BPE_IMPLS_PURE=1 turns it off
+
+
+def train(
+    word_counts: WordCounts,
+    vocab_size: int,
+    special_tokens: Sequence[str] = (),
+    *,
+    progress: bool = False,
+) -> tuple[Vocab, Merges]:
+    if not AVAILABLE:
+        raise ConfigError(
+            "the compiled trainer 'native' is not available (bpe_impls._native_train was not built, "
+            "or BPE_IMPLS_PURE=1): reinstall with a C compiler available, or choose another trainer"
+        )
+    num_merges = merge_budget(vocab_size, special_tokens)
+    check_word_counts(word_counts)
+    with merge_progress(num_merges, progress) as bar:
+        # The C loop calls bar.update(k) after each batch of k merges (a few hundred), and
+        # stops by itself when no pair is left, so a budget beyond sys.maxsize changes nothing.
+        on_merges = bar.update if progress else None
+        merges = _native_train.train(word_counts, min(num_merges, sys.maxsize), on_merges)
+    return build_vocab(special_tokens, merges), merges
