@@ -392,8 +392,10 @@ def _count_in_threads(units: Sequence[TextRange], special_tokens: tuple[str, ...
         # On an error or Ctrl-C, units not started are dropped; a started one finishes (a unit
         # takes well under a second), as a thread cannot be stopped from outside.
         pool.shutdown(wait=True, cancel_futures=True)
-    total = pretoken_counter()
-    for counter in counters:
+    if not counters:
+        return Tally(Counter(), skipped)
+    total, *others = counters
+    for counter in others:
         total.merge(counter)
     return Tally(Counter(total.to_dict()), skipped)
 
