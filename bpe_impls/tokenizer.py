@@ -16,6 +16,7 @@ was built (bpe_impls.native). Each keeps a bounded cache of pre-token -> ids.
 
 from __future__ import annotations
 
+import io
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from functools import partial
@@ -401,11 +402,14 @@ class Tokenizer:
     def encode_iterable(self, iterable: Iterable[str]) -> Iterator[int]:
         """Encode a stream of text chunks lazily: exactly `encode("".join(iterable))`.
 
-        Works on an open text file (its lines), of any size. Chunk boundaries may fall anywhere,
-        even inside a pre-token or a special token: text whose tokens could still change when
-        more arrives is carried over to the next round (see `_encode_settled`). Memory stays
-        bounded by the longest run of text without a settled token boundary.
+        Works on an open text file, of any size (read in blocks rather than lines: the same text,
+        fewer calls). Chunk boundaries may fall anywhere, even inside a pre-token or a special
+        token: text whose tokens could still change when more arrives is carried over to the next
+        round (see `_encode_settled`). Memory stays bounded by a batch of text
+        (_ITERABLE_BATCH characters) plus the longest run without a settled token boundary.
         """
+        if isinstance(iterable, io.TextIOBase):
+            iterable = iter(partial(iterable.read, _ITERABLE_BATCH), "")
         # chain.from_iterable hands out the ids of each batch at C speed; a generator yielding
         # them one by one would cost more than encoding them.
         return chain.from_iterable(self._encode_batches(iterable))
@@ -415,15 +419,16 @@ class Tokenizer:
         pending: list[str] = []
         pending_len = 0
         checked = 0  # characters checked for surrogates so far, for the position in an error
+        # Rescanning the carry costs its length, so wait until new text at least matches it: a
+        # huge unbroken run is then rescanned O(log n) times, not once per chunk. And wait for a
+        # batch of text, so short lines cost one encoder call per batch, not one per line.
+        wanted = _ITERABLE_BATCH
         for chunk in iterable:
-            _require_str(chunk)
+            if type(chunk) is not str:  # the per-line loop is hot: no call for the common case
+                _require_str(chunk)
             pending.append(chunk)
             pending_len += len(chunk)
-            # Rescanning the carry costs its length, so wait until new text at least matches it:
-            # a huge unbroken run is then rescanned O(log n) times, not once per chunk. And wait
-            # for a batch of text, so a file's short lines cost one encoder call per batch, not
-            # per line (memory stays bounded by the batch plus the carry).
-            if pending_len < max(len(carry), _ITERABLE_BATCH):
+            if pending_len < wanted:
                 continue
             new = "".join(pending)
             _check_text(new, checked)
@@ -433,6 +438,7 @@ class Tokenizer:
             buffer = carry + new
             ids, cut = self._encode_settled(buffer)
             carry = buffer[cut:]
+            wanted = max(len(carry), _ITERABLE_BATCH)
             yield ids
         new = "".join(pending)
         _check_text(new, checked)
