@@ -8,7 +8,7 @@ trainer takes in.
 A large file is counted as a map-reduce over byte ranges. A range may only end at a *safe cut*: a
 position where cutting the text cannot change any special-token match or any pre-token, so the
 counts are identical for every number of chunks. The cuts used (each proven in its comment in
-`_CutFinder`) are: just after a special token that no other special-token occurrence overlaps; and,
+`CutFinder`) are: just after a special token that no other special-token occurrence overlaps; and,
 in prose, between an ASCII letter and ASCII punctuation, or after a lone "\\n" between two printable
 ASCII characters. Where no safe cut exists near a planned boundary, there are simply fewer chunks.
 """
@@ -149,33 +149,34 @@ _PROSE_CUT = regex.compile(rb"(?<=[A-Za-z])(?=[!-/:-@\[-`{-~])|(?<=[!-~]\n)(?=[!
 _BLOCK = 1 << 16
 
 
-class _CutFinder:
-    """Finds the first safe cut at or after a position, reading the file in small blocks."""
+class CutFinder:
+    """Finds safe cuts: in a file, reading it in small blocks (`next_cut`), or in a buffer that
+    has `margin` bytes of context on each side of the stretch searched (`first_cut_in`)."""
 
     def __init__(self, special_tokens: Sequence[bytes], cut_after: Sequence[bytes], prose: bool):
         specials = sorted(set(special_tokens) | set(cut_after), key=len, reverse=True)
         # Context kept around each block: the longest special token, and at least the two bytes
         # the prose cuts look at on either side.
-        self._margin = max([2, *(len(token) for token in specials)])
+        self.margin = max([2, *(len(token) for token in specials)])
         self._specials = regex.compile(b"|".join(regex.escape(t) for t in specials)) if specials else None
         self._cut_after = frozenset(cut_after)
         self._prose = prose
 
     def next_cut(self, file: BinaryIO, position: int, size: int) -> int | None:
         """The smallest safe cut p with position <= p < size (None if there is none)."""
-        margin = self._margin
+        margin = self.margin
         start = position
         while start < size:
             read_from = max(0, start - margin)
             file.seek(read_from)
             buf = file.read(start + _BLOCK + 2 * margin - read_from)
-            cut = self._first_cut_in(buf, start - read_from, min(_BLOCK, size - start))
+            cut = self.first_cut_in(buf, start - read_from, min(_BLOCK, size - start))
             if cut is not None:
                 return read_from + cut
             start += _BLOCK
         return None
 
-    def _first_cut_in(self, buf: bytes, lo: int, length: int) -> int | None:
+    def first_cut_in(self, buf: bytes, lo: int, length: int) -> int | None:
         """The first safe cut in buf[lo : lo+length]; buf has `margin` bytes of context each side."""
         hi = lo + length
         # Every special-token occurrence, one per start position (longest first); overlapped=True
@@ -202,7 +203,7 @@ class _CutFinder:
         A prose cut is the empty span (p, p): then this asks that no occurrence strictly contains p.
         """
         # Occurrences are at most `margin` long, so only those starting after s - margin can reach s.
-        i = bisect.bisect_left(starts, s - self._margin + 1)
+        i = bisect.bisect_left(starts, s - self.margin + 1)
         while i < len(spans) and spans[i][0] < e:
             if spans[i] != (s, e) and spans[i][1] > s:
                 return False
@@ -210,7 +211,7 @@ class _CutFinder:
         return True
 
 
-def _cuts(file: BinaryIO, size: int, num_chunks: int, finder: _CutFinder) -> list[int]:
+def _cuts(file: BinaryIO, size: int, num_chunks: int, finder: CutFinder) -> list[int]:
     bounds = [0]
     for i in range(1, max(1, num_chunks)):
         guess = size * i // num_chunks
@@ -247,7 +248,7 @@ def find_chunk_boundaries(
         raise ConfigError("split_token must not be empty")
     if num_chunks < 1:
         raise ConfigError(f"num_chunks must be at least 1, got {num_chunks}")
-    finder = _CutFinder(special_tokens, [split_token], prose=False)
+    finder = CutFinder(special_tokens, [split_token], prose=False)
     if isinstance(file, (str, os.PathLike)):
         with open(file, "rb") as handle:
             return _cuts(handle, _file_size(handle), num_chunks, finder)
@@ -257,7 +258,7 @@ def find_chunk_boundaries(
 def safe_cuts(file: BinaryIO, num_chunks: int, special_tokens: tuple[str, ...]) -> list[int]:
     """Boundaries for counting: any safe cut (after a special token, or in prose), near even spacing."""
     encoded = [token.encode("utf-8") for token in special_tokens]
-    finder = _CutFinder(encoded, encoded, prose=True)
+    finder = CutFinder(encoded, encoded, prose=True)
     return _cuts(file, _file_size(file), num_chunks, finder)
 
 

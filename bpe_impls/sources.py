@@ -52,7 +52,7 @@ from typing import Any
 from .counting import UNIT_BYTES, UNITS_PER_WORKER, TextRange, decode_utf8, plan_units, read_range, resolve_workers
 from .errors import ConfigError, CorpusError
 from .pretokenize import (
-    _CutFinder,
+    CutFinder,
     find_chunk_boundaries,
     PretokenCounter,
     pretoken_counter,
@@ -392,14 +392,14 @@ def _decompressed_blocks(path: str, codec: str) -> Iterator[bytes]:
 def _cut_pieces(blocks: Iterable[bytes], special_tokens: tuple[str, ...], target: int) -> Iterator[tuple[int, bytes]]:
     """Regroup a byte stream into (offset, piece) pieces, each ending at a safe cut after `target` bytes.
 
-    Uses the byte-range cut finder (pretokenize._CutFinder, whose comments prove each cut safe) on a
+    Uses the byte-range cut finder (pretokenize.CutFinder, whose comments prove each cut safe) on a
     sliding buffer: a cut is only looked for where the buffer holds the finder's context on both
     sides, the same context it reads around a file position, so a piece boundary here is exactly a
     boundary plan_units could have chosen and cannot change any count.
     """
     encoded = [token.encode("utf-8") for token in special_tokens]
-    finder = _CutFinder(encoded, encoded, prose=True)
-    margin = finder._margin
+    finder = CutFinder(encoded, encoded, prose=True)
+    margin = finder.margin
     target = max(target, margin)  # the left context of the first cut must be in the buffer
     buf = bytearray()
     offset = 0  # stream offset of buf[0]
@@ -411,7 +411,7 @@ def _cut_pieces(blocks: Iterable[bytes], special_tokens: tuple[str, ...], target
         while len(buf) - 2 * margin > scan:
             hi = min(scan + _CUT_WINDOW, len(buf) - 2 * margin)
             left = scan - margin
-            cut = finder._first_cut_in(bytes(buf[left:hi + 2 * margin]), margin, hi - scan)
+            cut = finder.first_cut_in(bytes(buf[left:hi + 2 * margin]), margin, hi - scan)
             if cut is None:
                 scan = hi
                 continue

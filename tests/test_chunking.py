@@ -18,7 +18,7 @@ from bpe_impls.fixtures.tinystories import generate
 
 from bpe_impls import counting, train_bpe
 from bpe_impls.counting import count_unit, plan_units
-from bpe_impls.pretokenize import _CutFinder, count_text
+from bpe_impls.pretokenize import CutFinder, count_text
 
 EOT = "<|endoftext|>"
 WORKERS = (1, 2, 3, 8)
@@ -36,7 +36,7 @@ def assert_boundaries_safe(data: bytes, bounds: list[int], specials: tuple[str, 
     occurrences = [
         m.span() for token in encoded for m in regex.finditer(regex.escape(token), data, overlapped=True)
     ]
-    finder = _CutFinder(encoded, encoded, prose=True)
+    finder = CutFinder(encoded, encoded, prose=True)
     file = io.BytesIO(data)
     for b in bounds[1:-1]:
         assert not 0x80 <= data[b] <= 0xBF, f"boundary {b} splits a UTF-8 character"

@@ -16,7 +16,7 @@ from bpe_impls.counting import TextRange, count_unit, plan_units
 from bpe_impls.errors import ConfigError
 from bpe_impls.pretokenize import (
     GPT2_PATTERN,
-    _CutFinder,
+    CutFinder,
     count_text,
     find_chunk_boundaries,
     iter_pretokens,
@@ -134,7 +134,7 @@ texts = st.lists(pieces, max_size=60).map("".join)
 
 def _all_safe_cuts(data: bytes, specials: tuple[str, ...]) -> list[int]:
     encoded = [t.encode() for t in specials]
-    finder = _CutFinder(encoded, encoded, prose=True)
+    finder = CutFinder(encoded, encoded, prose=True)
     file = io.BytesIO(data)
     return [p for p in range(1, len(data)) if finder.next_cut(file, p, len(data)) == p]
 
