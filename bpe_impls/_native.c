@@ -726,6 +726,7 @@ typedef struct {
     size_t count;
     const unsigned char **token;
     size_t *len;
+    size_t *origin;            /* each token's position in the sequence given */
     unsigned char first[256];  /* first[b]: some special token starts with byte b */
 } Specials;
 
@@ -738,7 +739,8 @@ static int specials_open(Specials *sp, PyObject *seq, PyObject **held)
     Py_ssize_t count = PySequence_Fast_GET_SIZE(*held);
     sp->token = PyMem_Calloc((size_t)count + 1, sizeof(*sp->token));
     sp->len = PyMem_Calloc((size_t)count + 1, sizeof(*sp->len));
-    if (sp->token == NULL || sp->len == NULL) {
+    sp->origin = PyMem_Calloc((size_t)count + 1, sizeof(*sp->origin));
+    if (sp->token == NULL || sp->len == NULL || sp->origin == NULL) {
         PyErr_NoMemory();
         return -1;
     }
@@ -754,10 +756,12 @@ static int specials_open(Specials *sp, PyObject *seq, PyObject **held)
         while (at > 0 && sp->len[at - 1] < len) {
             sp->token[at] = sp->token[at - 1];
             sp->len[at] = sp->len[at - 1];
+            sp->origin[at] = sp->origin[at - 1];
             at--;
         }
         sp->token[at] = token;
         sp->len[at] = len;
+        sp->origin[at] = (size_t)k;
         sp->count++;
         sp->first[token[0]] = 1;
     }
@@ -768,11 +772,14 @@ static void specials_close(Specials *sp, PyObject *held)
 {
     PyMem_Free(sp->token);
     PyMem_Free(sp->len);
+    PyMem_Free(sp->origin);
     Py_XDECREF(held);
 }
 
-/* Where the next special token at or after `from` starts, and its length in *len (n if none). */
-static size_t next_special(const Specials *sp, const unsigned char *s, size_t from, size_t n, size_t *len)
+/* Where the next special token at or after `from` starts (n if none); its length in *len (0 if
+ * none) and its position in the sequence given in *which. */
+static size_t next_special(const Specials *sp, const unsigned char *s, size_t from, size_t n, size_t *len,
+                           size_t *which)
 {
     for (size_t p = from; p < n; p++) {
         if (!sp->first[s[p]])
@@ -780,6 +787,7 @@ static size_t next_special(const Specials *sp, const unsigned char *s, size_t fr
         for (size_t k = 0; k < sp->count; k++) {
             if (sp->len[k] <= n - p && memcmp(s + p, sp->token[k], sp->len[k]) == 0) {
                 *len = sp->len[k];
+                *which = sp->origin[k];
                 return p;
             }
         }
@@ -815,8 +823,8 @@ static PyObject *Counter_add_utf8(CounterObject *self, PyObject *args)
     Py_BEGIN_ALLOW_THREADS
     valid = utf8_valid(s, n);
     for (size_t pos = 0; valid && pos <= n && !failed;) {
-        size_t len;
-        size_t at = next_special(&sp, s, pos, n, &len);
+        size_t len, which;
+        size_t at = next_special(&sp, s, pos, n, &len, &which);
         failed = count_utf8(&self->counts, s + pos, at - pos);
         pos = at + (len ? len : 1);
     }
@@ -1261,6 +1269,33 @@ static PyObject *idbuf_to_list(const IdBuf *b)
 /* Encode text's pre-tokens into out. With settled_only, stop before the first pre-token ending
  * within two characters of the end (later text could still change it; see
  * Tokenizer._encode_settled) and return where it starts; else return the text's length. */
+/* One pre-token's ids (from the cache, else by BPE, then cached), appended to out; -1 when out of
+ * memory (the exception set). */
+static int encode_token(EncoderObject *self, const unsigned char *key, size_t len, IdBuf *out)
+{
+    uint64_t h = hash_bytes(key, len);
+    Entry *hit = self->cache_size ? bm_get(&self->cache, key, len, h) : NULL;
+    if (hit != NULL) {
+        if (idbuf_reserve(out, (size_t)hit->aux) < 0) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        memcpy(out->ids + out->len, self->cache_ids + hit->value, (size_t)hit->aux * sizeof(uint32_t));
+        out->len += (size_t)hit->aux;
+        return 0;
+    }
+    size_t before = out->len;
+    if (encode_pretoken(self, key, len, out) < 0 ||
+        cache_store(self, key, len, h, out->ids + before, out->len - before) < 0) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    return 0;
+}
+
+/* Encode text's pre-tokens into out. With settled_only, stop before the first pre-token ending
+ * within two characters of the end (later text could still change it; see
+ * Tokenizer._encode_settled) and return where it starts; else return the text's length. */
 static Py_ssize_t encode_text(EncoderObject *self, Text *t, int settled_only, IdBuf *out)
 {
     Py_ssize_t i = 0;
@@ -1277,23 +1312,8 @@ static Py_ssize_t encode_text(EncoderObject *self, Text *t, int settled_only, Id
                 PyErr_NoMemory();
             return -1;
         }
-        uint64_t h = hash_bytes(key, (size_t)len);
-        Entry *hit = self->cache_size ? bm_get(&self->cache, key, (size_t)len, h) : NULL;
-        if (hit != NULL) {
-            if (idbuf_reserve(out, (size_t)hit->aux) < 0) {
-                PyErr_NoMemory();
-                return -1;
-            }
-            memcpy(out->ids + out->len, self->cache_ids + hit->value, (size_t)hit->aux * sizeof(uint32_t));
-            out->len += (size_t)hit->aux;
-        } else {
-            size_t before = out->len;
-            if (encode_pretoken(self, key, (size_t)len, out) < 0 ||
-                cache_store(self, key, (size_t)len, h, out->ids + before, out->len - before) < 0) {
-                PyErr_NoMemory();
-                return -1;
-            }
-        }
+        if (encode_token(self, key, (size_t)len, out) < 0)
+            return -1;
         i = j;
     }
     return i;
@@ -1344,6 +1364,70 @@ static PyObject *Encoder_encode_settled(EncoderObject *self, PyObject *arg)
     return result;
 }
 
+/* encode_utf8(data, special_tokens, special_ids): the whole of Tokenizer.encode over UTF-8 bytes:
+ * split on the special tokens (bytes, longest first) in C, each one becoming its id, and the text
+ * between them encoded straight from the bytes (no str slices, no per-token UTF-8 encoding). */
+static PyObject *Encoder_encode_utf8(EncoderObject *self, PyObject *args)
+{
+    Py_buffer view;
+    PyObject *specials_arg, *ids_arg;
+    if (!encoder_ready(self) || !PyArg_ParseTuple(args, "y*OO:encode_utf8", &view, &specials_arg, &ids_arg))
+        return NULL;
+    Specials sp;
+    PyObject *held = NULL, *ids_seq = NULL, *result = NULL;
+    uint32_t *special_ids = NULL;
+    IdBuf out = {0};
+    if (specials_open(&sp, specials_arg, &held) < 0)
+        goto done;
+    ids_seq = PySequence_Fast(ids_arg, "special ids must be a sequence of ints");
+    if (ids_seq == NULL)
+        goto done;
+    if ((size_t)PySequence_Fast_GET_SIZE(ids_seq) != sp.count) {
+        PyErr_SetString(PyExc_ValueError, "one id is needed per special token");
+        goto done;
+    }
+    special_ids = PyMem_Calloc(sp.count + 1, sizeof(uint32_t));
+    if (special_ids == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (size_t k = 0; k < sp.count; k++)
+        if (as_id(PySequence_Fast_GET_ITEM(ids_seq, (Py_ssize_t)k), &special_ids[k], "special id") < 0)
+            goto done;
+    const unsigned char *s = view.buf;
+    size_t n = (size_t)view.len;
+    if (!utf8_valid(s, n)) { /* the scanner reads whole characters: never past a bad one */
+        PyErr_SetString(PyExc_ValueError, "data is not valid UTF-8");
+        goto done;
+    }
+    for (size_t pos = 0; pos <= n;) {
+        size_t len, which = 0;
+        size_t at = next_special(&sp, s, pos, n, &len, &which);
+        for (size_t i = pos; i < at;) {
+            size_t j = next_end_utf8(s, i, at);
+            if (encode_token(self, s + i, j - i, &out) < 0)
+                goto done;
+            i = j;
+        }
+        if (len) {
+            if (idbuf_reserve(&out, 1) < 0) {
+                PyErr_NoMemory();
+                goto done;
+            }
+            out.ids[out.len++] = special_ids[which];
+        }
+        pos = at + (len ? len : 1);
+    }
+    result = idbuf_to_list(&out);
+done:
+    free(out.ids);
+    PyMem_Free(special_ids);
+    Py_XDECREF(ids_seq);
+    specials_close(&sp, held);
+    PyBuffer_Release(&view);
+    return result;
+}
+
 static PyObject *Encoder_bpe(EncoderObject *self, PyObject *arg)
 {
     if (self->pairs.keys == NULL) {
@@ -1369,6 +1453,9 @@ static PyObject *Encoder_cache_len(EncoderObject *self, PyObject *unused)
 static PyMethodDef Encoder_methods[] = {
     {"encode", (PyCFunction)Encoder_encode, METH_O,
      "encode(text)\n--\n\nThe ids of text (a str holding no special token)."},
+    {"encode_utf8", (PyCFunction)Encoder_encode_utf8, METH_VARARGS,
+     "encode_utf8(data, special_tokens, special_ids)\n--\n\nThe ids of UTF-8 text: each special token "
+     "(bytes, longest first) becomes its id, the text between them is encoded."},
     {"encode_settled", (PyCFunction)Encoder_encode_settled, METH_O,
      "encode_settled(text)\n--\n\n(ids, cut): the ids of text[:cut], every pre-token that more "
      "text could not change."},

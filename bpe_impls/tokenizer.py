@@ -305,6 +305,10 @@ class Tokenizer:
             self._ranks.setdefault(pair, (rank, self._ordinary[left + right]))  # a repeated pair keeps its first rank
 
         self._encoder = ENCODERS[encoder](self._byte_ids, self._ranks, cache_size)
+        # An encoder that can also split on special tokens takes whole texts as UTF-8 (native).
+        self._encode_utf8 = getattr(self._encoder, "encode_utf8", None)
+        self._special_bytes = [special.encode("utf-8") for special in self.special_tokens]
+        self._special_id_list = [self.special_token_ids[special] for special in self.special_tokens]
         self._special_regex = special_token_regex(self.special_tokens)
         self._max_special_len = max((len(special) for special in self.special_tokens), default=0)
 
@@ -387,7 +391,9 @@ class Tokenizer:
         >>> tok.encode("hello world<|endoftext|>")  # with GPT-2's files
         [31373, 995, 50256]
         """
-        _check_text(text, 0)
+        data = _check_text(text, 0)
+        if self._encode_utf8 is not None:  # the whole job in C: split, scan, merge
+            return self._encode_utf8(data, self._special_bytes, self._special_id_list)
         if self._special_regex is None:
             return self._encoder.encode(text)
         out: list[int] = []
@@ -396,7 +402,9 @@ class Tokenizer:
 
     def encode_ordinary(self, text: str) -> list[int]:
         """Encode text, treating special-token strings as plain text (tiktoken's name)."""
-        _check_text(text, 0)
+        data = _check_text(text, 0)
+        if self._encode_utf8 is not None:
+            return self._encode_utf8(data, (), ())
         return self._encoder.encode(text)
 
     def encode_iterable(self, iterable: Iterable[str]) -> Iterator[int]:
@@ -442,9 +450,7 @@ class Tokenizer:
             yield ids
         new = "".join(pending)
         _check_text(new, checked)
-        out: list[int] = []
-        self._encode_into(carry + new, out)
-        yield out
+        yield self._encode_unchecked(carry + new)
 
     def _encode_settled(self, buffer: str) -> tuple[list[int], int]:
         """The ids of the longest prefix of `buffer` whose tokens no later text can change, and its length.
@@ -461,21 +467,28 @@ class Tokenizer:
         the rest separately gives the same tokens as encoding the whole (the pattern has no
         look-behind).
         """
-        out: list[int] = []
         pos = 0
         settle = len(buffer) - self._max_special_len + 1 if self._special_regex is not None else len(buffer) + 1
         if self._special_regex is not None:
             for match in self._special_regex.finditer(buffer):
                 if match.start() >= settle:
                     break
-                self._encode_ordinary_into(buffer[pos : match.start()], out)
-                out.append(self.special_token_ids[match.group()])
                 pos = match.end()
+        # Up to the end of the last settled special token, the text encodes as a whole would.
+        out = self._encode_unchecked(buffer[:pos]) if pos else []
         # The ordinary text from pos is known only up to `settle`: a special token may start there.
         known = buffer[pos : max(pos, min(settle, len(buffer)))]  # never a negative slice end
         ids, cut = self._encoder.encode_settled(known)
         out.extend(ids)
         return out, pos + cut
+
+    def _encode_unchecked(self, text: str) -> list[int]:
+        """`encode` for text already checked (a str without lone surrogates)."""
+        if self._encode_utf8 is not None:
+            return self._encode_utf8(text.encode("utf-8"), self._special_bytes, self._special_id_list)
+        out: list[int] = []
+        self._encode_into(text, out)
+        return out
 
     def _encode_into(self, text: str, out: list[int]) -> None:
         if self._special_regex is None:
@@ -517,11 +530,11 @@ def _require_str(text: object) -> None:
         raise TypeError(f"expected str, got {type(text).__name__}")
 
 
-def _check_text(text: str, offset: int) -> None:
-    """Reject a non-str or a str with a lone surrogate (it has no UTF-8 bytes to encode)."""
+def _check_text(text: str, offset: int) -> bytes:
+    """The UTF-8 of `text`; rejects a non-str or a str with a lone surrogate (it has no UTF-8)."""
     _require_str(text)
     try:
-        text.encode("utf-8")
+        return text.encode("utf-8")
     except UnicodeEncodeError as exc:
         raise EncodeError(
             f"lone surrogate U+{ord(text[exc.start]):04X} at position {offset + exc.start} cannot be encoded"

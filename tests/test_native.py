@@ -309,3 +309,24 @@ def test_counts_come_out_in_first_seen_order_as_a_counter_gives_them():
     # the pure-Python trainers run up to 1.8x slower on counts in hash order; asv caught it.
     text = require_fixture("corpus.en").read_text(encoding="utf-8")
     assert list(count_text(text, (EOT,), compiled=True)) == list(count_text(text, (EOT,), compiled=False))
+
+
+@settings(max_examples=examples(200))
+@given(text=st.one_of(texts, any_text), specials=st.sampled_from(SPECIAL_SETS[1:]))
+def test_native_encode_splits_special_tokens_in_c_as_the_regex_does(small_tokenizer_parts, text, specials):
+    # Tokenizer.encode hands the whole text to C as UTF-8 (encode_utf8), special tokens included;
+    # the Python encoders split on them with special_token_regex. Same ids, every special set.
+    vocab, merges = small_tokenizer_parts
+    fast = Tokenizer(vocab, merges, list(specials), encoder="native")
+    slow = Tokenizer(vocab, merges, list(specials), encoder="hybrid")
+    assert fast.encode(text) == slow.encode(text)
+    assert list(fast.encode_iterable(iter(text))) == slow.encode(text)  # one character at a time
+
+
+def test_native_encode_utf8_rejects_invalid_utf8_and_mismatched_ids(small_tokenizer_parts):
+    vocab, merges = small_tokenizer_parts
+    encoder = Tokenizer(vocab, merges, encoder="native")._encoder
+    with pytest.raises(ValueError, match="not valid UTF-8"):
+        encoder.encode_utf8(b"ok \xe2\x82", [], [])
+    with pytest.raises(ValueError, match="one id is needed per special token"):
+        encoder.encode_utf8(b"ok", [b"<s>"], [])
