@@ -144,7 +144,7 @@ def main() -> int:
     parser.add_argument("--big-size", default="2GB")
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/bpe_scale_memory"),
                         help="generated corpora, tokenizers and .npy files go here")
-    parser.add_argument("--impl", default="bucket", help="trainer (the default `naive` is far too slow at 10k)")
+    parser.add_argument("--impl", default=None, help="trainer (default: the package's default, DEFAULT_IMPL)")
     parser.add_argument("--vocab-size", type=int, default=10_000)
     parser.add_argument("--workers", type=int, default=None)
     parser.add_argument("--interval", type=float, default=0.1, help="seconds between memory samples")
@@ -186,7 +186,9 @@ def main() -> int:
             out = args.workdir / f"tok_{name}"
             generated.append(out)
             command = ["train", str(corpus), "--vocab-size", str(args.vocab_size), "--special-token", EOT,
-                       "--impl", args.impl, "--out", str(out), "--quiet"]
+                       "--out", str(out), "--quiet"]
+            if args.impl:
+                command += ["--impl", args.impl]
             if args.workers:
                 command += ["--workers", str(args.workers)]
             size_mb = corpus.stat().st_size / 1e6
