@@ -14,6 +14,7 @@ import sys
 import time
 import warnings
 from collections.abc import Iterator, Sequence
+from itertools import islice
 from pathlib import Path
 
 from .atomic import atomic_write
@@ -203,13 +204,10 @@ def cmd_encode(args: argparse.Namespace) -> int:
         blocks = _read_text_blocks(args.input, bar)
         with atomic_write(args.out) as out:
             writer = NpyStreamWriter(out, dtype)
-            batch: list[int] = []
-            for token_id in tokenizer.encode_iterable(blocks):
-                batch.append(token_id)
-                if len(batch) >= IDS_PER_WRITE:
-                    writer.write(batch)
-                    batch.clear()
-            writer.write(batch)
+            ids = tokenizer.encode_iterable(blocks)
+            # islice gathers each write's ids in C; a Python loop over them cost a third of the run.
+            while batch := list(islice(ids, IDS_PER_WRITE)):
+                writer.write(batch)
             writer.finish()
     seconds = time.perf_counter() - start
     mb = (size or 0) / 1e6
