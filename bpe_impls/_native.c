@@ -1364,14 +1364,34 @@ static PyObject *Encoder_encode_settled(EncoderObject *self, PyObject *arg)
     return result;
 }
 
-/* encode_utf8(data, special_tokens, special_ids): the whole of Tokenizer.encode over UTF-8 bytes:
- * split on the special tokens (bytes, longest first) in C, each one becoming its id, and the text
- * between them encoded straight from the bytes (no str slices, no per-token UTF-8 encoding). */
+/* True if two whole characters of s follow position j before end (end is a character boundary). */
+static int two_chars_follow(const unsigned char *s, size_t j, size_t end)
+{
+    size_t len;
+    if (j >= end)
+        return 0;
+    utf8_at(s, j, &len);
+    j += len;
+    if (j >= end)
+        return 0;
+    utf8_at(s, j, &len);
+    return j + len <= end;
+}
+
+/* encode_utf8(data, special_tokens, special_ids, settled=False): the whole of Tokenizer.encode over
+ * UTF-8 bytes: split on the special tokens (bytes, longest first) in C, each one becoming its id,
+ * and the text between them encoded straight from the bytes (no str slices, no per-token UTF-8
+ * encoding). With settled, Tokenizer._encode_settled in bytes, for encode_iterable: encode only
+ * what more data could not change and return (ids, cut), cut a byte offset: special tokens that
+ * start where the longest one still fits, then the pre-tokens after the last of them that end
+ * before the unsettled region and have two whole characters after them. */
 static PyObject *Encoder_encode_utf8(EncoderObject *self, PyObject *args)
 {
     Py_buffer view;
     PyObject *specials_arg, *ids_arg;
-    if (!encoder_ready(self) || !PyArg_ParseTuple(args, "y*OO:encode_utf8", &view, &specials_arg, &ids_arg))
+    int settled = 0;
+    if (!encoder_ready(self) ||
+        !PyArg_ParseTuple(args, "y*OO|p:encode_utf8", &view, &specials_arg, &ids_arg, &settled))
         return NULL;
     Specials sp;
     PyObject *held = NULL, *ids_seq = NULL, *result = NULL;
@@ -1400,9 +1420,33 @@ static PyObject *Encoder_encode_utf8(EncoderObject *self, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "data is not valid UTF-8");
         goto done;
     }
+    /* settled: a special token starting before `settle` is whole in data (every one fits). */
+    size_t longest = 0;
+    for (size_t k = 0; k < sp.count; k++)
+        longest = sp.len[k] > longest ? sp.len[k] : longest;
+    size_t settle = longest ? (n + 1 > longest ? n + 1 - longest : 0) : n + 1;
     for (size_t pos = 0; pos <= n;) {
         size_t len, which = 0;
         size_t at = next_special(&sp, s, pos, n, &len, &which);
+        if (settled && (len == 0 || at >= settle)) { /* no settled special token left */
+            /* The ordinary text from pos is known up to settle (back to a character boundary). */
+            size_t known = settle < n ? settle : n;
+            while (known > pos && (s[known] & 0xC0) == 0x80)
+                known--;
+            size_t cut = pos;
+            for (size_t i = pos; i < known;) {
+                size_t j = next_end_utf8(s, i, known);
+                if (!two_chars_follow(s, j, known))
+                    break;
+                if (encode_token(self, s + i, j - i, &out) < 0)
+                    goto done;
+                cut = i = j;
+            }
+            PyObject *ids = idbuf_to_list(&out);
+            if (ids != NULL)
+                result = Py_BuildValue("(Nn)", ids, (Py_ssize_t)cut);
+            goto done;
+        }
         for (size_t i = pos; i < at;) {
             size_t j = next_end_utf8(s, i, at);
             if (encode_token(self, s + i, j - i, &out) < 0)
@@ -1418,7 +1462,7 @@ static PyObject *Encoder_encode_utf8(EncoderObject *self, PyObject *args)
         }
         pos = at + (len ? len : 1);
     }
-    result = idbuf_to_list(&out);
+    result = idbuf_to_list(&out); /* not settled (settled always returns from the loop) */
 done:
     free(out.ids);
     PyMem_Free(special_ids);
@@ -1454,8 +1498,9 @@ static PyMethodDef Encoder_methods[] = {
     {"encode", (PyCFunction)Encoder_encode, METH_O,
      "encode(text)\n--\n\nThe ids of text (a str holding no special token)."},
     {"encode_utf8", (PyCFunction)Encoder_encode_utf8, METH_VARARGS,
-     "encode_utf8(data, special_tokens, special_ids)\n--\n\nThe ids of UTF-8 text: each special token "
-     "(bytes, longest first) becomes its id, the text between them is encoded."},
+     "encode_utf8(data, special_tokens, special_ids, settled=False)\n--\n\nThe ids of UTF-8 text: each "
+     "special token (bytes, longest first) becomes its id, the text between them is encoded.\nWith "
+     "settled: (ids, cut), the ids of data[:cut], all that more data could not change."},
     {"encode_settled", (PyCFunction)Encoder_encode_settled, METH_O,
      "encode_settled(text)\n--\n\n(ids, cut): the ids of text[:cut], every pre-token that more "
      "text could not change."},

@@ -424,7 +424,10 @@ class Tokenizer:
         return chain.from_iterable(self._encode_batches(iterable))
 
     def _encode_batches(self, iterable: Iterable[str]) -> Iterator[list[int]]:
-        carry = ""
+        # With the compiled encoder the buffer and its carry are UTF-8 bytes, and each round is
+        # one C call (encode_utf8 with settled=True: _encode_settled's rules, in bytes).
+        in_c = self._encode_utf8 is not None
+        carry: str | bytes = b"" if in_c else ""
         pending: list[str] = []
         pending_len = 0
         checked = 0  # characters checked for surrogates so far, for the position in an error
@@ -440,18 +443,25 @@ class Tokenizer:
             if pending_len < wanted:
                 continue
             new = "".join(pending)
-            _check_text(new, checked)
+            data = _check_text(new, checked)
             checked += len(new)
             pending.clear()
             pending_len = 0
-            buffer = carry + new
-            ids, cut = self._encode_settled(buffer)
+            if in_c:
+                buffer = carry + data
+                ids, cut = self._encode_utf8(buffer, self._special_bytes, self._special_id_list, True)
+            else:
+                buffer = carry + new
+                ids, cut = self._encode_settled(buffer)
             carry = buffer[cut:]
             wanted = max(len(carry), _ITERABLE_BATCH)
             yield ids
         new = "".join(pending)
-        _check_text(new, checked)
-        yield self._encode_unchecked(carry + new)
+        data = _check_text(new, checked)
+        if in_c:
+            yield self._encode_utf8(carry + data, self._special_bytes, self._special_id_list)
+        else:
+            yield self._encode_unchecked(carry + new)
 
     def _encode_settled(self, buffer: str) -> tuple[list[int], int]:
         """The ids of the longest prefix of `buffer` whose tokens no later text can change, and its length.

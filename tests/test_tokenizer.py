@@ -17,7 +17,7 @@ from conftest import examples, fixture_text, require_fixture, require_gpt2_files
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bpe_impls import Tokenizer
+from bpe_impls import Tokenizer, tokenizer
 from bpe_impls.common import build_vocab
 from bpe_impls.errors import ConfigError, EncodeError, TokenizerFileError
 from bpe_impls.pretokenize import GPT2_REGEX
@@ -331,6 +331,17 @@ TRICKY = (
 )
 
 
+@pytest.fixture(scope="module", autouse=True)
+def small_batches():
+    """encode_iterable encodes a batch of text at a time (tokenizer._ITERABLE_BATCH characters,
+    32K): at 16, every text here crosses many batch boundaries, so the settled-prefix rounds and
+    the carry are what these tests exercise. test_encode_iterable_over_open_file keeps the real
+    size, on whole fixture files."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(tokenizer, "_ITERABLE_BATCH", 16)
+        yield
+
+
 def _chunks(text: str, cuts: list[int]) -> list[str]:
     cuts = sorted(cuts)
     return [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)], strict=True)]
@@ -366,8 +377,9 @@ def test_encode_iterable_random_chunking_of_corpus(gpt2):
     assert list(gpt2.encode_iterable(_chunks(text, cuts))) == gpt2.encode(text)
 
 
-@pytest.mark.parametrize("name", ["tinystories_sample.txt", "corpus.en"])
-def test_encode_iterable_over_open_file(gpt2, name):
+@pytest.mark.parametrize("name", ["tinystories_sample.txt", "corpus.en", "kjv.txt"])
+def test_encode_iterable_over_open_file(gpt2, name, monkeypatch):
+    monkeypatch.setattr(tokenizer, "_ITERABLE_BATCH", _ITERABLE_BATCH)  # the real batch size
     path = require_fixture(name)
     with open(path, encoding="utf-8") as handle:
         streamed = list(gpt2.encode_iterable(handle))
