@@ -1266,9 +1266,6 @@ static PyObject *idbuf_to_list(const IdBuf *b)
     return out;
 }
 
-/* Encode text's pre-tokens into out. With settled_only, stop before the first pre-token ending
- * within two characters of the end (later text could still change it; see
- * Tokenizer._encode_settled) and return where it starts; else return the text's length. */
 /* One pre-token's ids (from the cache, else by BPE, then cached), appended to out; -1 when out of
  * memory (the exception set). */
 static int encode_token(EncoderObject *self, const unsigned char *key, size_t len, IdBuf *out)
@@ -1293,32 +1290,6 @@ static int encode_token(EncoderObject *self, const unsigned char *key, size_t le
     return 0;
 }
 
-/* Encode text's pre-tokens into out. With settled_only, stop before the first pre-token ending
- * within two characters of the end (later text could still change it; see
- * Tokenizer._encode_settled) and return where it starts; else return the text's length. */
-static Py_ssize_t encode_text(EncoderObject *self, Text *t, int settled_only, IdBuf *out)
-{
-    Py_ssize_t i = 0;
-    while (i < t->n) {
-        Py_ssize_t j = text_next_end(t, i);
-        if (settled_only && j > t->n - 2)
-            break;
-        Py_ssize_t len;
-        const unsigned char *key = text_utf8(t, i, j, &len);
-        if (key == NULL) {
-            if (len == -1)
-                surrogate_error(t);
-            else
-                PyErr_NoMemory();
-            return -1;
-        }
-        if (encode_token(self, key, (size_t)len, out) < 0)
-            return -1;
-        i = j;
-    }
-    return i;
-}
-
 static int encoder_ready(EncoderObject *self)
 {
     if (self->pairs.keys == NULL) {
@@ -1326,42 +1297,6 @@ static int encoder_ready(EncoderObject *self)
         return 0;
     }
     return classes_ready();
-}
-
-static PyObject *Encoder_encode(EncoderObject *self, PyObject *arg)
-{
-    if (!encoder_ready(self))
-        return NULL;
-    Text t;
-    if (text_open(&t, arg) < 0)
-        return NULL;
-    IdBuf out = {0};
-    PyObject *result = NULL;
-    if (encode_text(self, &t, 0, &out) >= 0)
-        result = idbuf_to_list(&out);
-    free(out.ids);
-    text_close(&t);
-    return result;
-}
-
-static PyObject *Encoder_encode_settled(EncoderObject *self, PyObject *arg)
-{
-    if (!encoder_ready(self))
-        return NULL;
-    Text t;
-    if (text_open(&t, arg) < 0)
-        return NULL;
-    IdBuf out = {0};
-    PyObject *result = NULL;
-    Py_ssize_t cut = encode_text(self, &t, 1, &out);
-    if (cut >= 0) {
-        PyObject *ids = idbuf_to_list(&out);
-        if (ids != NULL)
-            result = Py_BuildValue("(Nn)", ids, cut);
-    }
-    free(out.ids);
-    text_close(&t);
-    return result;
 }
 
 /* True if two whole characters of s follow position j before end (end is a character boundary). */
@@ -1495,15 +1430,10 @@ static PyObject *Encoder_cache_len(EncoderObject *self, PyObject *unused)
 }
 
 static PyMethodDef Encoder_methods[] = {
-    {"encode", (PyCFunction)Encoder_encode, METH_O,
-     "encode(text)\n--\n\nThe ids of text (a str holding no special token)."},
     {"encode_utf8", (PyCFunction)Encoder_encode_utf8, METH_VARARGS,
      "encode_utf8(data, special_tokens, special_ids, settled=False)\n--\n\nThe ids of UTF-8 text: each "
      "special token (bytes, longest first) becomes its id, the text between them is encoded.\nWith "
      "settled: (ids, cut), the ids of data[:cut], all that more data could not change."},
-    {"encode_settled", (PyCFunction)Encoder_encode_settled, METH_O,
-     "encode_settled(text)\n--\n\n(ids, cut): the ids of text[:cut], every pre-token that more "
-     "text could not change."},
     {"bpe", (PyCFunction)Encoder_bpe, METH_O,
      "bpe(token_bytes)\n--\n\nThe ids BPE gives one pre-token's bytes (no cache)."},
     {"cache_len", (PyCFunction)Encoder_cache_len, METH_NOARGS,

@@ -187,16 +187,17 @@ _MAX_CACHED_LEN = 256
 
 def native_encoder(byte_ids: Sequence[int], ranks: RankTable, cache_size: int) -> TextEncoder:
     """The compiled core's encoder (bpe_impls._native.Encoder): the same steps as PythonEncoder
-    with `bpe_hybrid`, in C (its pre-token cache is keyed by UTF-8 bytes)."""
+    with `bpe_hybrid`, in C (its pre-token cache is keyed by UTF-8 bytes). It takes whole texts as
+    UTF-8, special tokens included (`encode_utf8`), so it needs no str methods."""
     merges = [(left, right, merged) for (left, right), (_, merged) in sorted(ranks.items(), key=lambda kv: kv[1][0])]
     return native.core().Encoder(byte_ids, merges, cache_size)
 
 
 class TextEncoder(Protocol):
-    """Encodes ordinary text (the pieces between special tokens); see PythonEncoder."""
+    """What the Tokenizer needs of an encoder: either `encode` and `encode_settled` over the str
+    pieces between special tokens (PythonEncoder), or `encode_utf8` over whole UTF-8 texts, special
+    tokens included (the compiled encoder), which the Tokenizer then uses for everything."""
 
-    def encode(self, text: str) -> list[int]: ...
-    def encode_settled(self, text: str) -> tuple[list[int], int]: ...
     def cache_len(self) -> int: ...
 
 
@@ -494,9 +495,7 @@ class Tokenizer:
         return out, pos + cut
 
     def _encode_unchecked(self, text: str) -> list[int]:
-        """`encode` for text already checked (a str without lone surrogates)."""
-        if self._encode_utf8 is not None:
-            return self._encode_utf8(text.encode("utf-8"), self._special_bytes, self._special_id_list)
+        """`encode` by the str pieces, for text already checked (a str without lone surrogates)."""
         out: list[int] = []
         self._encode_into(text, out)
         return out
