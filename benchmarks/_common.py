@@ -12,11 +12,10 @@ import ast
 import importlib.util
 import os
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NoReturn
 
-# asv installs the package non-editable into its own environment, where bpe_impls.data's default
+# asv installs the package non-editable into its own environment, where bpe_impls.tools.data's default
 # (../shared/fixtures beside the *installed* package) points nowhere. The fixtures sit beside this
 # checkout, so point the one locator there unless the user already chose a directory.
 REPO = Path(__file__).resolve().parent.parent
@@ -32,15 +31,12 @@ except ImportError:  # not installed at all: discovery still works, every benchm
     IMPLEMENTATIONS, count_pretokens = {}, None
 
 try:
-    from bpe_impls.tokenizer import ENCODERS
-except ImportError:  # commits before the Tokenizer
-    ENCODERS = {}
-
-try:
-    from bpe_impls.pretokenize import GPT2_PATTERN
+    from bpe_impls.encoding.encoders import ENCODERS
 except ImportError:
-    GPT2_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
-
+    try:  # commits before the layered package
+        from bpe_impls.tokenizer import ENCODERS
+    except ImportError:  # commits before the Tokenizer
+        ENCODERS = {}
 
 
 def _registry_keys(relative_path: str, name: str) -> list[str]:
@@ -82,8 +78,8 @@ def _registry_keys(relative_path: str, name: str) -> list[str]:
 # Every trainer and encoder in the working tree (so a new one is benchmarked without edits); a
 # commit that lacks one skips it. The installed names are the fallback when the source is not
 # beside this file. Never empty: asv rejects an empty parameter list.
-TRAINERS: list[str] = _registry_keys("bpe_impls/registry.py", "IMPLEMENTATIONS") or list(IMPLEMENTATIONS) or ["naive"]
-ENCODER_NAMES: list[str] = _registry_keys("bpe_impls/tokenizer.py", "ENCODERS") or list(ENCODERS) or ["hybrid"]
+TRAINERS: list[str] = _registry_keys("bpe_impls/trainers/registry.py", "IMPLEMENTATIONS") or list(IMPLEMENTATIONS) or ["naive"]
+ENCODER_NAMES: list[str] = _registry_keys("bpe_impls/encoding/encoders.py", "ENCODERS") or list(ENCODERS) or ["hybrid"]
 # Peers have fixed names, so the grid (and asv's result history) does not depend on what is
 # installed; a peer that is not importable is skipped.
 PEER_TRAINERS = ["hf_tokenizers", "rustbpe"]
@@ -97,10 +93,10 @@ def skip(reason: str) -> NoReturn:
 
 
 def corpus_path(name: str) -> Path:
-    """The shared fixture's path via bpe_impls.data (the one locator); skips if it is absent."""
+    """The shared fixture's path via bpe_impls.tools.data (the one locator); skips if it is absent."""
     try:
-        from bpe_impls.data import fixture_path
-    except ImportError:  # commits before bpe_impls.data: same rule, env var only
+        from bpe_impls.tools.data import fixture_path
+    except ImportError:  # commits before bpe_impls.tools.data: same rule, env var only
         candidate = Path(os.environ["BPE_FIXTURES"]) / name
         path = candidate if candidate.is_file() else None
     else:
@@ -163,55 +159,27 @@ def tokenizer_class_or_skip() -> Any:
 
 # --- peers -------------------------------------------------------------------------------------
 
+try:  # the one set of peer adapters, shared with `bpe compare` (absent at older commits: peers skip)
+    from bpe_impls.tools import peers as _peers
+except ImportError:
+    _peers = None
 
-def _lines(path: Path) -> Iterator[str]:
-    with open(path, encoding="utf-8") as handle:
-        yield from handle
+# Benchmark names (fixed, so asv's history keeps them) -> the adapters' names.
+_PEER_TRAINER_NAMES = {"hf_tokenizers": "huggingface", "rustbpe": "rustbpe"}
+
+
+def _peers_or_skip() -> Any:
+    if _peers is None:
+        skip("the peer adapters (bpe_impls.tools.peers) are not in this commit")
+    return _peers
 
 
 def train_peer(name: str, path: Path, vocab_size: int) -> None:
-    """Train a peer end to end (reading the file itself) to the same vocab size.
-
-    HuggingFace: BPE model, ByteLevel pre-tokenizer (GPT-2's regex), the 256-byte initial alphabet,
-    the special token counted in vocab_size as ours is. rustbpe: GPT-2's pattern, no special-token
-    handling (so "<|endoftext|>" is ordinary text to it), vocab_size = 256 bytes + merges, so one
-    less than ours to make the same number of merges.
-    """
-    if name == "hf_tokenizers":
-        from tokenizers import Tokenizer, models, pre_tokenizers, trainers
-
-        tok = Tokenizer(models.BPE())
-        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-        trainer = trainers.BpeTrainer(
-            vocab_size=vocab_size,
-            special_tokens=SPECIAL_TOKENS,
-            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-            show_progress=False,
-        )
-        tok.train([str(path)], trainer)
-    elif name == "rustbpe":
-        import rustbpe
-
-        rustbpe.Tokenizer().train_from_iterator(_lines(path), vocab_size - len(SPECIAL_TOKENS), pattern=GPT2_PATTERN)
-    else:
-        raise ValueError(f"unknown peer trainer {name!r}")
+    """Train a peer end to end (reading the file itself) to the same vocab size, as `bpe compare` does."""
+    _, train = _peers_or_skip().TRAIN_PEERS[_PEER_TRAINER_NAMES[name]]
+    train(str(path), vocab_size, SPECIAL_TOKENS)
 
 
-def tiktoken_encoding(merges: list[tuple[bytes, bytes]]) -> Any:
-    """A tiktoken Encoding for our trained merges (built offline, no download).
-
-    tiktoken merges by the rank of the concatenated bytes; ranks in creation order give the same
-    tokens as our merge list except where two merges produce the same bytes (rare; this is for
-    timing only -- tests/test_oracle_tiktoken.py checks ids on GPT-2's vocab).
-    """
-    import tiktoken
-
-    ranks = {bytes([b]): b for b in range(256)}
-    for left, right in merges:
-        ranks.setdefault(left + right, len(ranks))
-    return tiktoken.Encoding(
-        name="bpe_impls_bench",
-        pat_str=GPT2_PATTERN,
-        mergeable_ranks=ranks,
-        special_tokens={token: len(ranks) + i for i, token in enumerate(SPECIAL_TOKENS)},
-    )
+def tiktoken_encoding(vocab: dict[int, bytes], special_tokens: list[str] = SPECIAL_TOKENS) -> Any:
+    """A tiktoken Encoding of our vocab (built offline, no download), as `bpe compare` builds it."""
+    return _peers_or_skip().tiktoken_encoding(vocab, special_tokens, "bpe_impls_bench")

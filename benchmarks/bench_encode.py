@@ -21,7 +21,6 @@ from typing import Any
 
 from ._common import (
     CORPORA,
-    GPT2_PATTERN,
     ENCODER_NAMES,
     ENCODERS,
     IMPLEMENTATIONS,
@@ -86,7 +85,7 @@ class Encode:
             peer_or_skip(encoder)
             if (corpus, vocab_size) not in trained:
                 skip(f"no tokenizer for {corpus}")
-            encoding = tiktoken_encoding(trained[(corpus, vocab_size)][1])
+            encoding = tiktoken_encoding(trained[(corpus, vocab_size)][0])
             self.encode = lambda text: encoding.encode(text, allowed_special="all")
         else:
             # A new Tokenizer per sample (asv re-runs setup before each one, untimed), so every
@@ -125,10 +124,14 @@ class EncodeIterable:
 
 def _gpt2_parts() -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]] | None:
     try:
-        from bpe_impls.data import gpt2_files
-        from bpe_impls.gpt2_format import load_tokenizer_files
-    except ImportError:  # commits before the GPT-2 file loader
-        return None
+        from bpe_impls.encoding.formats.gpt2 import load_tokenizer_files
+        from bpe_impls.tools.data import gpt2_files
+    except ImportError:
+        try:  # commits before the layered package
+            from bpe_impls.data import gpt2_files
+            from bpe_impls.gpt2_format import load_tokenizer_files
+        except ImportError:  # commits before the GPT-2 file loader
+            return None
     files = gpt2_files()
     return None if files is None else load_tokenizer_files(*files)
 
@@ -162,13 +165,7 @@ class EncodeGPT2(_OnGPT2Vocab):
         self.megabytes = path.stat().st_size / 1e6
         if encoder in PEER_ENCODERS:
             peer_or_skip(encoder)
-            import tiktoken
-
-            encoding = tiktoken.Encoding(
-                name="gpt2_offline", pat_str=GPT2_PATTERN,
-                mergeable_ranks={token: i for i, token in vocab.items() if i != 50256},
-                special_tokens={"<|endoftext|>": 50256},
-            )
+            encoding = tiktoken_encoding(vocab, ["<|endoftext|>"])
             self.encode = lambda text: encoding.encode(text, allowed_special="all")
         else:
             # A fresh Tokenizer (empty cache) per sample, as in Encode.

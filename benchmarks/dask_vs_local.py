@@ -5,7 +5,7 @@
     python benchmarks/dask_vs_local.py --scheduler tcp://10.0.0.1:8786   # Dask on an existing cluster
     python benchmarks/dask_vs_local.py --min-count 2            # also filter rare pre-tokens
 
-Generates a seeded TinyStories-style corpus (fixtures/tinystories.py) split at document boundaries
+Generates a seeded TinyStories-style corpus (bpe_impls/fixtures/tinystories.py) split at document boundaries
 into equal shards (.txt, .jsonl, .jsonl.zst or .parquet; cached in --workdir), then counts it once
 with each backend, each in a fresh subprocess so their memory does not mix. For each it prints:
   * seconds: wall time of plan + count, as `bpe train` would spend it (for Dask without
@@ -151,8 +151,9 @@ def _own_peak_rss() -> int:
 
 def run_one(backend: str, folder: str, workers: int, scheduler: str | None, min_count: int) -> dict:
     """Plan and count; called in a fresh subprocess by main()."""
-    from bpe_impls.counting import LocalBackend
-    from bpe_impls.sources import drop_rare, plan_inputs
+    from bpe_impls.corpus.local import LocalBackend
+    from bpe_impls.corpus.planning import plan_inputs
+    from bpe_impls.corpus.tally import drop_rare
 
     specials = (EOT,)
     start = time.perf_counter()
@@ -160,7 +161,7 @@ def run_one(backend: str, folder: str, workers: int, scheduler: str | None, min_
     if backend == "local":
         counts = drop_rare(LocalBackend(workers).count(units, specials), min_count)
     else:
-        from bpe_impls.dask_backend import DaskBackend
+        from bpe_impls.corpus.dask_backend import DaskBackend
 
         counts = DaskBackend(workers, scheduler).count(units, specials, min_count=min_count)
     seconds = time.perf_counter() - start

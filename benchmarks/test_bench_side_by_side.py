@@ -118,7 +118,7 @@ def test_encode(benchmark, encoder: str) -> None:
     benchmark.extra_info["MB"] = len(text.encode("utf-8")) / 1e6
     if encoder in PEER_ENCODERS:
         _or_skip(peer_or_skip, encoder)
-        encoding = tiktoken_encoding(merges)
+        encoding = tiktoken_encoding(vocab)
         benchmark.pedantic(encoding.encode, args=(text,), kwargs={"allowed_special": "all"}, rounds=5)
         return
     from bpe_impls import Tokenizer

@@ -4,56 +4,21 @@
     vocab, merges = train_bpe("corpus.txt", 10_000, ["<|endoftext|>"])
     vocab, merges = train_bpe("shards/*.jsonl.zst", 10_000, ["<|endoftext|>"], backend="dask")
     tok = Tokenizer(vocab, merges, ["<|endoftext|>"])
+
+The package is layered, each layer importing only those below it: base (patterns, errors, checks,
+atomic files, the compiled core's loader) < corpus (files to pre-token counts) < trainers (counts
+to vocab and merges) < encoding (text to ids, file formats) < tools (the `bpe` command, compare).
 """
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterable, Sequence
-
-from .common import Merges, Trainer, Vocab, merge_budget
-from .errors import BpeError, ConfigError, CorpusError, EncodeError, TokenizerFileError, WorkerError
-from .pretokenize import count_pretokens, validate_special_tokens
-from .registry import DEFAULT_IMPL, IMPLEMENTATIONS, get_trainer
-from .sources import SkippedRecordsWarning, validate_min_count
-from .tokenizer import Tokenizer
+from .base.errors import BpeError, ConfigError, CorpusError, EncodeError, TokenizerFileError, WorkerError
+from .corpus import SkippedRecordsWarning, count_pretokens
+from .encoding import Tokenizer
+from .trainers import DEFAULT_IMPL, IMPLEMENTATIONS, Merges, Trainer, Vocab, train_bpe
 
 __all__ = [
     "train_bpe", "Tokenizer", "IMPLEMENTATIONS", "DEFAULT_IMPL", "count_pretokens",
     "BpeError", "ConfigError", "CorpusError", "EncodeError", "TokenizerFileError", "WorkerError",
     "SkippedRecordsWarning", "Trainer", "Vocab", "Merges",
 ]
-
-
-def train_bpe(
-    input_path: str | os.PathLike | Sequence[str | os.PathLike],
-    vocab_size: int,
-    special_tokens: Iterable[str] | None = None,
-    *,
-    impl: str | None = None,
-    num_workers: int | None = None,
-    progress: bool = False,
-    backend: str = "local",
-    scheduler: str | None = None,
-    text_field: str = "text",
-    skip_bad_records: bool = False,
-    min_pretoken_count: int = 1,
-) -> tuple[Vocab, Merges]:
-    """Train a byte-level BPE tokenizer on a corpus: a file, a glob, a directory or a list of them.
-
-    Returns (vocab, merges): vocab maps id -> token bytes (special tokens first, then the 256
-    bytes, then one token per merge); merges are (left, right) byte pairs in creation order.
-    `impl` names a trainer in IMPLEMENTATIONS (default: the fastest); every trainer, every
-    `num_workers`, both backends ("local", or "dask" on `scheduler` or a LocalCluster) and any
-    sharding of the same documents give the identical result. See `count_pretokens` for
-    `text_field`, `skip_bad_records` and `min_pretoken_count` (which, above 1, changes the result).
-    """
-    specials = validate_special_tokens(special_tokens)
-    merge_budget(vocab_size, specials)  # reject a bad size before the (long) counting pass
-    validate_min_count(min_pretoken_count)
-    trainer = get_trainer(impl)
-    word_counts = count_pretokens(
-        input_path, specials, num_workers, progress=progress, backend=backend, scheduler=scheduler,
-        text_field=text_field, skip_bad_records=skip_bad_records, min_pretoken_count=min_pretoken_count,
-    )
-    return trainer(word_counts, vocab_size, specials, progress=progress)

@@ -14,11 +14,13 @@ from collections import Counter
 from pathlib import Path
 
 import regex
-from bpe_impls.fixtures.tinystories import generate
 
-from bpe_impls import counting, train_bpe
-from bpe_impls.counting import count_unit, plan_units
-from bpe_impls.pretokenize import CutFinder, count_text
+from bpe_impls import train_bpe
+from bpe_impls.corpus import planning
+from bpe_impls.corpus.cuts import CutFinder
+from bpe_impls.corpus.planning import plan_units
+from bpe_impls.corpus.tally import count_text, count_unit
+from bpe_impls.fixtures.tinystories import generate
 
 EOT = "<|endoftext|>"
 WORKERS = (1, 2, 3, 8)
@@ -84,7 +86,7 @@ def check_chunking(
 
 def planned_guesses(size: int, n: int) -> list[int]:
     """Where plan_units first aims its boundaries (before moving each to the next safe cut)."""
-    wanted = max(-(-size // counting.UNIT_BYTES), n * counting.UNITS_PER_WORKER if n > 1 else 1)
+    wanted = max(-(-size // planning.UNIT_BYTES), n * planning.UNITS_PER_WORKER if n > 1 else 1)
     return [size * i // wanted for i in range(1, wanted)]
 
 
@@ -95,7 +97,7 @@ def test_corpus_without_any_special_token(tmp_path):
     path = tmp_path / "plain.txt"
     path.write_text(story_text(300_000, seed=1).replace(EOT, ""), encoding="utf-8")
     assert EOT.encode() not in path.read_bytes()
-    assert check_chunking(path, (), 400)[-1] == 8 * counting.UNITS_PER_WORKER  # prose cuts everywhere
+    assert check_chunking(path, (), 400)[-1] == 8 * planning.UNITS_PER_WORKER  # prose cuts everywhere
 
 
 def test_only_special_token_is_at_the_very_end(tmp_path):
@@ -133,8 +135,8 @@ def test_a_100mb_line_is_planned_in_units_of_at_most_unit_bytes(tmp_path):
             file.write(line)
     try:
         units = plan_units(path, (EOT,), 1)
-        assert len(units) == -(-path.stat().st_size // counting.UNIT_BYTES)
-        assert max(u.size for u in units) <= counting.UNIT_BYTES  # a worker's memory is bounded
+        assert len(units) == -(-path.stat().st_size // planning.UNIT_BYTES)
+        assert max(u.size for u in units) <= planning.UNIT_BYTES  # a worker's memory is bounded
         assert units[-1].end == path.stat().st_size
     finally:
         path.unlink()
@@ -190,13 +192,13 @@ def test_fewer_units_where_safe_cuts_run_out(tmp_path):
     prose = story_text(200_000, seed=6).replace(EOT, "")
     path.write_text(prose + "word " * 40_000, encoding="utf-8")
     counts = check_chunking(path, (EOT,), 300, train_with=(8,))
-    assert 1 < counts[-1] < 8 * counting.UNITS_PER_WORKER
+    assert 1 < counts[-1] < 8 * planning.UNITS_PER_WORKER
 
 
 def test_small_unit_size_gives_many_units_and_the_same_result(tmp_path, monkeypatch):
     # Units are capped at UNIT_BYTES even with one planned per worker: lowering the cap makes a
     # small file many units for every worker count.
-    monkeypatch.setattr(counting, "UNIT_BYTES", 16 << 10)
+    monkeypatch.setattr(planning, "UNIT_BYTES", 16 << 10)
     path = tmp_path / "stories.txt"
     path.write_text(story_text(500_000, seed=7), encoding="utf-8")
     counts = check_chunking(path, (EOT,), 400, train_with=(2,))

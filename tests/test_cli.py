@@ -11,7 +11,9 @@ import numpy as np
 import pytest
 from conftest import require_gpt2_files
 
-from bpe_impls import IMPLEMENTATIONS, Tokenizer, cli, count_pretokens, naive
+from bpe_impls import IMPLEMENTATIONS, Tokenizer, count_pretokens
+from bpe_impls.tools import cli
+from bpe_impls.trainers import naive
 
 EOT = "<|endoftext|>"
 STORY = "Once upon a time, a cat named Tom met a dog. 'Hi!' said Tom. The dog was happy.\n"
@@ -198,7 +200,7 @@ def test_compare_with_peers_times_them_on_the_same_corpus(corpus):
 
 
 def test_iter_documents_splits_on_specials_across_read_blocks(tmp_path):
-    from bpe_impls.compare import iter_documents
+    from bpe_impls.tools.peers import iter_documents
 
     docs = ["first doc", "second ünï", "", "third"]
     path = tmp_path / "d.txt"

@@ -5,6 +5,9 @@ from __future__ import annotations
 import os
 
 import pytest
+
+from bpe_impls.base.errors import ConfigError
+from bpe_impls.corpus.tally import count_text
 from bpe_impls.fixtures import tinystories as ts
 from bpe_impls.fixtures.tinystories import (
     GENERATOR_VERSION,
@@ -14,9 +17,6 @@ from bpe_impls.fixtures.tinystories import (
     parse_size,
     write_corpus,
 )
-
-from bpe_impls.errors import ConfigError
-from bpe_impls.pretokenize import count_text
 
 EOT = "<|endoftext|>"
 DOC_END = f"\n{EOT}\n"

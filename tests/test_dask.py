@@ -26,14 +26,18 @@ import pytest
 
 distributed = pytest.importorskip("distributed")
 
-from bpe_impls import cli, dask_backend
-from bpe_impls.counting import LocalBackend, TextRange, plan_units
-from bpe_impls.dask_backend import DaskBackend, _merge_task
-from bpe_impls.errors import ConfigError, CorpusError, WorkerError
-from bpe_impls.fixtures.tinystories import write_corpus
-from bpe_impls.registry import get_trainer
-from bpe_impls.sources import SkippedRecordsWarning, Tally, drop_rare, plan_inputs
 from test_sources import EOT, FORMATS, SPECIALS, oracle, story_docs, write_docs
+
+from bpe_impls.base.errors import ConfigError, CorpusError, WorkerError
+from bpe_impls.corpus import dask_backend
+from bpe_impls.corpus.dask_backend import DaskBackend, _merge_task
+from bpe_impls.corpus.local import LocalBackend
+from bpe_impls.corpus.planning import plan_inputs, plan_units
+from bpe_impls.corpus.tally import SkippedRecordsWarning, Tally, drop_rare
+from bpe_impls.corpus.units import TextRange
+from bpe_impls.fixtures.tinystories import write_corpus
+from bpe_impls.tools import cli
+from bpe_impls.trainers.registry import get_trainer
 
 # Classes defined here (slow and self-killing units) travel to the workers by value: the worker
 # processes need not be able to import this test module.
@@ -229,9 +233,9 @@ def test_dask_missing_is_a_clear_error(monkeypatch, tmp_path):
     # And the package, the backend module and the local path import and work without it.
     code = (
         "import sys; sys.modules['dask'] = sys.modules['distributed'] = None\n"
-        "import bpe_impls, bpe_impls.dask_backend, bpe_impls.sources\n"
-        "from bpe_impls.counting import LocalBackend\n"
-        f"print(sum(LocalBackend(1).count(bpe_impls.sources.plan_inputs({str(path)!r}, None, 1), ()).values()))\n"
+        "import bpe_impls, bpe_impls.corpus.dask_backend, bpe_impls.corpus.planning\n"
+        "from bpe_impls.corpus.local import LocalBackend\n"
+        f"print(sum(LocalBackend(1).count(bpe_impls.corpus.planning.plan_inputs({str(path)!r}, None, 1), ()).values()))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and out.stdout.strip() == "1", out.stderr

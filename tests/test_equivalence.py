@@ -14,8 +14,9 @@ from conftest import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bpe_impls import IMPLEMENTATIONS, ConfigError, count_pretokens, naive, train_bpe
-from bpe_impls.pretokenize import count_text
+from bpe_impls import IMPLEMENTATIONS, ConfigError, count_pretokens, train_bpe
+from bpe_impls.corpus.tally import count_text
+from bpe_impls.trainers import naive
 
 FAST = [name for name in IMPLEMENTATIONS if name != "naive"]
 EOT = "<|endoftext|>"

@@ -11,9 +11,9 @@ from conftest import require_gpt2_files
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bpe_impls import gpt2_format
-from bpe_impls.errors import TokenizerFileError
-from bpe_impls.gpt2_format import (
+from bpe_impls.base.errors import TokenizerFileError
+from bpe_impls.encoding.formats import gpt2 as gpt2_format
+from bpe_impls.encoding.formats.gpt2 import (
     bytes_to_unicode,
     load_special_tokens,
     load_tokenizer_files,

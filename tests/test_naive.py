@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from bpe_impls import naive
-from bpe_impls.common import build_vocab, merge_budget
-from bpe_impls.errors import ConfigError
+from bpe_impls.base.errors import ConfigError
+from bpe_impls.trainers import naive
+from bpe_impls.trainers.common import build_vocab, merge_budget
 
 
 def test_design_notes_worked_example():

@@ -15,22 +15,25 @@ import sys
 import unicodedata
 
 import pytest
+from conftest import UNDER_CI, examples, require_fixture
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bpe_impls import count_pretokens, native, train_bpe
-from bpe_impls.pretokenize import GPT2_REGEX, RegexCounter, count_text, pretoken_counter
-from bpe_impls import tokenizer as tokenizer_module
-from bpe_impls.tokenizer import PythonEncoder, Tokenizer, bpe_heap, bpe_hybrid
+from bpe_impls import count_pretokens, train_bpe
+from bpe_impls.base import compiled
+from bpe_impls.base.patterns import GPT2_REGEX
+from bpe_impls.corpus.tally import RegexCounter, count_text, pretoken_counter
+from bpe_impls.encoding import tokenizer as tokenizer_module
+from bpe_impls.encoding.bpe import bpe_heap, bpe_hybrid
+from bpe_impls.encoding.encoders import PythonEncoder
+from bpe_impls.encoding.tokenizer import Tokenizer
 
-from conftest import UNDER_CI, examples, require_fixture
-
-if not native.AVAILABLE:
+if not compiled.AVAILABLE:
     if UNDER_CI:
         pytest.fail("the compiled core bpe_impls._native was not built (CI has a compiler)", pytrace=False)
     pytest.skip("the compiled core is not built here (no compiler) or BPE_IMPLS_PURE=1", allow_module_level=True)
 
-core = native.core()
+core = compiled.core()
 EOT = "<|endoftext|>"
 FIXTURES = ["address.txt", "german.txt", "tinystories_sample.txt", "corpus.en", "kjv.txt"]
 
@@ -76,7 +79,7 @@ def test_pretokenize_real_text(name):
 
 
 def test_class_table_has_the_size_and_values_the_scanner_needs():
-    table = native.char_classes()
+    table = compiled.char_classes()
     assert len(table) == 0x110000
     assert set(table) == {0, 1, 2, 3}
     assert (table[ord("a")], table[ord("7")], table[ord(" ")], table[ord("!")]) == (1, 2, 3, 0)
@@ -182,8 +185,8 @@ def test_native_encoder_matches_python(small_tokenizer_parts, text):
     assert fast.encode(text) == slow.encode(text)
     assert fast.encode_ordinary(text) == slow.encode_ordinary(text)
     # The settled rule of encode_iterable, in C on bytes: same ids, the same cut (in bytes).
-    ids, cut = slow._encoder.encode_settled(text)
-    assert fast._encoder.encode_utf8(text.encode("utf-8"), [], [], True) == (ids, len(text[:cut].encode("utf-8")))
+    data = text.encode("utf-8")
+    assert fast._encoder.encode_utf8(data, [], [], True) == slow._encoder.encode_utf8(data, [], [], True)
 
 
 @settings(max_examples=examples(100))
@@ -192,8 +195,8 @@ def test_long_pre_tokens_take_the_heap_path_with_the_same_result(small_tokenizer
     vocab, merges = small_tokenizer_parts
     fast = Tokenizer(vocab, merges, encoder="native", cache_size=0)
     slow = Tokenizer(vocab, merges, encoder="hybrid", cache_size=0)
-    ids = [slow._byte_ids[b] for b in word.encode()]
-    assert fast._encoder.bpe(word.encode()) == bpe_heap(list(ids), slow._ranks) == bpe_hybrid(list(ids), slow._ranks)
+    ids = [slow._tables.byte_ids[b] for b in word.encode()]
+    assert fast._encoder.bpe(word.encode()) == bpe_heap(list(ids), slow._tables.ranks) == bpe_hybrid(list(ids), slow._tables.ranks)
     assert fast.encode(word) == slow.encode(word)
 
 
@@ -228,10 +231,10 @@ def test_first_use_of_the_core_from_many_threads_at_once():
     # Counting threads may be the first to load the class table; each must see it loaded once.
     code = """
 import threading
-from bpe_impls import native
+from bpe_impls.base import compiled
 results = []
 def count():
-    counter = native.core().PretokenCounter()
+    counter = compiled.core().PretokenCounter()
     counter.add(" hello world" * 1000)
     results.append(counter.to_dict())
 threads = [threading.Thread(target=count) for _ in range(8)]
@@ -263,13 +266,16 @@ def test_without_the_core_everything_falls_back_to_pure_python_with_identical_re
     path = require_fixture("tinystories_sample.txt")
     code = f"""
 import json
-from bpe_impls import native, train_bpe, Tokenizer
-from bpe_impls import counting, registry, tokenizer
+from bpe_impls import train_bpe, Tokenizer
+from bpe_impls.base import compiled
+from bpe_impls.corpus import local
+from bpe_impls.encoding import encoders
+from bpe_impls.trainers import registry
 vocab, merges = train_bpe({str(path)!r}, 400, ["<|endoftext|>"], num_workers=2)
 tok = Tokenizer(vocab, merges, ["<|endoftext|>"])
 print(json.dumps({{
-    "available": native.AVAILABLE, "pool": counting.POOL, "encoders": sorted(tokenizer.ENCODERS),
-    "default_encoder": tokenizer.DEFAULT_ENCODER, "default_impl": registry.DEFAULT_IMPL,
+    "available": compiled.AVAILABLE, "pool": local.POOL, "encoders": sorted(encoders.ENCODERS),
+    "default_encoder": encoders.DEFAULT_ENCODER, "default_impl": registry.DEFAULT_IMPL,
     "merges": [[a.hex(), b.hex()] for a, b in merges], "ids": tok.encode(open({str(path)!r}).read()),
 }}))
 """

@@ -17,9 +17,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bpe_impls import Tokenizer
-from bpe_impls.gpt2_format import load_tokenizer_files
-from bpe_impls.pretokenize import GPT2_PATTERN
-from bpe_impls.tokenizer import DEFAULT_ENCODER, ENCODERS, bpe_scan
+from bpe_impls.base.patterns import GPT2_PATTERN
+from bpe_impls.encoding.bpe import bpe_scan
+from bpe_impls.encoding.encoders import DEFAULT_ENCODER, ENCODERS
+from bpe_impls.encoding.formats.gpt2 import load_tokenizer_files
 
 tiktoken = pytest.importorskip("tiktoken")
 
@@ -125,7 +126,7 @@ def test_every_gpt2_token_is_rebuilt_by_its_own_merges(gpt2_data, tokenizers, or
     not_rebuilt = [
         token_id
         for token_id, token in vocab.items()
-        if token_id != 50256 and bpe_scan(list(map(tok._byte_ids.__getitem__, token)), tok._ranks) != [token_id]
+        if token_id != 50256 and bpe_scan(list(map(tok._tables.byte_ids.__getitem__, token)), tok._tables.ranks) != [token_id]
     ]
     assert not_rebuilt == []
 

@@ -12,18 +12,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bpe_impls import count_pretokens
-from bpe_impls.counting import TextRange, count_unit, plan_units
-from bpe_impls.errors import ConfigError
-from bpe_impls.pretokenize import (
-    GPT2_PATTERN,
-    CutFinder,
-    count_text,
-    find_chunk_boundaries,
-    iter_pretokens,
-    safe_cuts,
-    split_on_special_tokens,
-    validate_special_tokens,
-)
+from bpe_impls.base.errors import ConfigError
+from bpe_impls.base.patterns import GPT2_PATTERN, iter_pretokens, split_on_special_tokens, validate_special_tokens
+from bpe_impls.corpus.cuts import CutFinder, find_chunk_boundaries, safe_cuts
+from bpe_impls.corpus.planning import plan_units
+from bpe_impls.corpus.tally import count_text, count_unit
+from bpe_impls.corpus.units import TextRange
 
 EOT = "<|endoftext|>"
 

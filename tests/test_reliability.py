@@ -22,14 +22,19 @@ from pathlib import Path
 import numpy as np
 import psutil
 import pytest
-from bpe_impls.fixtures.tinystories import write_corpus
 from conftest import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bpe_impls import Tokenizer, atomic, cli, count_pretokens, counting
-from bpe_impls.counting import TextRange, count_units, plan_units
-from bpe_impls.errors import BpeError, CorpusError, WorkerError
+from bpe_impls import Tokenizer, count_pretokens
+from bpe_impls.base import atomic
+from bpe_impls.base.errors import BpeError, CorpusError, WorkerError
+from bpe_impls.corpus import local
+from bpe_impls.corpus.count import count_units
+from bpe_impls.corpus.planning import plan_units
+from bpe_impls.corpus.units import TextRange
+from bpe_impls.fixtures.tinystories import write_corpus
+from bpe_impls.tools import cli
 
 EOT = "<|endoftext|>"
 # Large enough that counting takes seconds on 2 cores (so a signal lands in it), small enough to
@@ -214,7 +219,7 @@ class DyingRange(TextRange):
 
 @pytest.mark.parametrize("victim", [0, 3, 6])
 def test_dead_worker_error_names_exactly_the_unit_it_held(small_corpus, victim, monkeypatch):
-    monkeypatch.setattr(counting, "POOL", "processes")  # a thread cannot die alone
+    monkeypatch.setattr(local, "POOL", "processes")  # a thread cannot die alone
     # 2 workers, 8 units, two units handed to each worker at a time: whichever unit's worker
     # dies -- its first, a prefetched one, a late one -- the error names that unit and no other.
     planned = plan_units(small_corpus, (EOT,), 2)
@@ -240,7 +245,7 @@ class FailingRange(TextRange):
 
 @pytest.mark.parametrize("pool", ["threads", "processes"])
 def test_unexpected_worker_exception_is_one_line_naming_the_unit(small_corpus, pool, monkeypatch):
-    monkeypatch.setattr(counting, "POOL", pool)
+    monkeypatch.setattr(local, "POOL", pool)
     units = plan_units(small_corpus, (EOT,), 2)
     bad = FailingRange(units[5].path, units[5].start, units[5].end)
     units[5] = bad
@@ -287,8 +292,8 @@ def test_one_worker_starts_no_process(tmp_path, monkeypatch):
     def no_pool(*args, **kwargs):
         raise AssertionError("num_workers=1 must not start processes")
 
-    monkeypatch.setattr(counting, "_Pool", no_pool)
-    monkeypatch.setattr(counting, "POOL", "processes")
+    monkeypatch.setattr(local, "_Pool", no_pool)
+    monkeypatch.setattr(local, "POOL", "processes")
     path = tmp_path / "c.txt"
     path.write_text("one. two. three." * 100)
     assert count_pretokens(path, [], num_workers=1)[b" two"] == 100
@@ -340,10 +345,12 @@ def test_ctrl_c_while_merging(corpus, tmp_path, runs):
 def test_ctrl_c_with_counting_threads(corpus, tmp_path, runs, delay):
     """With the compiled core, counting runs on threads of the CLI process itself: Ctrl-C during
     counting (right after start-up) or merging still ends the run at once and cleanly."""
-    if counting.POOL != "threads":
+    if local.POOL != "threads":
         pytest.skip("counting threads need the compiled core (bpe_impls._native), not built here")
     out = tmp_path / "tok"
-    run = runs(*train_args(corpus, out, vocab_size=20_000))
+    # One BLAS thread: numpy (imported at start-up) would otherwise start a pool of its own, and
+    # its threads would pass for counting threads below, so Ctrl-C could land during the imports.
+    run = runs(*train_args(corpus, out, vocab_size=20_000), env={"OPENBLAS_NUM_THREADS": "1"})
     # Wait until the counting threads exist (or counting is already over), then the chosen delay.
     run.wait_for(lambda: run.root.num_threads() > 1 or sum(run.root.cpu_times()[:2]) > 1.5, START_TIMEOUT,
                  "counting to start")

@@ -1,4 +1,4 @@
-"""Corpus inputs (bpe_impls.sources): paths, globs and directories; text, JSON Lines and Parquet shards.
+"""Corpus inputs (bpe_impls.corpus): paths, globs and directories; text, JSON Lines and Parquet shards.
 
 The oracle for every format is `count_text` of the same documents joined by the special token:
 a document boundary (a JSON record, a Parquet row, a file boundary) must count exactly like one.
@@ -19,29 +19,20 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import zstandard
+from conftest import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bpe_impls import cli, sources
-from bpe_impls.counting import LocalBackend, TextRange, plan_units
-from bpe_impls.errors import ConfigError, CorpusError
+from bpe_impls.base.errors import ConfigError, CorpusError
+from bpe_impls.corpus import tally
+from bpe_impls.corpus import units as unit_module
+from bpe_impls.corpus.inputs import InputFormat, input_format, resolve_inputs
+from bpe_impls.corpus.local import LocalBackend
+from bpe_impls.corpus.planning import plan_inputs, plan_units
+from bpe_impls.corpus.tally import SkippedRecordsWarning, Tally, count_text, drop_rare, tally_unit
+from bpe_impls.corpus.units import CompressedJsonl, CompressedText, JsonlRange, ParquetRowGroup, SkipReport, TextRange
 from bpe_impls.fixtures.tinystories import generate
-from bpe_impls.pretokenize import count_text
-from bpe_impls.sources import (
-    CompressedJsonl,
-    CompressedText,
-    JsonlRange,
-    ParquetRowGroup,
-    SkippedRecordsWarning,
-    SkipReport,
-    Tally,
-    drop_rare,
-    input_format,
-    plan_inputs,
-    resolve_inputs,
-    tally_unit,
-)
-from conftest import examples
+from bpe_impls.tools import cli
 
 EOT = "<|endoftext|>"
 SPECIALS = (EOT,)
@@ -108,7 +99,7 @@ def docs() -> list[str]:
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_each_format_counts_its_documents_exactly(fmt, docs, tmp_path, monkeypatch):
     # Small pieces, so a compressed text file is really handed on in many cut pieces.
-    monkeypatch.setattr(sources, "PIECE_BYTES", 4096)
+    monkeypatch.setattr(unit_module, "PIECE_BYTES", 4096)
     path = write_docs(tmp_path / f"shard.{fmt}", docs)
     units = plan_inputs(path, SPECIALS, 3)
     splittable = fmt in ("txt", "jsonl", "parquet")
@@ -208,7 +199,7 @@ def test_stream_pieces_are_cut_only_where_counts_cannot_change(specials, data):
     block = data.draw(st.integers(1, 6) | st.integers(1, 64), label="block")  # the buffer ends everywhere
     raw = text.encode("utf-8")
     blocks = [raw[i:i + block] for i in range(0, len(raw), block)]
-    pieces = list(sources._cut_pieces(blocks, specials, target))
+    pieces = list(unit_module._cut_pieces(blocks, specials, target))
     assert b"".join(p for _, p in pieces) == raw
     assert [o for o, _ in pieces] == [sum(len(p) for _, p in pieces[:i]) for i in range(len(pieces))]
     total: Counter[bytes] = Counter()
@@ -220,7 +211,7 @@ def test_stream_pieces_are_cut_only_where_counts_cannot_change(specials, data):
 def test_stream_pieces_are_bounded_and_really_cut():
     text = "".join(generate(3_000_000, seed=5))
     blocks = [text.encode()[i:i + 100_000] for i in range(0, 3_000_000, 100_000)]
-    pieces = [p for _, p in sources._cut_pieces(blocks, SPECIALS, 50_000)]
+    pieces = [p for _, p in unit_module._cut_pieces(blocks, SPECIALS, 50_000)]
     assert len(pieces) > 40
     assert max(map(len, pieces[:-1])) < 50_000 + 2_000  # a safe cut comes within a few bytes in prose
 
@@ -314,7 +305,7 @@ def test_skip_bad_records_counts_the_rest_and_reports_them(tmp_path, docs):
         assert tally.skipped.count == len(bad_at)
         first = [message for _, _, message in tally.skipped.examples]
         assert first[0] == f"{path}: line 4: field 'text' is a number, not a string"
-        assert [m.split(": ")[1] for m in first] == [f"line {i + 1}" for i in bad_at[:sources.MAX_EXAMPLES]]
+        assert [m.split(": ")[1] for m in first] == [f"line {i + 1}" for i in bad_at[:unit_module.MAX_EXAMPLES]]
         summary = tally.skipped.summary()
         assert summary.startswith(f"skipped {len(bad_at)} bad records: {path}: line 4:")
         assert summary.endswith("; and 2 more")
@@ -330,10 +321,10 @@ def test_skip_reports_add_up_in_any_order():
     assert total == sum(reversed(reports), SkipReport())
     assert total.count == 7 and [m for *_, m in total.examples] == ["a9", "a10", "b5", "c0", "c1"]
     with pytest.warns(SkippedRecordsWarning, match=r"^skipped 7 bad records: a9; a10; b5; c0; c1; and 2 more$"):
-        sources.warn_skipped(total)
+        tally.warn_skipped(total)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        sources.warn_skipped(SkipReport())  # nothing skipped: silence
+        tally.warn_skipped(SkipReport())  # nothing skipped: silence
 
 
 def _parquet(path: Path, table: pa.Table, rows_per_group: int = 4) -> Path:
@@ -362,7 +353,7 @@ def test_parquet_bad_rows_name_file_and_row(tmp_path):
 
 
 def test_parquet_reads_row_groups_in_batches(tmp_path, monkeypatch):
-    monkeypatch.setattr(sources, "PARQUET_BATCH_ROWS", 7)
+    monkeypatch.setattr(unit_module, "PARQUET_BATCH_ROWS", 7)
     docs = [f"doc {i} ends." for i in range(100)]
     path = _parquet(tmp_path / "groups.parquet", pa.table({"text": docs}), rows_per_group=30)
     units = plan_inputs(path, SPECIALS, 1)
@@ -392,7 +383,7 @@ def test_paths_globs_and_directories(tmp_path):
     assert resolve_inputs([tmp_path / "z.txt", str(d), d / "b.txt", tmp_path / "corpus.en"]) == sorted(
         [tmp_path / "z.txt", d / "a.jsonl.zst", d / "b.txt", d / "sub" / "c.parquet", tmp_path / "corpus.en"]
     )  # sorted, and b.txt (named twice) once
-    assert input_format(tmp_path / "corpus.en") == sources.InputFormat("text", None)  # named explicitly: text
+    assert input_format(tmp_path / "corpus.en") == InputFormat("text", None)  # named explicitly: text
 
 
 @pytest.mark.parametrize(

@@ -27,3 +27,8 @@ class EncodeError(BpeError, ValueError):
 
 class WorkerError(BpeError):
     """A counting worker died or failed; the message names the unit of work."""
+
+
+def unreadable(where: object, exc: OSError) -> CorpusError:
+    """The one error for a corpus file (or a unit of one) that cannot be read: `WHERE: cannot read: WHY`."""
+    return CorpusError(f"{where}: cannot read: {exc.strerror or exc}")

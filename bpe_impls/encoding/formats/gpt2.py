@@ -17,8 +17,9 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
-from .atomic import atomic_write_many
-from .errors import TokenizerFileError
+from ...base.atomic import atomic_write_many
+from ...base.errors import TokenizerFileError
+from .. import tables
 
 VOCAB_FILE = "vocab.json"
 MERGES_FILE = "merges.txt"
@@ -132,20 +133,13 @@ def load_vocab(vocab_path: str | os.PathLike) -> dict[int, bytes]:
     return dict(sorted(vocab.items()))
 
 
-def check_merge(left: bytes, right: bytes, known: set[bytes], made: set[bytes], where: str) -> None:
-    """Raise if a merge's parts or result are not in the vocab, or a part is neither a byte nor made earlier.
+def _show(token: bytes) -> str:
+    return repr(token_to_str(token))
 
-    `known` holds every vocab token; `made` the results of the merges before this one.
-    """
-    for side, token in (("left", left), ("right", right)):
-        if token not in known:
-            raise TokenizerFileError(f"{where}: {side} token {token_to_str(token)!r} is not in the vocab")
-        if len(token) > 1 and token not in made:
-            raise TokenizerFileError(
-                f"{where}: {side} token {token_to_str(token)!r} is not a single byte and no earlier merge makes it"
-            )
-    if left + right not in known:
-        raise TokenizerFileError(f"{where}: merged token {token_to_str(left + right)!r} is not in the vocab")
+
+def check_merge(left: bytes, right: bytes, known: set[bytes], made: set[bytes], where: str) -> None:
+    """`tables.check_merge` with tokens shown in GPT-2's printable form, as TokenizerFileErrors."""
+    tables.check_merge(left, right, known, made, where, _show, TokenizerFileError)
 
 
 def load_merges(merges_path: str | os.PathLike, vocab: Mapping[int, bytes]) -> list[tuple[bytes, bytes]]:
@@ -207,12 +201,8 @@ def load_tokenizer_files(
 
 def _vocab_json(vocab: Mapping[int, bytes]) -> str:
     seen: dict[bytes, int] = {}
-    for token_id in sorted(vocab):
-        token = vocab[token_id]
-        if isinstance(token_id, bool) or not isinstance(token_id, int) or token_id < 0:
-            raise TokenizerFileError(f"cannot save {VOCAB_FILE}: id {token_id!r} is not a non-negative integer")
-        if not isinstance(token, bytes) or not token:
-            raise TokenizerFileError(f"cannot save {VOCAB_FILE}: id {token_id} has {token!r}, not non-empty bytes")
+    vocab = tables.checked_vocab(vocab, f"cannot save {VOCAB_FILE}: vocab", TokenizerFileError)
+    for token_id, token in vocab.items():
         # vocab.json is keyed by token, so a second id with the same bytes would silently vanish.
         if token in seen:
             raise TokenizerFileError(
@@ -220,7 +210,7 @@ def _vocab_json(vocab: Mapping[int, bytes]) -> str:
                 "(a token can have only one id in vocab.json)"
             )
         seen[token] = token_id
-    body = {token_to_str(vocab[token_id]): token_id for token_id in sorted(vocab)}
+    body = {token_to_str(token): token_id for token_id, token in vocab.items()}
     return json.dumps(body, ensure_ascii=False, indent=1) + "\n"
 
 

@@ -1,4 +1,4 @@
-"""The native trainer: route_b's design with its merge loop in C (`bpe_impls/_native_train.c`).
+"""The native trainer: route_b's design with its merge loop in C (`csrc/trainer.c`).
 
 The C extension is optional (setup.py builds it when a compiler is present); AVAILABLE says
 whether it was built, and the registry lists "native" only then.
@@ -36,32 +36,28 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-from . import native
-from .common import Merges, Vocab, WordCounts, build_vocab, check_word_counts, merge_budget, merge_progress
-from .errors import ConfigError
+from ..base import compiled
+from ..base.errors import ConfigError
+from .common import Merges, Vocab, WordCounts
+from .common import build_vocab, checked_budget, merge_progress
 
 try:
-    from . import _native_train
+    from .. import _native_train
 except ImportError:  # built without a C compiler: the pure-Python trainers still work
     _native_train = None
 
-AVAILABLE: bool = _native_train is not None and not native.DISABLED  # BPE_IMPLS_PURE=1 turns it off
+AVAILABLE: bool = _native_train is not None and not compiled.DISABLED  # BPE_IMPLS_PURE=1 turns it off
 
 
 def train(
-    word_counts: WordCounts,
-    vocab_size: int,
-    special_tokens: Sequence[str] = (),
-    *,
-    progress: bool = False,
+    word_counts: WordCounts, vocab_size: int, special_tokens: Sequence[str] = (), *, progress: bool = False
 ) -> tuple[Vocab, Merges]:
     if not AVAILABLE:
         raise ConfigError(
             "the compiled trainer 'native' is not available (bpe_impls._native_train was not built, "
             "or BPE_IMPLS_PURE=1): reinstall with a C compiler available, or choose another trainer"
         )
-    num_merges = merge_budget(vocab_size, special_tokens)
-    check_word_counts(word_counts)
+    num_merges = checked_budget(word_counts, vocab_size, special_tokens)
     with merge_progress(num_merges, progress) as bar:
         # The C loop calls bar.update(k) after each batch of k merges (a few hundred), and
         # stops by itself when no pair is left, so a budget beyond sys.maxsize changes nothing.

@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 
 FIXTURES_ENV = "BPE_FIXTURES"
-_CHECKOUT = Path(__file__).resolve().parent.parent
+_CHECKOUT = Path(__file__).resolve().parents[2]
 
 
 def fixtures_dir() -> Path:

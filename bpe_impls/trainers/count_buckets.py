@@ -1,13 +1,11 @@
 """The bucket trainer: pair counts kept up to date incrementally, the best pair found via count buckets.
 
 Data structures:
-- words: list of `Word` (`__slots__` id, tokens, count); tokens are int token ids. One id per
-  byte string: a merge whose bytes already exist as a token reuses that id, because the naive
-  trainer compares tokens by their bytes. (No input has been seen to do this; the reuse keeps
-  correctness independent of whether it can happen.)
+- words: list of `Word` (`__slots__` id, tokens, count); tokens are int token ids from the
+  shared `TokenTable` (one id per byte string).
 - tallies: dict pair key -> total count. A pair key packs two ids into one int
-  (`left << key_shift | right`), cheaper to hash than a tuple. Word counts are positive, so a
-  total of 0 means no word holds the pair any more: it leaves the table.
+  (`pair_key_bits`). Word counts are positive, so a total of 0 means no word holds the pair any
+  more: it leaves the table.
 - buckets: dict count -> set of pair keys with that count, and `top`, a pointer to the highest
   count. Counts only fall, except for pairs a merge creates, so `top` walks down when its bucket
   empties and is raised when a changed count exceeds it.
@@ -27,7 +25,8 @@ from bisect import insort
 from collections.abc import Callable, Sequence
 from itertools import pairwise
 
-from .common import Merges, Vocab, WordCounts, build_vocab, check_word_counts, merge_budget, merge_priority, merge_progress
+from .common import Merges, TokenTable, Vocab, WordCounts
+from .common import build_vocab, checked_budget, merge_priority, merge_progress, pair_key_bits
 
 
 class Word:
@@ -201,20 +200,13 @@ def _next_top(buckets: dict[int, set[int]], top: int) -> int:
 
 
 def train(
-    word_counts: WordCounts,
-    vocab_size: int,
-    special_tokens: Sequence[str] = (),
-    *,
-    progress: bool = False,
+    word_counts: WordCounts, vocab_size: int, special_tokens: Sequence[str] = (), *, progress: bool = False
 ) -> tuple[Vocab, Merges]:
-    num_merges = merge_budget(vocab_size, special_tokens)
-    check_word_counts(word_counts)
-    # Each merge that creates an id shortens some word, so ids stay below 256 + positions.
-    positions = sum(len(word) - 1 for word in word_counts if len(word) > 1)
-    key_shift = (255 + min(num_merges, positions)).bit_length()
+    num_merges = checked_budget(word_counts, vocab_size, special_tokens)
+    key_shift = pair_key_bits(word_counts, num_merges)
     key_mask = (1 << key_shift) - 1
-    token_bytes: list[bytes] = [bytes([b]) for b in range(256)]
-    token_id: dict[bytes, int] = {t: i for i, t in enumerate(token_bytes)}
+    tokens = TokenTable()
+    token_bytes = tokens.bytes_of
     words, tallies, index = _initial_state(word_counts, key_shift)
     buckets: dict[int, set[int]] = {}
     for key, count in tallies.items():
@@ -240,13 +232,8 @@ def train(
             while key not in bucket:
                 key = order.pop()  # left the bucket since `order` was built
             a, b = key >> key_shift, key & key_mask
-            left, right = token_bytes[a], token_bytes[b]
-            merges.append((left, right))
-            new = token_id.get(left + right)
-            if new is None:
-                new = len(token_bytes)
-                token_bytes.append(left + right)
-                token_id[left + right] = new
+            merges.append((token_bytes[a], token_bytes[b]))
+            new = tokens.merge(a, b)
             delta = _merge_in_words(words, index.pop(key), a, b, new, index, key_shift)
             top = _apply_deltas(delta, tallies, buckets, index, top, order, order_count, priority)
             bar.update()

@@ -1,7 +1,8 @@
-"""What every trainer shares: the tie-break rule, the vocab layout, and argument checks.
+"""What every trainer shares: the tie-break rule, the token table, the vocab layout, argument checks.
 
 Trainers differ only in their merge loop. Each takes the same word counts (pre-token bytes ->
-count), chooses merges by `merge_priority`, and hands its merges to `build_vocab`.
+count), chooses merges by `merge_priority`, names tokens through a `TokenTable`, and hands its
+merges to `build_vocab`.
 """
 
 from __future__ import annotations
@@ -11,8 +12,9 @@ from typing import Protocol
 
 from tqdm import tqdm
 
-from .errors import ConfigError
-from .pretokenize import validate_special_tokens
+from ..base.checks import require_int
+from ..base.errors import ConfigError
+from ..base.patterns import validate_special_tokens
 
 Vocab = dict[int, bytes]
 Merges = list[tuple[bytes, bytes]]
@@ -61,14 +63,42 @@ class Descending:
 def merge_budget(vocab_size: int, special_tokens: Sequence[str]) -> int:
     """How many merges fit: vocab_size minus the special tokens and the 256 single bytes."""
     specials = validate_special_tokens(special_tokens)
-    if isinstance(vocab_size, bool) or not isinstance(vocab_size, int):
-        raise ConfigError(f"vocab_size must be an integer, got {vocab_size!r}")
+    require_int(vocab_size, "vocab_size")
     floor = 256 + len(specials)
     if vocab_size < floor:
         raise ConfigError(
             f"vocab_size {vocab_size} is below 256 bytes + {len(specials)} special tokens = {floor}"
         )
     return vocab_size - floor
+
+
+class TokenTable:
+    """Token ids and their bytes, one id per byte string: ids 0-255 are the single bytes, and each
+    merge's result gets the next id unless its bytes already name a token (`a`+`bc` after `ab`+`c`),
+    which it then reuses, because the naive trainer keys tokens by their bytes."""
+
+    __slots__ = ("bytes_of", "_id_of")
+
+    def __init__(self) -> None:
+        self.bytes_of: list[bytes] = [bytes([b]) for b in range(256)]
+        self._id_of: dict[bytes, int] = {token: i for i, token in enumerate(self.bytes_of)}
+
+    def merge(self, left: int, right: int) -> int:
+        """The id of the token made by merging `left` then `right`."""
+        merged = self.bytes_of[left] + self.bytes_of[right]
+        token_id = self._id_of.get(merged)
+        if token_id is None:
+            token_id = self._id_of[merged] = len(self.bytes_of)
+            self.bytes_of.append(merged)
+        return token_id
+
+
+def pair_key_bits(word_counts: WordCounts, num_merges: int) -> int:
+    """Bits for the right id when a pair of ids is packed into one int (`left << bits | right`,
+    cheaper to hash than a tuple): enough for every id this run can create. Each merge that makes
+    an id shortens some word, so there are at most sum(len - 1) of them however big the budget."""
+    possible = sum(len(word) - 1 for word in word_counts if len(word) > 1)
+    return (255 + min(num_merges, possible)).bit_length()
 
 
 def check_word_counts(word_counts: WordCounts) -> None:
@@ -81,6 +111,13 @@ def check_word_counts(word_counts: WordCounts) -> None:
             raise ConfigError(f"word counts must be keyed by bytes, got {type(word).__name__} {word!r}")
         if isinstance(count, bool) or not isinstance(count, int) or count <= 0:
             raise ConfigError(f"word {word!r} has count {count!r}; counts must be positive integers")
+
+
+def checked_budget(word_counts: WordCounts, vocab_size: int, special_tokens: Sequence[str]) -> int:
+    """What every trainer checks first: its arguments, then how many merges fit (`merge_budget`)."""
+    budget = merge_budget(vocab_size, special_tokens)
+    check_word_counts(word_counts)
+    return budget
 
 
 def build_vocab(special_tokens: Sequence[str], merges: Merges) -> Vocab:

@@ -17,8 +17,19 @@ from collections.abc import Iterator, Sequence
 from itertools import islice
 from pathlib import Path
 
-from .atomic import atomic_write
-from .errors import BpeError, ConfigError, CorpusError, EncodeError
+import numpy as np
+from tqdm import tqdm
+
+from ..base.atomic import atomic_write
+from ..base.errors import BpeError, ConfigError, CorpusError, EncodeError, unreadable
+from ..base.patterns import validate_special_tokens
+from ..corpus import SkippedRecordsWarning
+from ..encoding import Tokenizer
+from ..encoding.formats.npy import NpyStreamWriter
+from ..fixtures.tinystories import default_corpus, parse_size, write_corpus
+from ..trainers import DEFAULT_IMPL, IMPLEMENTATIONS, train_bpe
+from ..trainers.common import merge_budget
+from .compare import format_report, plot, run_compare, write_json
 
 READ_BLOCK = 1 << 20
 IDS_PER_WRITE = 1 << 20
@@ -51,8 +62,6 @@ def _add_training_options(parser: argparse.ArgumentParser, vocab_default: int | 
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .registry import DEFAULT_IMPL, IMPLEMENTATIONS
-
     parser = argparse.ArgumentParser(prog="bpe", description="Byte-level BPE trainers, side by side.")
     commands = parser.add_subparsers(dest="command", required=True)
 
@@ -134,10 +143,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from . import Tokenizer, train_bpe
-
-    from .sources import SkippedRecordsWarning
-
     if args.scheduler is not None and args.backend != "dask":
         raise ConfigError("--scheduler needs --backend dask")
     start = time.perf_counter()
@@ -171,7 +176,7 @@ def _read_text_blocks(path: Path, bar) -> Iterator[str]:
     try:
         file = open(path, "rb")
     except OSError as exc:
-        raise CorpusError(f"{path}: cannot read: {exc.strerror or exc}") from None
+        raise unreadable(path, exc) from None
     with file:
         while True:
             block = file.read(READ_BLOCK)
@@ -190,12 +195,6 @@ def _read_text_blocks(path: Path, bar) -> Iterator[str]:
 
 
 def cmd_encode(args: argparse.Namespace) -> int:
-    import numpy as np
-    from tqdm import tqdm
-
-    from . import Tokenizer
-    from .npy_stream import NpyStreamWriter
-
     tokenizer = Tokenizer.from_directory(args.tokenizer)
     dtype = np.uint16 if tokenizer.n_vocab <= 2**16 else np.uint32
     size = args.input.stat().st_size if args.input.is_file() else None
@@ -217,10 +216,6 @@ def cmd_encode(args: argparse.Namespace) -> int:
 
 
 def cmd_decode(args: argparse.Namespace) -> int:
-    import numpy as np
-
-    from . import Tokenizer
-
     tokenizer = Tokenizer.from_directory(args.tokenizer)
     try:
         ids = np.load(args.input, mmap_mode="r")
@@ -253,15 +248,8 @@ def cmd_decode(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from .common import merge_budget
-    from .compare import format_report, plot, run_compare, write_json
-    from .pretokenize import validate_special_tokens
-    from .registry import IMPLEMENTATIONS
-
     specials = list(validate_special_tokens(args.special_tokens))
     if args.corpus is None:
-        from .fixtures.tinystories import default_corpus
-
         args.corpus = default_corpus()
         specials = specials or ["<|endoftext|>"]
     elif not args.corpus.is_file():
@@ -286,8 +274,6 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_gen_corpus(args: argparse.Namespace) -> int:
-    from .fixtures.tinystories import parse_size, write_corpus
-
     size = parse_size(args.size)
     start = time.perf_counter()
     write_corpus(args.out, size, seed=args.seed, progress=_progress_enabled(args))

@@ -1,32 +1,24 @@
-"""Corpus inputs: files, globs and directories of text, JSON Lines and Parquet shards, as units of work.
+"""Units of work: pieces of a corpus that one worker reads and counts on its own.
 
-    paths = resolve_inputs(["shards/", "extra/*.jsonl.zst"])          # sorted, deduplicated
-    units = plan_inputs(paths, ("<|endoftext|>",), num_workers=8, text_field="text")
-    tally = tally_unit(units[0], ("<|endoftext|>",))                   # Tally(counts, skipped)
+    unit.size          bytes it covers (for planning and progress bars)
+    unit.describe()    where it is, for error messages ("a.jsonl bytes 0-8388608")
+    unit.texts()       its documents as str; the generator *returns* a SkipReport (or None)
+    unit.utf8_pieces() plain-text units only (`Utf8Unit`): raw UTF-8 pieces, never decoded to str
 
-Formats are chosen by suffix:
-  * plain text: `.txt` (and, when a file is named explicitly, any suffix not listed below), cut into
-    byte ranges at safe cuts by `counting.plan_units`, exactly as a single corpus file always was;
-  * compressed text: `.txt.gz`, `.txt.zst` (any explicitly named `X.gz` / `X.zst` that is not JSON
-    Lines): one unit per file, since a compressed stream cannot be entered in the middle. It is
+Each text a unit yields is a hard boundary, like a special token: no pre-token spans two.
+  * `TextRange`: bytes [start, end) of a text file, both safe cuts (see corpus.cuts);
+  * `CompressedText`: a whole .gz/.zst text file (a compressed stream cannot be entered midway),
     decompressed as a stream and handed on in pieces of about PIECE_BYTES, each ending at a safe
-    cut found with the same cut finder as byte ranges, so a worker holds about one piece of
-    decompressed text, not the whole file (except across a stretch with no safe cut at all);
-  * JSON Lines: `.jsonl`, `.jsonl.gz`, `.jsonl.zst`: one document per line, the string field
-    `text_field` of a JSON object. An uncompressed file is cut into ranges of whole lines (a raw
-    newline cannot occur inside a JSON string); a compressed one is one unit;
-  * Parquet: `.parquet`: one unit per row group, read with pyarrow one batch at a time and only the
-    `text_field` column, never the whole file.
-Each JSON record or Parquet row is one document, and documents are hard boundaries exactly like a
-special token: no pre-token spans two of them.
+    cut found with the same cut finder as byte ranges, so a worker holds about one piece;
+  * `JsonlRange` / `CompressedJsonl`: one document per line, the string field `text_field` of a
+    JSON object (a raw newline cannot occur inside a JSON string, so ranges end at newlines);
+  * `ParquetRowGroup`: one row group, read one batch at a time and only the `text_field` column.
 
 A bad record (a line that is not JSON, not an object, without the field, a field that is not a
 string, a null, invalid UTF-8, a lone surrogate) raises a one-line CorpusError naming the file and
 the line (numbered from 1, as editors do) or the row (numbered from 0, as pyarrow and pandas do).
-With `skip_bad_records=True` it is counted instead: a unit's `texts()` generator *returns* a
-SkipReport (its StopIteration value), `tally_unit` captures it, and backends add the reports up
-with the counts, so skipped records are reported at the end and never silently dropped. Units that
-never skip (`counting.TextRange`) return None, which means "nothing skipped".
+With `skip_bad_records=True` it is counted instead, in the SkipReport the unit's `texts()` returns,
+so skipped records are reported at the end and never silently dropped.
 
 Paths in units are absolute, so the workers of a cluster find the same files (they must see the
 same file system: NFS, a shared volume, or a copy at the same path).
@@ -35,33 +27,17 @@ same file system: NFS, a shared volume, or a copy at the same path).
 from __future__ import annotations
 
 import codecs
-import glob
 import gzip
 import json
-import math
-import os
 import re
-import warnings
 import zlib
-from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
+from collections.abc import Generator, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
 
-from .counting import UNIT_BYTES, UNITS_PER_WORKER, TextRange, decode_utf8, plan_units, read_range, resolve_workers
-from .errors import ConfigError, CorpusError
-from .pretokenize import (
-    CutFinder,
-    find_chunk_boundaries,
-    PretokenCounter,
-    pretoken_counter,
-    split_on_special_tokens,
-    validate_special_tokens,
-)
-
-PathInput = str | os.PathLike
-Inputs = PathInput | Sequence[PathInput]
+from ..base.checks import one_line
+from ..base.errors import ConfigError, CorpusError, unreadable
+from .cuts import CutFinder
 
 # Decompressed text handed to the counter at a time: small enough that a worker's memory does not
 # follow the file size, large enough that the per-piece overhead is nothing.
@@ -74,136 +50,6 @@ _CUT_WINDOW = 1 << 16
 PARQUET_BATCH_ROWS = 1024
 # Bad records named in a SkipReport (the first ones by file and position); the rest are counted.
 MAX_EXAMPLES = 5
-
-_CODECS = {".gz": "gzip", ".zst": "zstd", ".zstd": "zstd"}
-# Suffixes that look like data but that we do not read; a clear error beats counting bytes as text.
-_UNSUPPORTED = {
-    ".bz2", ".xz", ".lzma", ".lz4", ".br", ".zip", ".tar", ".tgz", ".7z",
-    ".json", ".arrow", ".feather", ".orc", ".avro", ".npy", ".npz", ".pkl", ".pickle",
-}
-SUPPORTED = ".txt, .jsonl (each optionally .gz or .zst) and .parquet"
-
-
-class SkippedRecordsWarning(UserWarning):
-    """Bad records were skipped (skip_bad_records=True); the message counts them and names the first."""
-
-
-# --- which files --------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class InputFormat:
-    kind: str  # "text", "jsonl" or "parquet"
-    codec: str | None  # None, "gzip" or "zstd"
-
-
-def input_format(path: PathInput, *, strict: bool = False) -> InputFormat:
-    """The format of a corpus file from its name.
-
-    strict (files found in a directory or by a glob): only the documented suffixes. Otherwise (a
-    file named explicitly) any other suffix is plain text, as `bpe train corpus.en` always was.
-    """
-    name = os.fspath(path)
-    lower = os.path.basename(name).lower()
-    stem, suffix = os.path.splitext(lower)
-    codec = _CODECS.get(suffix)
-    inner = os.path.splitext(stem)[1] if codec else suffix
-    if inner == ".parquet" and codec is None:
-        return InputFormat("parquet", None)
-    if inner == ".jsonl":
-        return InputFormat("jsonl", codec)
-    if inner == ".txt" or (not strict and inner not in _UNSUPPORTED and inner != ".parquet"):
-        return InputFormat("text", codec)
-    if inner == ".parquet":
-        raise CorpusError(f"{name}: Parquet compresses internally; give the .parquet file itself")
-    if inner == ".json":
-        raise CorpusError(f"{name}: a .json file is not read; JSON Lines (one object per line) must end in .jsonl")
-    raise CorpusError(f"{name}: unsupported file type; expected {SUPPORTED}")
-
-
-def _hidden(name: str) -> bool:
-    # Dot files (.DS_Store) and underscore files (_SUCCESS, _metadata) sit beside many data sets.
-    return name.startswith((".", "_"))
-
-
-def _walk_error(error: OSError) -> None:
-    # os.walk skips an unreadable directory by default: its shards would go uncounted, silently.
-    raise CorpusError(f"{error.filename}: cannot read directory: {error.strerror or error}")
-
-
-def _walk(directory: Path) -> list[Path]:
-    found = []
-    seen: set[str] = set()
-    # Following symlinks, since data directories are often links to where the shards live; each
-    # real directory once, so a link cycle ends.
-    for root, dirs, files in os.walk(directory, onerror=_walk_error, followlinks=True):
-        real = os.path.realpath(root)
-        if real in seen:
-            dirs[:] = []
-            continue
-        seen.add(real)
-        dirs[:] = sorted(d for d in dirs if not _hidden(d))
-        for name in sorted(files):
-            if not _hidden(name):
-                path = Path(root, name)
-                input_format(path, strict=True)  # an unknown file in a data directory is an error
-                found.append(path)
-    if not found:
-        raise CorpusError(f"{directory}: is a directory with no corpus files in it (expected {SUPPORTED})")
-    return found
-
-
-_GLOB_MAGIC = re.compile(r"[*?[]")
-
-
-def resolve_inputs(inputs: Inputs) -> list[Path]:
-    """The corpus files named by a path, a glob, a directory, or a list of them.
-
-    Directories are searched recursively, skipping names that start with "." or "_"; a file found
-    there or by a glob must have one of the supported suffixes. Returns absolute paths, sorted and
-    without duplicates (a file named twice is counted once).
-    """
-    if isinstance(inputs, (str, os.PathLike)):
-        inputs = [inputs]
-    if isinstance(inputs, (bytes, bytearray)) or not isinstance(inputs, Sequence):
-        raise ConfigError(f"inputs must be a path, a glob, a directory or a list of them, not {type(inputs).__name__}")
-    if not inputs:
-        raise ConfigError("no input files given")
-    found: dict[str, Path] = {}
-
-    def add(path: Path) -> None:
-        found.setdefault(os.path.realpath(path), Path(os.path.abspath(path)))
-
-    for item in inputs:
-        if not isinstance(item, (str, os.PathLike)):
-            raise ConfigError(f"an input path must be a str or os.PathLike, not {type(item).__name__}")
-        path = Path(item)
-        text = os.fspath(item)
-        if path.is_dir():
-            for file in _walk(path):
-                add(file)
-        elif path.is_file():
-            input_format(path)
-            add(path)
-        elif path.exists():
-            raise CorpusError(f"{text}: not a regular file or directory")
-        elif _GLOB_MAGIC.search(text):
-            matches = sorted(glob.glob(text, recursive=True))
-            if not matches:
-                raise CorpusError(f"{text}: no file matches this pattern")
-            for match in map(Path, matches):
-                if match.is_dir():
-                    for file in _walk(match):
-                        add(file)
-                else:
-                    input_format(match, strict=True)
-                    add(match)
-        else:
-            raise CorpusError(f"{text}: no such file or directory")
-    return sorted(found.values())
-
-
-# --- skipped records and tallies ----------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -255,78 +101,88 @@ class _Skips:
     def report(self) -> SkipReport:
         return SkipReport(self.count, tuple(self.examples))
 
+@runtime_checkable
+class Unit(Protocol):
+    """What every unit of work offers (see the module docstring)."""
 
-@dataclass
-class Tally:
-    """What counting a unit (or many) gives: pre-token counts and the bad records skipped."""
+    @property
+    def size(self) -> int: ...
 
-    counts: Counter[bytes] = field(default_factory=Counter)
-    skipped: SkipReport = field(default_factory=SkipReport)
+    def describe(self) -> str: ...
 
-    def add(self, other: Tally) -> None:
-        self.counts.update(other.counts)
-        self.skipped = self.skipped + other.skipped
-
-
-def tally_unit(unit: Any, special_tokens: tuple[str, ...]) -> Tally:
-    """Count one unit's pre-tokens; each text it yields is a hard boundary, like a special token."""
-    counter = pretoken_counter()
-    report = count_unit_into(unit, special_tokens, counter)
-    return Tally(Counter(counter.to_dict()), report)
+    def texts(self) -> Generator[str, None, SkipReport | None]: ...
 
 
-def count_unit_into(unit: Any, special_tokens: tuple[str, ...], counter: PretokenCounter) -> SkipReport:
-    """Add one unit's pre-tokens to `counter`; returns the unit's skipped bad records.
+@runtime_checkable
+class Utf8Unit(Unit, Protocol):
+    """A plain-text unit: its bytes go to the counter as they are (the compiled one never builds a str)."""
 
-    One counter for all of a unit's texts (or many units'), turned into bytes keys once at the
-    end: a JSONL unit yields one text per document, and encoding every document's tokens
-    separately would cost more than the regex (measured: ~60% slower in pure Python).
+    def utf8_pieces(self) -> Iterator[tuple[int, bytes]]: ...
+
+    def decode(self, offset: int, data: bytes) -> str: ...
+
+
+# --- plain text -------------------------------------------------------------------------------
+
+
+def read_range(path: str, start: int, size: int, where: str, block_size: int | None = None) -> Iterator[bytes]:
+    """Bytes [start, start + size) of a file, in blocks of at most block_size (default: one block).
+
+    A file that shrank since the units were planned is an error: counting the rest would be
+    silently short. Errors name `where` (the unit), in one line.
     """
-    if hasattr(unit, "utf8_pieces"):
-        # Plain text: the counter takes the bytes as they are (the compiled one never builds a str).
-        encoded = [token.encode("utf-8") for token in special_tokens]
-        for offset, data in unit.utf8_pieces():
-            if not counter.add_utf8(data, encoded):
-                unit.decode(offset, data)  # not UTF-8: raises the CorpusError naming the byte
-                raise AssertionError("unreachable: the counter rejected valid UTF-8")
-        return SkipReport()
-    texts = iter(unit.texts())
-    while True:
-        try:
-            text = next(texts)
-        except StopIteration as stop:
-            report = stop.value
-            break
-        for piece in split_on_special_tokens(text, special_tokens):
-            counter.add(piece)
-    return report if isinstance(report, SkipReport) else SkipReport()
+    try:
+        with open(path, "rb") as file:
+            file.seek(start)
+            left = size
+            while left:
+                block = file.read(min(block_size or left, left))
+                if not block:
+                    raise CorpusError(f"{where}: file changed while counting (read {size - left} of {size} bytes)")
+                left -= len(block)
+                yield block
+    except OSError as exc:
+        raise unreadable(where, exc) from None
 
 
-def warn_skipped(report: SkipReport, stacklevel: int = 2) -> None:
-    """Report skipped records at the end of a count (the CLI prints the warning as one line)."""
-    if report:
-        warnings.warn(SkippedRecordsWarning(report.summary()), stacklevel=stacklevel + 1)
+@dataclass(frozen=True)
+class TextRange:
+    """Bytes [start, end) of a UTF-8 text file; start and end are safe cuts."""
+
+    path: str
+    start: int
+    end: int
+
+    @property
+    def size(self) -> int:
+        return self.end - self.start
+
+    def describe(self) -> str:
+        return f"{self.path} bytes {self.start}-{self.end}"
+
+    def utf8_pieces(self) -> Iterator[tuple[int, bytes]]:
+        """(byte offset, bytes) of each independent piece of text: here, the whole range."""
+        yield self.start, b"".join(read_range(self.path, self.start, self.size, self.describe()))
+
+    def decode(self, offset: int, data: bytes) -> str:
+        """One piece as text; cuts are at ASCII bytes, so a decode error is a real one."""
+        return decode_utf8(self.path, offset, data)
+
+    def texts(self) -> Iterator[str]:
+        for offset, data in self.utf8_pieces():
+            yield self.decode(offset, data)
 
 
-def validate_min_count(min_count: int) -> int:
-    if isinstance(min_count, bool) or not isinstance(min_count, int) or min_count < 1:
-        raise ConfigError(f"min_pretoken_count must be a positive integer, got {min_count!r}")
-    return min_count
+def decode_utf8(path: str, offset: int, data: bytes, where: str = "byte offset") -> str:
+    """`data` (found at `offset` in `path`) as text; a CorpusError naming the first bad byte if it is not UTF-8."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise CorpusError(
+            f"{path}: not valid UTF-8 at {where} {offset + exc.start} ({exc.reason}: {data[exc.start:exc.end]!r})"
+        ) from None
 
 
-def drop_rare(counts: Counter[bytes], min_count: int) -> Counter[bytes]:
-    """Remove pre-tokens counted fewer than `min_count` times, in place; returns `counts`.
-
-    Applied to the global count only (a pre-token rare in every shard may be frequent overall).
-    It changes the result, as HuggingFace's min_frequency does: merges are then learned from the
-    frequent pre-tokens only. min_count=1 keeps everything (exact). In place, because a copy of the
-    survivors would double the driver's peak; the list of rare keys holds references only.
-    """
-    validate_min_count(min_count)
-    if min_count > 1:
-        for token in [token for token, n in counts.items() if n < min_count]:
-            del counts[token]
-    return counts
 
 
 # --- reading compressed files -------------------------------------------------------------------
@@ -386,13 +242,13 @@ def _decompressed_blocks(path: str, codec: str) -> Iterator[bytes]:
         name = "gzip" if codec == "gzip" else "zstd"
         raise CorpusError(f"{path}: corrupt or truncated {name} data ({exc})") from None
     except OSError as exc:
-        raise CorpusError(f"{path}: cannot read: {exc.strerror or exc}") from None
+        raise unreadable(path, exc) from None
 
 
 def _cut_pieces(blocks: Iterable[bytes], special_tokens: tuple[str, ...], target: int) -> Iterator[tuple[int, bytes]]:
     """Regroup a byte stream into (offset, piece) pieces, each ending at a safe cut after `target` bytes.
 
-    Uses the byte-range cut finder (pretokenize.CutFinder, whose comments prove each cut safe) on a
+    Uses the byte-range cut finder (corpus.cuts.CutFinder, whose comments prove each cut safe) on a
     sliding buffer: a cut is only looked for where the buffer holds the finder's context on both
     sides, the same context it reads around a file position, so a piece boundary here is exactly a
     boundary plan_units could have chosen and cannot change any count.
@@ -424,7 +280,7 @@ def _cut_pieces(blocks: Iterable[bytes], special_tokens: tuple[str, ...], target
         yield offset, bytes(buf)
 
 
-# --- units of work ------------------------------------------------------------------------------
+# --- compressed text, JSON Lines, Parquet ---------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -557,7 +413,7 @@ class JsonlRange:
                     newlines += block.count(b"\n")
                     left -= len(block)
         except OSError as exc:
-            raise CorpusError(f"{self.describe()}: cannot read: {exc.strerror or exc}") from None
+            raise unreadable(self.describe(), exc) from None
         return newlines + 1
 
     def texts(self) -> Iterator[str]:
@@ -609,14 +465,14 @@ def _pyarrow_parquet():
     return pq
 
 
-def _open_parquet(path: str):
+def open_parquet(path: str):
     pq = _pyarrow_parquet()
     import pyarrow as pa
 
     try:
         return pq.ParquetFile(path)
     except (OSError, ValueError, pa.ArrowException) as exc:
-        raise CorpusError(f"{path}: not a readable Parquet file ({' '.join(str(exc).split())})") from None
+        raise CorpusError(f"{path}: not a readable Parquet file ({one_line(exc)})") from None
 
 
 @dataclass(frozen=True)
@@ -645,7 +501,7 @@ class ParquetRowGroup:
         import pyarrow as pa
 
         skips = _Skips(self.skip_bad_records)
-        file = _open_parquet(self.path)
+        file = open_parquet(self.path)
         name = self.text_field
         columns = file.schema_arrow.names
         if name not in columns:
@@ -671,85 +527,9 @@ class ParquetRowGroup:
                         skips.bad(self.path, row, message)
                     row += 1
         except (OSError, pa.ArrowException) as exc:
-            raise CorpusError(f"{self.describe()}: cannot read ({' '.join(str(exc).split())})") from None
+            raise CorpusError(f"{self.describe()}: cannot read ({one_line(exc)})") from None
         if row != self.first_row + self.num_rows:
             raise CorpusError(f"{self.describe()}: file changed while counting (read {row - self.first_row} rows)")
         return skips.report()
 
 
-Unit = TextRange | CompressedText | JsonlRange | CompressedJsonl | ParquetRowGroup
-
-
-# --- planning -----------------------------------------------------------------------------------
-
-
-def _ranges_wanted(size: int, workers: int) -> int:
-    """How many ranges to cut a splittable file into: the rule plan_units applies to one file."""
-    wanted = math.ceil(size / UNIT_BYTES)
-    if workers > 1:
-        wanted = max(wanted, workers * UNITS_PER_WORKER)
-    return max(1, wanted)
-
-
-def _plan_jsonl(path: str, size: int, workers: int, text_field: str, skip: bool) -> list[JsonlRange]:
-    try:
-        with open(path, "rb") as file:
-            bounds = find_chunk_boundaries(file, _ranges_wanted(size, workers), b"\n")
-    except OSError as exc:
-        raise CorpusError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    return [JsonlRange(path, a, b, text_field, skip) for a, b in zip(bounds, bounds[1:])]
-
-
-def _plan_parquet(path: str, text_field: str, skip: bool) -> list[ParquetRowGroup]:
-    metadata = _open_parquet(path).metadata
-    units = []
-    first = 0
-    for index in range(metadata.num_row_groups):
-        group = metadata.row_group(index)
-        units.append(ParquetRowGroup(path, index, first, group.num_rows, group.total_byte_size, text_field, skip))
-        first += group.num_rows
-    return units
-
-
-def plan_inputs(
-    inputs: Inputs,
-    special_tokens: Iterable[str] | None,
-    num_workers: int | None = None,
-    *,
-    text_field: str = "text",
-    skip_bad_records: bool = False,
-) -> list[Unit]:
-    """Units of work for every corpus file the inputs name (see the module docstring for formats).
-
-    Splittable files (plain text, plain JSON Lines) get a share of the `num_workers * 4` ranges a
-    single file would get, in proportion to their size, so one big file among small shards is
-    still spread over every worker, and a lone file is planned exactly as `plan_units` plans it.
-    """
-    specials = validate_special_tokens(special_tokens)
-    if not isinstance(text_field, str) or not text_field:
-        raise ConfigError(f"text_field must be a non-empty string, got {text_field!r}")
-    workers = resolve_workers(num_workers)
-    paths = resolve_inputs(inputs)
-    sizes = []
-    for path in paths:
-        try:
-            sizes.append(path.stat().st_size)
-        except OSError as exc:
-            raise CorpusError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    total = sum(sizes) or 1
-    units: list[Unit] = []
-    for path, size in zip(paths, sizes):
-        name = os.fspath(path)
-        fmt = input_format(path)
-        share = max(1, round(workers * size / total))
-        if fmt.kind == "parquet":
-            units += _plan_parquet(name, text_field, skip_bad_records)
-        elif fmt.kind == "jsonl" and fmt.codec:
-            units.append(CompressedJsonl(name, fmt.codec, size, text_field, skip_bad_records))
-        elif fmt.kind == "jsonl":
-            units += _plan_jsonl(name, size, share, text_field, skip_bad_records)
-        elif fmt.codec:
-            units.append(CompressedText(name, fmt.codec, specials, size))
-        else:
-            units += plan_units(name, specials, share)
-    return units

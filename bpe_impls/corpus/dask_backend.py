@@ -1,11 +1,11 @@
 """Counting on a Dask cluster: one task per unit of work, partial counts tree-reduced on the workers.
 
-    from bpe_impls.dask_backend import DaskBackend
+    from bpe_impls.corpus.dask_backend import DaskBackend
     counts = DaskBackend(scheduler="tcp://10.0.0.1:8786").count(units, ("<|endoftext|>",))
     counts = DaskBackend(num_workers=4).count(units, specials)   # a LocalCluster, started and shut down
 
 Only *where* `tally_unit` runs differs from the local backend: the units, the reading, the regex
-and the bad-input errors are the same code (bpe_impls.sources / counting). The client submits the
+and the bad-input errors are the same code (bpe_impls.corpus). The client submits the
 whole graph at once: one counting task per unit, then merge tasks that each add up to `fan_in`
 partial Tallies, level by level, until one is left; merges run on the workers that hold their
 inputs, so the client receives a single Counter, never one per unit. Counts are Python ints from
@@ -24,6 +24,7 @@ Dask is imported only when a DaskBackend counts, so the package works without th
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import uuid
@@ -33,9 +34,9 @@ from typing import Any
 
 from tqdm import tqdm
 
-from .counting import resolve_workers
-from .errors import BpeError, ConfigError, WorkerError
-from .sources import Tally, drop_rare, tally_unit, validate_min_count, warn_skipped
+from ..base.checks import one_line, require_int, resolve_workers, validate_min_count
+from ..base.errors import BpeError, ConfigError, WorkerError
+from .tally import Tally, drop_rare, failed_unit_error, tally_unit, warn_skipped
 
 # Partial Tallies added by one merge task: the tree has log_FAN_IN(units) levels, and a merge task
 # holds FAN_IN + 1 Counters (its inputs and their sum).
@@ -57,10 +58,6 @@ except ValueError:  # not the main thread: then the signal is not delivered to t
 """
 
 
-def _one_line(text: str) -> str:
-    return " ".join(str(text).split())
-
-
 def _distributed() -> Any:
     try:
         import distributed
@@ -76,7 +73,7 @@ def _count_task(unit: Any, special_tokens: tuple[str, ...]) -> Tally:
     except BpeError:
         raise
     except Exception as exc:  # a bug, MemoryError, ...: the driver sees only the message
-        raise WorkerError(_one_line(f"counting {unit.describe()} failed: {type(exc).__name__}: {exc}")) from None
+        raise failed_unit_error(unit, exc) from None
 
 
 def _merge_task(*tallies: Tally, min_count: int = 1) -> Tally:
@@ -115,13 +112,9 @@ class DaskBackend:
         self.num_workers = resolve_workers(num_workers)
         if scheduler is not None and (not isinstance(scheduler, str) or not scheduler.strip()):
             raise ConfigError(f"scheduler must be an address like tcp://HOST:8786, got {scheduler!r}")
-        if not isinstance(retries, int) or retries < 0:
-            raise ConfigError(f"retries must be a non-negative integer, got {retries!r}")
-        if not isinstance(fan_in, int) or fan_in < 2:
-            raise ConfigError(f"fan_in must be an integer of at least 2, got {fan_in!r}")
         self.scheduler = scheduler.strip() if scheduler else None
-        self.retries = retries
-        self.fan_in = fan_in
+        self.retries = require_int(retries, "retries", minimum=0)
+        self.fan_in = require_int(fan_in, "fan_in", minimum=2)
 
     def count(
         self, units: Sequence[Any], special_tokens: tuple[str, ...], *, progress: bool = False, min_count: int = 1
@@ -173,7 +166,7 @@ class DaskBackend:
                 )
             except Exception as exc:
                 message = f"cannot start a local Dask cluster: {type(exc).__name__}: {exc}"
-                raise WorkerError(_one_line(message)) from None
+                raise WorkerError(one_line(message)) from None
             try:
                 client = distributed.Client(cluster, set_as_default=False)
             except BaseException:
@@ -183,7 +176,7 @@ class DaskBackend:
         try:
             client = distributed.Client(self.scheduler, timeout=CONNECT_TIMEOUT, set_as_default=False)
         except Exception as exc:
-            raise WorkerError(_one_line(f"cannot connect to the Dask scheduler at {self.scheduler}: {exc}")) from None
+            raise WorkerError(one_line(f"cannot connect to the Dask scheduler at {self.scheduler}: {exc}")) from None
         try:
             client.wait_for_workers(1, timeout=WORKER_TIMEOUT)
         except Exception:
@@ -260,9 +253,9 @@ def _named(distributed: Any, exc: BaseException, names: dict[str, str]) -> Worke
         )
     lost = {"CommClosedError", "CancelledError", "FutureCancelledError"}
     if isinstance(exc, (OSError, TimeoutError)) or type(exc).__name__ in lost:
-        return WorkerError(_one_line(f"lost the Dask cluster while counting: {type(exc).__name__}: {exc}"))
+        return WorkerError(one_line(f"lost the Dask cluster while counting: {type(exc).__name__}: {exc}"))
     # E.g. a worker that cannot unpickle the task: bpe_impls missing or older there.
-    return WorkerError(_one_line(
+    return WorkerError(one_line(
         f"a Dask task failed: {type(exc).__name__}: {exc} (is the same bpe_impls installed on every worker?)"
     ))
 
@@ -274,8 +267,6 @@ _STOP_TIMEOUT = 0.5
 
 async def _stop_workers(nannies: list[Any]) -> None:
     """Close every worker of a LocalCluster now, killing a busy one after _STOP_TIMEOUT seconds."""
-    import asyncio
-
     await asyncio.gather(
         *(nanny.close(timeout=_STOP_TIMEOUT, reason="bpe-count-stopped") for nanny in nannies),
         return_exceptions=True,

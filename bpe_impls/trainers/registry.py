@@ -3,17 +3,18 @@
 
 from __future__ import annotations
 
-from . import bucket, naive, native_train, route_a, route_b
+from ..base.errors import ConfigError
+from . import count_buckets, inverted_index, linked_list, naive, native
 from .common import Trainer
 
 IMPLEMENTATIONS: dict[str, Trainer] = {
     "naive": naive.train,
-    "route_a": route_a.train,
-    "route_b": route_b.train,
-    "bucket": bucket.train,
+    "route_a": inverted_index.train,
+    "route_b": linked_list.train,
+    "bucket": count_buckets.train,
 }
-if native_train.AVAILABLE:  # the C merge loop is optional: built only where a compiler was found
-    IMPLEMENTATIONS["native"] = native_train.train
+if native.AVAILABLE:  # the C merge loop is optional: built only where a compiler was found
+    IMPLEMENTATIONS["native"] = native.train
 
 # The trainer `train_bpe` uses when none is named: the fastest registered one, as measured by
 # `bpe compare` (see README, Performance): native where it was built, else route_b.
@@ -21,8 +22,7 @@ DEFAULT_IMPL = "native" if "native" in IMPLEMENTATIONS else "route_b"
 
 
 def get_trainer(name: str | None) -> Trainer:
-    from .errors import ConfigError
-
+    """The trainer registered as `name` (None: DEFAULT_IMPL); a ConfigError listing them otherwise."""
     name = DEFAULT_IMPL if name is None else name
     try:
         return IMPLEMENTATIONS[name]

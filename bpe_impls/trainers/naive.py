@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
-from .common import Merges, Vocab, WordCounts, build_vocab, check_word_counts, merge_budget, merge_priority, merge_progress
+from .common import Merges, Vocab, WordCounts
+from .common import build_vocab, checked_budget, merge_priority, merge_progress
 
 
 def merge_word(word: tuple[bytes, ...], pair: tuple[bytes, bytes]) -> tuple[bytes, ...]:
@@ -29,14 +30,9 @@ def merge_word(word: tuple[bytes, ...], pair: tuple[bytes, bytes]) -> tuple[byte
 
 
 def train(
-    word_counts: WordCounts,
-    vocab_size: int,
-    special_tokens: Sequence[str] = (),
-    *,
-    progress: bool = False,
+    word_counts: WordCounts, vocab_size: int, special_tokens: Sequence[str] = (), *, progress: bool = False
 ) -> tuple[Vocab, Merges]:
-    num_merges = merge_budget(vocab_size, special_tokens)
-    check_word_counts(word_counts)
+    num_merges = checked_budget(word_counts, vocab_size, special_tokens)
     words: dict[tuple[bytes, ...], int] = {
         tuple(bytes([b]) for b in word): count for word, count in word_counts.items()
     }

@@ -21,26 +21,20 @@ from __future__ import annotations
 from collections.abc import Sequence
 from heapq import heapify, heappop, heappush
 
-from .common import Descending, Merges, Vocab, WordCounts, build_vocab, check_word_counts, merge_budget, merge_progress
+from .common import Descending, Merges, TokenTable, Vocab, WordCounts
+from .common import build_vocab, checked_budget, merge_progress
 
 Pair = tuple[int, int]
 
 
 def train(
-    word_counts: WordCounts,
-    vocab_size: int,
-    special_tokens: Sequence[str] = (),
-    *,
-    progress: bool = False,
+    word_counts: WordCounts, vocab_size: int, special_tokens: Sequence[str] = (), *, progress: bool = False
 ) -> tuple[Vocab, Merges]:
     """Train byte-level BPE on pre-token counts; returns exactly what `naive.train` returns."""
-    num_merges = merge_budget(vocab_size, special_tokens)
-    check_word_counts(word_counts)
+    num_merges = checked_budget(word_counts, vocab_size, special_tokens)
 
-    token_bytes: list[bytes] = [bytes([b]) for b in range(256)]
-    # bytes -> id, so a merge whose bytes already name a token reuses that id: `naive` keys tokens
-    # by their bytes, so two ids with the same bytes would split counts it keeps together.
-    token_id: dict[bytes, int] = {b: i for i, b in enumerate(token_bytes)}
+    tokens = TokenTable()
+    token_bytes = tokens.bytes_of
 
     words: list[tuple[int, ...]] = []
     counts: list[int] = []
@@ -81,13 +75,8 @@ def train(
             if best is None:
                 break  # every word is a single token: nothing left to merge
             left, right = best
-            merged_bytes = token_bytes[left] + token_bytes[right]
             merges.append((token_bytes[left], token_bytes[right]))
-            new = token_id.get(merged_bytes)
-            if new is None:
-                new = len(token_bytes)
-                token_bytes.append(merged_bytes)
-                token_id[merged_bytes] = new
+            new = tokens.merge(left, right)
 
             risen = _apply_merge(best, new, words, counts, pair_counts, index)
             for pair in risen:

@@ -1,7 +1,7 @@
 """The compiled core, when it was built: the GPT-2 pre-tokenizer, pre-token counting, BPE encoding.
 
 `bpe_impls._native` (C, built by setup.py when a compiler is there) does exactly what
-pretokenize.py and tokenizer.py do in Python, many times faster; tests/test_native.py proves them
+corpus/tally.py and encoding/encoders.py do in Python, many times faster; tests/test_native.py proves them
 equal. Everything that uses it asks `AVAILABLE` first and otherwise takes the pure-Python path, so
 the package works without a compiler. Setting BPE_IMPLS_PURE=1 turns the core off, to measure or
 test the pure-Python path on a machine that has it.
@@ -19,7 +19,7 @@ import threading
 import regex
 
 try:
-    from . import _native
+    from .. import _native
 except ImportError:  # not built (no compiler at install time)
     _native = None
 

@@ -18,6 +18,8 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+import psutil
+
 
 @dataclass
 class Measured:
@@ -79,8 +81,6 @@ def tree_rss(root) -> tuple[int, int]:
 
     Processes may exit while they are being read; those are skipped.
     """
-    import psutil
-
     try:
         processes = [root, *root.children(recursive=True)]
     except psutil.Error:
@@ -113,8 +113,6 @@ def measure_tree(func: Callable[..., Any], *args: Any, poll_seconds: float = 0.0
     This is what a user sees for a whole training run, whether it uses threads (HuggingFace) or
     worker processes (ours). RSS is polled every `poll_seconds` with psutil.
     """
-    import psutil
-
     context = multiprocessing.get_context("forkserver")
     receiver, sender = context.Pipe(duplex=False)
     process = context.Process(target=_run_and_send, args=(sender, func, args))

@@ -20,19 +20,26 @@ the ids are comparable and shown.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import platform
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..base.atomic import atomic_write
+from ..base.checks import resolve_workers
+from ..corpus import count_pretokens
+from ..encoding import Tokenizer
+from ..encoding.formats.gpt2 import load_tokenizer_files
+from ..trainers import DEFAULT_IMPL, IMPLEMENTATIONS, train_bpe
+from . import peers as peer_adapters
 from .data import gpt2_files
 from .measure import Measured, measure_in_child, measure_tree
-from .pretokenize import GPT2_PATTERN, count_pretokens, special_token_regex
 
 ENCODE_SAMPLE_BYTES = 8 << 20  # encode at most this much of the corpus: MB/s settles long before
 
@@ -69,65 +76,18 @@ class Report:
 
 
 def _train_from_counts(name: str, word_counts, vocab_size: int, special_tokens: list[str]):
-    from .registry import IMPLEMENTATIONS
-
     return IMPLEMENTATIONS[name](word_counts, vocab_size, special_tokens)
 
 
 def _train_ours(path: str, vocab_size: int, special_tokens: list[str], workers: int | None) -> int:
-    from . import train_bpe
-
     _, merges = train_bpe(path, vocab_size, special_tokens, num_workers=workers)
     return len(merges)
-
-
-def _train_huggingface(path: str, vocab_size: int, special_tokens: list[str], workers: int | None) -> int:
-    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
-
-    tokenizer = Tokenizer(models.BPE())
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
-    trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size, special_tokens=list(special_tokens), show_progress=False,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-    )
-    tokenizer.train([path], trainer)
-    return tokenizer.get_vocab_size() - 256 - len(special_tokens)
-
-
-def iter_documents(path: str, special_tokens: Sequence[str], block: int = 1 << 20) -> Iterator[str]:
-    """The text between special tokens, streamed (for peers that take an iterator of strings)."""
-    pattern = special_token_regex(tuple(special_tokens))
-    carry = ""
-    with open(path, encoding="utf-8", newline="") as file:
-        while chunk := file.read(block):
-            pieces = pattern.split(carry + chunk) if pattern else [carry + chunk]
-            carry = pieces.pop()  # may end in part of a special token: completed by the next block
-            yield from (piece for piece in pieces if piece)
-    if carry:
-        yield carry
-
-
-def _train_rustbpe(path: str, vocab_size: int, special_tokens: list[str], workers: int | None) -> int:
-    import rustbpe
-
-    tokenizer = rustbpe.Tokenizer()
-    # rustbpe knows no special tokens: feed it the documents between them, with the GPT-2 pattern.
-    tokenizer.train_from_iterator(
-        iter_documents(path, special_tokens), vocab_size - len(special_tokens), pattern=GPT2_PATTERN
-    )
-    return tokenizer.vocab_size - 256
 
 
 def _corpus_sample(path: str) -> str:
     with open(path, "rb") as file:
         data = file.read(ENCODE_SAMPLE_BYTES)
     return data.decode("utf-8", errors="ignore")  # the cut may split the last character
-
-
-def _special_ids(vocab, special_tokens: Sequence[str]) -> dict[str, int]:
-    """Each special token's id in `vocab` (trained vocabs put them first, GPT-2's last)."""
-    ids = {token: i for i, token in vocab.items()}
-    return {special: ids[special.encode("utf-8")] for special in special_tokens if special.encode("utf-8") in ids}
 
 
 def _best_time(make, run, budget: float = 5.0, repeat: int = 5):
@@ -148,18 +108,12 @@ def _best_time(make, run, budget: float = 5.0, repeat: int = 5):
 
 
 def _encode_ours(path: str, vocab, merges, special_tokens: list[str]):
-    from .tokenizer import Tokenizer
-
     text = _corpus_sample(path)
     ids, seconds = _best_time(lambda: Tokenizer(vocab, merges, special_tokens), lambda tok: tok.encode(text))
     return ids, len(text.encode("utf-8")), seconds
 
 
 def _encode_ours_iterable(path: str, vocab, merges, special_tokens: list[str]):
-    import io
-
-    from .tokenizer import Tokenizer
-
     text = _corpus_sample(path)
     data = text.encode("utf-8")
 
@@ -172,41 +126,20 @@ def _encode_ours_iterable(path: str, vocab, merges, special_tokens: list[str]):
 
 
 def _encode_tiktoken(path: str, vocab, merges, special_tokens: list[str]):
-    import tiktoken
-
     text = _corpus_sample(path)
-    specials = _special_ids(vocab, special_tokens)
-
-    def make() -> tiktoken.Encoding:
-        return tiktoken.Encoding(
-            name="bpe_impls_compare", pat_str=GPT2_PATTERN,
-            mergeable_ranks={token: i for i, token in vocab.items() if i not in specials.values()},
-            special_tokens=specials,
-        )
-
-    ids, seconds = _best_time(make, lambda encoding: encoding.encode(text, allowed_special="all"))
+    ids, seconds = _best_time(
+        lambda: peer_adapters.tiktoken_encoding(vocab, special_tokens, "bpe_impls_compare"),
+        lambda encoding: encoding.encode(text, allowed_special="all"),
+    )
     return ids, len(text.encode("utf-8")), seconds
 
 
 def _encode_huggingface(path: str, vocab, merges, special_tokens: list[str]):
-    from tokenizers import Tokenizer, models, pre_tokenizers
-
-    from .gpt2_format import token_to_str
-
     text = _corpus_sample(path)
-    specials = _special_ids(vocab, special_tokens)
-    hf_vocab = {token_to_str(token): i for i, token in vocab.items() if i not in specials.values()}
-    # The special tokens keep our ids: HF would otherwise give them len(vocab), an id in use.
-    hf_vocab.update(specials)
-    hf_merges = [(token_to_str(a), token_to_str(b)) for a, b in merges]
-
-    def make() -> Tokenizer:
-        tokenizer = Tokenizer(models.BPE(vocab=hf_vocab, merges=hf_merges))
-        tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
-        tokenizer.add_special_tokens(list(special_tokens))
-        return tokenizer
-
-    ids, seconds = _best_time(make, lambda tokenizer: tokenizer.encode(text).ids)
+    ids, seconds = _best_time(
+        lambda: peer_adapters.huggingface_tokenizer(vocab, merges, special_tokens),
+        lambda tokenizer: tokenizer.encode(text).ids,
+    )
     return ids, len(text.encode("utf-8")), seconds
 
 
@@ -221,14 +154,7 @@ def _count_seconds(path: str, special_tokens: list[str], workers: int) -> float:
     return best
 
 
-TRAIN_PEERS = {"huggingface": ("tokenizers", _train_huggingface), "rustbpe": ("rustbpe", _train_rustbpe)}
 ENCODE_PEERS = {"tiktoken": ("tiktoken", _encode_tiktoken), "huggingface": ("tokenizers", _encode_huggingface)}
-
-
-def _installed(module: str) -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec(module) is not None
 
 
 # --- the comparison -----------------------------------------------------------------------------
@@ -245,8 +171,6 @@ def run_compare(
     progress: bool = False,
     log=lambda message: None,
 ) -> Report:
-    from .registry import DEFAULT_IMPL
-
     start = time.perf_counter()
     counts = count_pretokens(corpus, special_tokens, workers, progress=progress)
     report = Report(
@@ -256,8 +180,6 @@ def run_compare(
         reference="naive" if "naive" in impls else impls[0],
         machine={"python": platform.python_version(), "cores": os.cpu_count(), "platform": platform.platform()},
     )
-
-    from .counting import resolve_workers
 
     for count in sorted({1, resolve_workers(workers)}):
         log(f"pre-tokenize with {count} worker{'s' * (count > 1)}")
@@ -275,7 +197,7 @@ def run_compare(
 
     trainers = {f"bpe_impls ({DEFAULT_IMPL})": _train_ours}
     if peers:
-        trainers.update({name: run for name, (module, run) in TRAIN_PEERS.items() if _installed(module)})
+        trainers.update({name: run for name, (module, run) in peer_adapters.TRAIN_PEERS.items() if peer_adapters.installed(module)})
     for name, run in trainers.items():
         log(f"train end to end: {name}")
         measured = measure_tree(run, str(corpus), vocab_size, special_tokens, workers)
@@ -284,13 +206,11 @@ def run_compare(
     vocabularies = {"trained vocab": (*reference, special_tokens)}
     gpt2 = gpt2_files()
     if peers and gpt2 is not None:
-        from .gpt2_format import load_tokenizer_files
-
         vocabularies["GPT-2 vocab"] = (*load_tokenizer_files(*gpt2), ["<|endoftext|>"])
     for label, (vocab, merges, specials) in vocabularies.items():
         encoders = {"bpe_impls Tokenizer.encode": _encode_ours, "bpe_impls encode_iterable": _encode_ours_iterable}
         if peers:
-            encoders.update({name: run for name, (module, run) in ENCODE_PEERS.items() if _installed(module)})
+            encoders.update({name: run for name, (module, run) in ENCODE_PEERS.items() if peer_adapters.installed(module)})
         our_ids = None
         for name, run in encoders.items():
             log(f"encode, {label}: {name}")
@@ -355,8 +275,6 @@ def format_report(report: Report) -> str:
 
 
 def write_json(report: Report, path: Path) -> None:
-    from .atomic import atomic_write
-
     payload = asdict(report) | {"command": sys.argv}
     with atomic_write(path, "w", encoding="utf-8") as out:
         json.dump(payload, out, indent=2)
@@ -368,8 +286,6 @@ def plot(report: Report, path: Path) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
-    from .atomic import atomic_write
 
     panels = [
         ("merge", "seconds", "merge phase: seconds"), ("merge", "peak_mb", "merge phase: peak MB"),

@@ -2,11 +2,9 @@
 
 Data structures:
 - Each distinct word is a doubly linked list of `_Node`s (`__slots__` value, prev, next, count):
-  value is an int token id, count the word's count. One id per byte string: a merge whose bytes
-  already exist as a token (`a`+`bc` after `ab`+`c`) reuses that id, because the naive trainer
-  compares tokens by their bytes.
-- counts: dict pair key -> total count; a key packs two token ids into one int (`a << shift | b`),
-  cheaper to hash than a tuple.
+  value is an int token id (from the shared `TokenTable`: one id per byte string), count the
+  word's count.
+- counts: dict pair key -> total count; a key packs two token ids into one int (`pair_key_bits`).
 - index: dict pair key -> list of left nodes where the pair was seen. Append-only: an entry is live
   only if the node still holds a and its next node holds b; stale and repeated entries are skipped
   on use.
@@ -24,7 +22,8 @@ from __future__ import annotations
 import heapq
 from collections.abc import Sequence
 
-from .common import Descending, Merges, Vocab, WordCounts, build_vocab, check_word_counts, merge_budget, merge_progress
+from .common import Descending, Merges, TokenTable, Vocab, WordCounts
+from .common import build_vocab, checked_budget, merge_progress, pair_key_bits
 
 _DEAD = -1  # the value of a node merged into its left neighbour: no pair test can match it
 
@@ -39,15 +38,6 @@ class _Node:
         self.prev = prev
         self.next: _Node | None = None
         self.count = count
-
-
-def _key_shift(word_counts: WordCounts, num_merges: int) -> int:
-    """Bits for the right id in a pair key: enough for every id this run can create.
-
-    Each merge shortens some word, so there are at most sum(len - 1) of them however big the budget.
-    """
-    possible = sum(len(word) - 1 for word in word_counts if len(word) > 1)
-    return (255 + min(num_merges, possible)).bit_length()
 
 
 def _initial_state(word_counts: WordCounts, shift: int) -> tuple[dict[int, int], dict[int, list[_Node]]]:
@@ -203,19 +193,14 @@ def _best(
 
 
 def train(
-    word_counts: WordCounts,
-    vocab_size: int,
-    special_tokens: Sequence[str] = (),
-    *,
-    progress: bool = False,
+    word_counts: WordCounts, vocab_size: int, special_tokens: Sequence[str] = (), *, progress: bool = False
 ) -> tuple[Vocab, Merges]:
-    num_merges = merge_budget(vocab_size, special_tokens)
-    check_word_counts(word_counts)
-    shift = _key_shift(word_counts, num_merges)
+    num_merges = checked_budget(word_counts, vocab_size, special_tokens)
+    shift = pair_key_bits(word_counts, num_merges)
     mask = (1 << shift) - 1
     counts, index = _initial_state(word_counts, shift)
-    token_bytes: list[bytes] = [bytes([i]) for i in range(256)]
-    token_id: dict[bytes, int] = {t: i for i, t in enumerate(token_bytes)}
+    tokens = TokenTable()
+    token_bytes = tokens.bytes_of
 
     def entry(key: int, count: int) -> tuple[int, Descending, int]:
         return (-count, Descending((token_bytes[key >> shift], token_bytes[key & mask])), key)
@@ -229,12 +214,8 @@ def train(
             if key is None:
                 break  # every word is a single token: nothing left to merge
             a, b = key >> shift, key & mask
-            left, right = token_bytes[a], token_bytes[b]
-            merges.append((left, right))
-            new = token_id.get(left + right)
-            if new is None:
-                new = token_id[left + right] = len(token_bytes)
-                token_bytes.append(left + right)
+            merges.append((token_bytes[a], token_bytes[b]))
+            new = tokens.merge(a, b)
             for grown in _merge_pair(a, b, new, shift, counts, index):
                 count = counts[grown]
                 if count > 0:

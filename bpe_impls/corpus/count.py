@@ -1,0 +1,102 @@
+"""The top of the corpus layer: count a corpus's pre-tokens with a counting backend.
+
+    counts = count_pretokens("shards/", ["<|endoftext|>"], num_workers=8)
+
+Inputs are planned into units of work (corpus.planning); a backend tallies every unit and adds
+the tallies up. The backends ("local": corpus.local; "dask": corpus.dask_backend) differ only in
+where `tally_unit` runs, so chunking, the split pattern, special-token splitting and bad-input
+errors live once, below both of them.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from typing import Protocol
+
+from ..base.checks import validate_min_count
+from ..base.errors import ConfigError
+from ..base.patterns import validate_special_tokens
+from .dask_backend import DaskBackend
+from .local import LocalBackend
+from .planning import plan_inputs
+from .tally import Tally
+from .units import Unit
+
+
+class CountingBackend(Protocol):
+    """Runs `tally_unit` over units of work and returns the sum of their Tallies.
+
+    `count` returns just the counts and reports skipped records as a SkippedRecordsWarning.
+    `min_count` > 1 drops pre-tokens rarer than that from the *global* count.
+    """
+
+    def tally(
+        self, units: Sequence[Unit], special_tokens: tuple[str, ...], *, progress: bool = False,
+        min_count: int = 1,
+    ) -> Tally: ...
+
+    def count(
+        self, units: Sequence[Unit], special_tokens: tuple[str, ...], *, progress: bool = False,
+        min_count: int = 1,
+    ) -> Counter[bytes]: ...
+
+
+# name -> factory(num_workers, scheduler address). DaskBackend imports dask only when it counts.
+BACKENDS: dict[str, Callable[[int | None, str | None], CountingBackend]] = {
+    "local": lambda num_workers, scheduler: LocalBackend(num_workers),
+    "dask": DaskBackend,
+}
+
+
+def count_units(
+    units: Sequence[Unit],
+    special_tokens: tuple[str, ...],
+    *,
+    backend: str = "local",
+    num_workers: int | None = None,
+    scheduler: str | None = None,
+    min_count: int = 1,
+    progress: bool = False,
+) -> Counter[bytes]:
+    """Count the units with the named backend; `scheduler` (a Dask address) is for backend="dask"."""
+    if backend not in BACKENDS:
+        raise ConfigError(f"unknown counting backend {backend!r}; choose from {', '.join(sorted(BACKENDS))}")
+    if scheduler is not None and backend != "dask":
+        raise ConfigError("a scheduler address is only used with the dask backend (--backend dask)")
+    counter = BACKENDS[backend](num_workers, scheduler)
+    return counter.count(units, special_tokens, progress=progress, min_count=min_count)
+
+
+def count_pretokens(
+    input_path: str | os.PathLike | Sequence[str | os.PathLike],
+    special_tokens: Iterable[str] | None = None,
+    num_workers: int | None = None,
+    *,
+    progress: bool = False,
+    backend: str = "local",
+    scheduler: str | None = None,
+    text_field: str = "text",
+    skip_bad_records: bool = False,
+    min_pretoken_count: int = 1,
+) -> Counter[bytes]:
+    """Count GPT-2 pre-tokens of a corpus as a map-reduce over units of work.
+
+    `input_path`: a file, a glob, a directory, or a list of them; .txt, .jsonl (each optionally
+    .gz/.zst) and .parquet files (see bpe_impls.corpus.inputs). Each worker reads only its own unit and
+    returns a Counter keyed by bytes; the partial counts are summed (by the parent, or by a tree of
+    merges on the Dask workers with backend="dask"), never holding the corpus. `num_workers=1`
+    runs in-process; None uses every core. The result is identical for every backend and worker
+    count. Bad JSON/Parquet records raise a CorpusError naming file and line/row, or with
+    `skip_bad_records` are skipped and reported as a SkippedRecordsWarning. `min_pretoken_count`
+    N > 1 drops pre-tokens seen fewer than N times in the whole corpus: smaller word counts to hold
+    and train on, but a different result (like HuggingFace's min_frequency).
+    """
+    specials = validate_special_tokens(special_tokens)
+    validate_min_count(min_pretoken_count)
+    units = plan_inputs(input_path, specials, num_workers, text_field=text_field, skip_bad_records=skip_bad_records)
+    return count_units(
+        units, specials, backend=backend, num_workers=num_workers, scheduler=scheduler,
+        min_count=min_pretoken_count, progress=progress,
+    )

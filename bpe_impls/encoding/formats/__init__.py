@@ -1,0 +1,1 @@
+"""File formats: tokenizers on disk (gpt2: vocab.json + merges.txt) and token ids (npy)."""

@@ -1,0 +1,223 @@
+"""Encoding text to token ids with a trained (vocab, merges) pair, and decoding back.
+
+Modelled on tiktoken's core.py: a thin, typed class over an encoder (encoding.encoders), which does
+the work on whole UTF-8 texts. The text is split on the special tokens (longest first, so they
+are never split or merged), each piece between them is cut into pre-tokens by the shared GPT-2
+pattern, and each pre-token's UTF-8 bytes are merged by BPE: repeatedly merge the adjacent pair
+whose merge comes earliest in `merges` (the leftmost such pair on a tie) until no pair has a merge.
+
+    tok = Tokenizer.from_files("vocab.json", "merges.txt", ["<|endoftext|>"])
+    ids = tok.encode("Hello world<|endoftext|>")
+    assert tok.decode(ids) == "Hello world<|endoftext|>"
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from functools import partial
+from itertools import chain
+from pathlib import Path
+from types import MappingProxyType
+
+from ..base.checks import require_int
+from ..base.errors import ConfigError, EncodeError
+from ..base.patterns import validate_special_tokens
+from .encoders import DEFAULT_ENCODER, ENCODERS
+from .formats import gpt2
+from .tables import build_tables
+
+# Characters encode_iterable gathers before it encodes: per-call costs vanish, memory stays small.
+_ITERABLE_BATCH = 1 << 15
+
+
+class Tokenizer:
+    """A byte-level BPE tokenizer: text <-> token ids, given a vocab, merges and special tokens.
+
+    `vocab` maps id -> token bytes and must hold all 256 single bytes; `merges` are (left, right)
+    byte pairs in rank order, each part a single byte or the result of an earlier merge, each part
+    and result in the vocab. Special tokens not already in the vocab (by bytes) get new ids after
+    the largest one. `encoder` names the merge loop in ENCODERS; `cache_size` bounds the
+    pre-token cache (0 turns it off).
+    """
+
+    special_tokens: tuple[str, ...]
+    special_token_ids: dict[str, int]
+
+    def __init__(
+        self,
+        vocab: Mapping[int, bytes],
+        merges: Sequence[tuple[bytes, bytes]],
+        special_tokens: Sequence[str] | None = None,
+        *,
+        encoder: str = DEFAULT_ENCODER,
+        cache_size: int = 2**16,
+    ):
+        if encoder not in ENCODERS:
+            raise ConfigError(f"unknown encoder {encoder!r}; choose from {', '.join(ENCODERS)}")
+        self._cache_size = require_int(cache_size, "cache_size", minimum=0)
+        self.special_tokens = validate_special_tokens(special_tokens)
+        self._encoder_name = encoder
+        self._tables = build_tables(vocab, merges, self.special_tokens)
+        self._vocab = self._tables.vocab
+        self._merges = self._tables.merges
+        self.special_token_ids = self._tables.special_token_ids
+        self._encoder = ENCODERS[encoder](self._tables.byte_ids, self._tables.ranks, cache_size)
+        self._special_bytes = [special.encode("utf-8") for special in self.special_tokens]
+        self._special_id_list = [self.special_token_ids[special] for special in self.special_tokens]
+
+    # --- construction from files ------------------------------------------------------------
+
+    @classmethod
+    def from_files(
+        cls,
+        vocab_path: str | os.PathLike,
+        merges_path: str | os.PathLike,
+        special_tokens: list[str] | None = None,
+        **options: object,
+    ) -> Tokenizer:
+        """A tokenizer from a GPT-2 vocab.json + merges.txt pair (`options` as for the constructor)."""
+        vocab, merges = gpt2.load_tokenizer_files(vocab_path, merges_path)
+        return cls(vocab, merges, special_tokens, **options)  # type: ignore[arg-type]
+
+    @classmethod
+    def from_directory(cls, directory: str | os.PathLike, **options: object) -> Tokenizer:
+        """A tokenizer from what `save` wrote (special_tokens.json is optional: none if absent)."""
+        folder = Path(directory)
+        specials_path = folder / gpt2.SPECIAL_TOKENS_FILE
+        specials = gpt2.load_special_tokens(specials_path) if specials_path.exists() else []
+        return cls.from_files(folder / gpt2.VOCAB_FILE, folder / gpt2.MERGES_FILE, specials, **options)
+
+    def save(self, directory: str | os.PathLike) -> None:
+        """Write vocab.json, merges.txt and special_tokens.json into `directory` (atomically, per file)."""
+        gpt2.save_tokenizer_files(directory, self._vocab, self._merges, self.special_tokens)
+
+    # --- properties -------------------------------------------------------------------------
+
+    @property
+    def n_vocab(self) -> int:
+        """One more than the largest token id (as tiktoken: the size an embedding table needs)."""
+        return max(self._vocab) + 1
+
+    @property
+    def vocab(self) -> Mapping[int, bytes]:
+        """id -> token bytes, including any special tokens this tokenizer appended (read-only view).
+
+        A view, not a copy, so `token_id in tok.vocab` in a loop stays cheap.
+        """
+        return MappingProxyType(self._vocab)
+
+    @property
+    def merges(self) -> list[tuple[bytes, bytes]]:
+        """The merges in rank order (a copy)."""
+        return list(self._merges)
+
+    @property
+    def encoder(self) -> str:
+        """The name of the merge loop in ENCODERS this tokenizer uses."""
+        return self._encoder_name
+
+    def __repr__(self) -> str:
+        return (
+            f"Tokenizer(n_vocab={self.n_vocab}, merges={len(self._merges)}, "
+            f"special_tokens={list(self.special_tokens)!r}, encoder={self._encoder_name!r}, "
+            f"cache_size={self._cache_size})"
+        )
+
+    # --- encoding ---------------------------------------------------------------------------
+
+    def encode(self, text: str) -> list[int]:
+        """Encode text; every occurrence of a special token becomes its id.
+
+        >>> tok.encode("hello world<|endoftext|>")  # with GPT-2's files
+        [31373, 995, 50256]
+        """
+        return self._encoder.encode_utf8(_check_text(text, 0), self._special_bytes, self._special_id_list)
+
+    def encode_ordinary(self, text: str) -> list[int]:
+        """Encode text, treating special-token strings as plain text (tiktoken's name)."""
+        return self._encoder.encode_utf8(_check_text(text, 0), (), ())
+
+    def encode_iterable(self, iterable: Iterable[str]) -> Iterator[int]:
+        """Encode a stream of text chunks lazily: exactly `encode("".join(iterable))`.
+
+        Works on an open text file, of any size (read in blocks rather than lines: the same text,
+        fewer calls). Chunk boundaries may fall anywhere, even inside a pre-token or a special
+        token: text whose tokens could still change when more arrives is carried over to the next
+        round (see `encoders.PythonEncoder._settled`). Memory stays bounded by a batch of text
+        (_ITERABLE_BATCH characters) plus the longest run without a settled token boundary.
+        """
+        if isinstance(iterable, io.TextIOBase):
+            iterable = iter(partial(iterable.read, _ITERABLE_BATCH), "")
+        # chain.from_iterable hands out the ids of each batch at C speed; a generator yielding
+        # them one by one would cost more than encoding them.
+        return chain.from_iterable(self._encode_batches(iterable))
+
+    def _encode_batches(self, iterable: Iterable[str]) -> Iterator[list[int]]:
+        # The buffer and its carry are UTF-8 bytes, and each round is one encoder call that
+        # encodes the settled prefix (see PythonEncoder._settled for the rule) and says where it ends.
+        encode_utf8 = self._encoder.encode_utf8
+        carry = b""
+        pending: list[str] = []
+        pending_len = 0
+        checked = 0  # characters checked for surrogates so far, for the position in an error
+        # Rescanning the carry costs its length, so wait until new text at least matches it: a
+        # huge unbroken run is then rescanned O(log n) times, not once per chunk. And wait for a
+        # batch of text, so short lines cost one encoder call per batch, not one per line.
+        wanted = _ITERABLE_BATCH
+        for chunk in iterable:
+            if type(chunk) is not str:  # the per-line loop is hot: no call for the common case
+                _require_str(chunk)
+            pending.append(chunk)
+            pending_len += len(chunk)
+            if pending_len < wanted:
+                continue
+            new = "".join(pending)
+            data = _check_text(new, checked)
+            checked += len(new)
+            pending.clear()
+            pending_len = 0
+            buffer = carry + data
+            ids, cut = encode_utf8(buffer, self._special_bytes, self._special_id_list, True)
+            carry = buffer[cut:]
+            wanted = max(len(carry), _ITERABLE_BATCH)
+            yield ids
+        data = _check_text("".join(pending), checked)
+        yield encode_utf8(carry + data, self._special_bytes, self._special_id_list)
+
+    # --- decoding ---------------------------------------------------------------------------
+
+    def decode_bytes(self, ids: Iterable[int]) -> bytes:
+        """The concatenated bytes of the tokens."""
+        ids = ids if isinstance(ids, Sequence) else list(ids)
+        try:
+            return b"".join(map(self._vocab.__getitem__, ids))
+        except (KeyError, TypeError):
+            pass
+        for position, token_id in enumerate(ids):
+            try:
+                self._vocab[token_id]
+            except (KeyError, TypeError):
+                raise EncodeError(f"unknown token id {token_id!r} at position {position}") from None
+        raise AssertionError("unreachable: decode failed but every id is known")
+
+    def decode(self, ids: Iterable[int]) -> str:
+        """The text of the tokens; bytes that are not valid UTF-8 become U+FFFD."""
+        return self.decode_bytes(ids).decode("utf-8", errors="replace")
+
+
+def _require_str(text: object) -> None:
+    if not isinstance(text, str):
+        raise TypeError(f"expected str, got {type(text).__name__}")
+
+
+def _check_text(text: str, offset: int) -> bytes:
+    """The UTF-8 of `text`; rejects a non-str or a str with a lone surrogate (it has no UTF-8)."""
+    _require_str(text)
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise EncodeError(
+            f"lone surrogate U+{ord(text[exc.start]):04X} at position {offset + exc.start} cannot be encoded"
+        ) from None

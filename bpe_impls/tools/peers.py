@@ -1,0 +1,114 @@
+"""Peers from PyPI, set up the one way every comparison uses (`bpe compare`, asv, pytest-benchmark).
+
+Trainers read the corpus themselves and train to the same vocab size as ours, on the same text:
+HuggingFace tokenizers' BpeTrainer with its ByteLevel pre-tokenizer (GPT-2's regex), the 256-byte
+initial alphabet and our special tokens; rustbpe, which knows no special tokens, on the documents
+between them (so it never counts one as text), with GPT-2's pattern. Their merges differ from ours
+by design (their own tie-breaks), so only time and memory are compared for training.
+
+Encoders are built from one of our (vocab, merges) pairs, offline, keeping our special tokens' ids,
+so their ids can be compared with ours. None of the peers is required by the package: each is
+imported only when used, and `installed` says which are there.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
+
+from ..base.patterns import GPT2_PATTERN, special_token_regex
+from ..encoding.formats.gpt2 import token_to_str
+
+Vocab = Mapping[int, bytes]
+Merges = Sequence[tuple[bytes, bytes]]
+
+
+def installed(module: str) -> bool:
+    """Whether a peer's module can be imported (without importing it)."""
+    return importlib.util.find_spec(module) is not None
+
+
+def iter_documents(path: str, special_tokens: Sequence[str], block: int = 1 << 20) -> Iterator[str]:
+    """The text between special tokens, streamed (for peers that take an iterator of strings)."""
+    pattern = special_token_regex(tuple(special_tokens))
+    carry = ""
+    with open(path, encoding="utf-8", newline="") as file:
+        while chunk := file.read(block):
+            pieces = pattern.split(carry + chunk) if pattern else [carry + chunk]
+            carry = pieces.pop()  # may end in part of a special token: completed by the next block
+            yield from (piece for piece in pieces if piece)
+    if carry:
+        yield carry
+
+
+def train_huggingface(path: str, vocab_size: int, special_tokens: Sequence[str], workers: int | None = None) -> int:
+    """Train HF tokenizers' BPE on the file; returns the number of merges it made."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size, special_tokens=list(special_tokens), show_progress=False,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
+    tokenizer.train([str(path)], trainer)
+    return tokenizer.get_vocab_size() - 256 - len(special_tokens)
+
+
+def train_rustbpe(path: str, vocab_size: int, special_tokens: Sequence[str], workers: int | None = None) -> int:
+    """Train rustbpe on the documents between special tokens; returns the number of merges it made.
+
+    Its vocab_size counts the 256 bytes and the merges only, so it is given ours less the specials.
+    """
+    import rustbpe
+
+    tokenizer = rustbpe.Tokenizer()
+    tokenizer.train_from_iterator(
+        iter_documents(str(path), special_tokens), vocab_size - len(special_tokens), pattern=GPT2_PATTERN
+    )
+    return tokenizer.vocab_size - 256
+
+
+def special_ids(vocab: Vocab, special_tokens: Sequence[str]) -> dict[str, int]:
+    """Each special token's id in `vocab` (trained vocabs put them first, GPT-2's last)."""
+    ids = {token: i for i, token in vocab.items()}
+    return {special: ids[special.encode("utf-8")] for special in special_tokens if special.encode("utf-8") in ids}
+
+
+def tiktoken_encoding(vocab: Vocab, special_tokens: Sequence[str], name: str = "bpe_impls_peer") -> Any:
+    """A tiktoken Encoding of our vocab, ranks = ids, special tokens keeping their ids.
+
+    tiktoken merges by the rank of the concatenated bytes, which gives our ids whenever every
+    token is what its own merges produce (true of GPT-2's vocab: tests/test_oracle_tiktoken.py).
+    """
+    import tiktoken
+
+    specials = special_ids(vocab, special_tokens)
+    return tiktoken.Encoding(
+        name=name, pat_str=GPT2_PATTERN,
+        mergeable_ranks={token: i for i, token in vocab.items() if i not in specials.values()},
+        special_tokens=specials,
+    )
+
+
+def huggingface_tokenizer(vocab: Vocab, merges: Merges, special_tokens: Sequence[str]) -> Any:
+    """An HF tokenizers Tokenizer of our vocab and merges, with GPT-2's byte-level pre-tokenizer."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    specials = special_ids(vocab, special_tokens)
+    hf_vocab = {token_to_str(token): i for i, token in vocab.items() if i not in specials.values()}
+    # The special tokens keep our ids: HF would otherwise give them len(vocab), an id in use.
+    hf_vocab.update(specials)
+    hf_merges = [(token_to_str(a), token_to_str(b)) for a, b in merges]
+    tokenizer = Tokenizer(models.BPE(vocab=hf_vocab, merges=hf_merges))
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    tokenizer.add_special_tokens(list(special_tokens))
+    return tokenizer
+
+
+# Peer trainers by name: (module to import, train(path, vocab_size, special_tokens, workers) -> merges).
+TRAIN_PEERS: dict[str, tuple[str, Callable[..., int]]] = {
+    "huggingface": ("tokenizers", train_huggingface),
+    "rustbpe": ("rustbpe", train_rustbpe),
+}
