@@ -7,11 +7,27 @@ bpe_impls/native.py for how the package picks).
 
 from setuptools import Extension, setup
 
+# The C sources live in csrc/ (MANIFEST.in ships them in the sdist); a header edit rebuilds both.
+_HEADERS = ["csrc/bpe_util.h", "csrc/scanner.h", "csrc/scan_kind.h", "csrc/counter.h", "csrc/encoder.h"]
 _FLAGS = ["-O3", "-std=c11", "-Wall", "-Wextra", "-Wno-unused-parameter", "-Wno-missing-field-initializers"]
 
 setup(
     ext_modules=[
-        Extension("bpe_impls._native", ["bpe_impls/_native.c"], extra_compile_args=_FLAGS, optional=True),
-        Extension("bpe_impls._native_train", ["bpe_impls/_native_train.c"], extra_compile_args=_FLAGS, optional=True),
+        Extension(
+            "bpe_impls._native",
+            ["csrc/native_module.c", "csrc/scanner.c", "csrc/counter.c", "csrc/encoder.c"],
+            include_dirs=["csrc"],
+            depends=_HEADERS,
+            extra_compile_args=_FLAGS,
+            optional=True,
+        ),
+        Extension(
+            "bpe_impls._native_train",
+            ["csrc/trainer.c"],
+            include_dirs=["csrc"],
+            depends=_HEADERS,
+            extra_compile_args=_FLAGS,
+            optional=True,
+        ),
     ]
 )

@@ -1,0 +1,155 @@
+/* bpe_impls._native: the GPT-2 pre-tokenizer, a pre-token counter and a BPE
+ * encoder, in C.
+ *
+ * Each piece does exactly what the pure-Python path does
+ * (bpe_impls/pretokenize.py and bpe_impls/tokenizer.py); tests/test_native.py
+ * and the registry-wide suites prove it.
+ *
+ *     scanner.h, scan_kind.h, scanner.c   the GPT-2 pre-tokenizer over str and
+ * over UTF-8 counter.h, counter.c                PretokenCounter and its
+ * BytesMap encoder.h, encoder.c                Encoder native_module.c this
+ * module: its functions and PyInit__native */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "bpe_util.h"
+#include "counter.h"
+#include "encoder.h"
+#include "scanner.h"
+
+static PyObject *
+set_char_classes(PyObject *module, PyObject *arg)
+{
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) {
+        return NULL;
+    }
+    PyObject *result = NULL;
+    unsigned char *copy = NULL;
+    if (view.len != N_CODEPOINTS) {
+        PyErr_Format(PyExc_ValueError,
+                     "class table must have %d entries, got %zd", N_CODEPOINTS,
+                     view.len);
+        goto done;
+    }
+    const unsigned char *classes = view.buf;
+    for (Py_ssize_t k = 0; k < view.len; k++) {
+        if (classes[k] > CLS_SPACE) {
+            PyErr_Format(PyExc_ValueError,
+                         "class table entry %zd is %d, not 0-3", k,
+                         (int)classes[k]);
+            goto done;
+        }
+    }
+    /* The table in use is never freed or changed: scans in other threads read
+     * it without the GIL. The first one set stays; a later call must bring the
+     * same table. */
+    if (bpe_char_class != NULL) {
+        if (memcmp(bpe_char_class, classes, N_CODEPOINTS) != 0) {
+            PyErr_SetString(PyExc_ValueError,
+                            "a different class table is already set");
+            goto done;
+        }
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    copy = malloc(N_CODEPOINTS);
+    if (copy == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    memcpy(copy, classes, N_CODEPOINTS);
+    bpe_char_class = copy;
+    result = Py_NewRef(Py_None);
+done:
+    PyBuffer_Release(&view);
+    return result;
+}
+
+static PyObject *
+every_code_point(PyObject *module, PyObject *unused)
+{
+    PyObject *out = PyUnicode_New(N_CODEPOINTS, 0x10FFFF);
+    if (out == NULL) {
+        return NULL;
+    }
+    Py_UCS4 *data = PyUnicode_4BYTE_DATA(out);
+    for (Py_UCS4 c = 0; c < N_CODEPOINTS; c++) {
+        data[c] = c;
+    }
+    return out;
+}
+
+static PyObject *
+pretokenize(PyObject *module, PyObject *arg)
+{
+    if (!bpe_classes_ready()) {
+        return NULL;
+    }
+    Text t;
+    if (bpe_text_open(&t, arg) < 0) {
+        return NULL;
+    }
+    PyObject *out = PyList_New(0);
+    if (out == NULL) {
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < t.n;) {
+        Py_ssize_t j = bpe_text_next_end(&t, i);
+        PyObject *piece = PyUnicode_Substring(arg, i, j);
+        if (piece == NULL || PyList_Append(out, piece) < 0) {
+            Py_XDECREF(piece);
+            Py_DECREF(out);
+            return NULL;
+        }
+        Py_DECREF(piece);
+        i = j;
+    }
+    return out;
+}
+
+static PyMethodDef module_methods[] = {
+    {"set_char_classes", set_char_classes, METH_O,
+     "set_char_classes(table)\n--\n\nThe class of every code point "
+     "(0 other, 1 letter, 2 number, 3 whitespace), 0x110000 bytes."},
+    {"every_code_point", every_code_point, METH_NOARGS,
+     "every_code_point()\n--\n\nA str of every code point in order, "
+     "surrogates included."},
+    {"pretokenize", pretokenize, METH_O,
+     "pretokenize(text)\n--\n\nThe GPT-2 pre-tokens of text, as a list of "
+     "str."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef native_module = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "bpe_impls._native",
+    .m_doc =
+        "The GPT-2 pre-tokenizer, a pre-token counter and a BPE encoder in C.",
+    .m_size = -1,
+    .m_methods = module_methods,
+};
+
+PyMODINIT_FUNC
+PyInit__native(void)
+{
+    if (PyType_Ready(&bpe_CounterType) < 0 ||
+        PyType_Ready(&bpe_EncoderType) < 0)
+    {
+        return NULL;
+    }
+    PyObject *m = PyModule_Create(&native_module);
+    if (m == NULL) {
+        return NULL;
+    }
+    if (PyModule_AddObjectRef(m, "PretokenCounter",
+                              (PyObject *)&bpe_CounterType) < 0 ||
+        PyModule_AddObjectRef(m, "Encoder", (PyObject *)&bpe_EncoderType) < 0)
+    {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

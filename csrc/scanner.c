@@ -1,0 +1,198 @@
+/* The parts of the GPT-2 scanner that do not run once per pre-token (see
+ * scanner.h): the class table, UTF-8 validation, the str view and the
+ * special-token splitter. */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "scanner.h"
+
+BPE_INTERNAL unsigned char *bpe_char_class = NULL;
+
+BPE_INTERNAL int
+bpe_classes_ready(void)
+{
+    if (bpe_char_class == NULL) {
+        PyErr_SetString(
+            PyExc_RuntimeError,
+            "bpe_impls._native: set_char_classes() was not called");
+        return 0;
+    }
+    return 1;
+}
+
+BPE_INTERNAL int
+bpe_utf8_valid(const unsigned char *s, size_t n)
+{
+    size_t i = 0;
+    while (i < n) {
+        if (i + 8 <= n) {
+            uint64_t v;
+            memcpy(&v, s + i, 8);
+            if (!(v & 0x8080808080808080ull)) {
+                i += 8;
+                continue;
+            }
+        }
+        unsigned char c = s[i];
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        size_t need;
+        /* allowed range of the second byte */
+        unsigned char lo = 0x80, hi = 0xBF;
+        if (c >= 0xC2 && c <= 0xDF) {
+            need = 1;
+        }
+        else if (c >= 0xE0 && c <= 0xEF) {
+            need = 2;
+            if (c == 0xE0) {
+                lo = 0xA0;
+            }
+            else if (c == 0xED) {
+                hi = 0x9F;
+            }
+        }
+        else if (c >= 0xF0 && c <= 0xF4) {
+            need = 3;
+            if (c == 0xF0) {
+                lo = 0x90;
+            }
+            else if (c == 0xF4) {
+                hi = 0x8F;
+            }
+        }
+        else {
+            return 0;
+        }
+        if (i + need >= n) {
+            return 0; /* truncated */
+        }
+        if (s[i + 1] < lo || s[i + 1] > hi) {
+            return 0;
+        }
+        for (size_t k = 2; k <= need; k++) {
+            if ((s[i + k] & 0xC0) != 0x80) {
+                return 0;
+            }
+        }
+        i += need + 1;
+    }
+    return 1;
+}
+
+BPE_INTERNAL int
+bpe_text_open(Text *t, PyObject *obj)
+{
+    if (!PyUnicode_Check(obj)) {
+        PyErr_Format(PyExc_TypeError, "expected str, got %.100s",
+                     Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+#if PY_VERSION_HEX < 0x030C0000
+    if (PyUnicode_READY(obj) < 0) {
+        return -1;
+    }
+#endif
+    t->kind = PyUnicode_KIND(obj);
+    t->data = PyUnicode_DATA(obj);
+    t->n = PyUnicode_GET_LENGTH(obj);
+    t->ascii = PyUnicode_IS_ASCII(obj);
+    t->scratch = NULL;
+    t->scratch_cap = 0;
+    t->bad = -1;
+    return 0;
+}
+
+BPE_INTERNAL void
+bpe_text_close(Text *t)
+{
+    free(t->scratch);
+    t->scratch = NULL;
+}
+
+BPE_INTERNAL PyObject *
+bpe_surrogate_error(const Text *t)
+{
+    char code[16]; /* PyErr_Format has no %04X */
+    snprintf(code, sizeof(code), "U+%04X",
+             (unsigned)PyUnicode_READ(t->kind, t->data, t->bad));
+    return PyErr_Format(PyExc_ValueError,
+                        "lone surrogate %s at position %zd cannot be encoded",
+                        code, t->bad);
+}
+
+BPE_INTERNAL int
+bpe_specials_open(Specials *sp, PyObject *seq, PyObject **held)
+{
+    memset(sp, 0, sizeof(*sp));
+    *held = PySequence_Fast(seq, "special tokens must be a sequence of bytes");
+    if (*held == NULL) {
+        return -1;
+    }
+    Py_ssize_t count = PySequence_Fast_GET_SIZE(*held);
+    sp->token = PyMem_Calloc((size_t)count + 1, sizeof(*sp->token));
+    sp->len = PyMem_Calloc((size_t)count + 1, sizeof(*sp->len));
+    sp->origin = PyMem_Calloc((size_t)count + 1, sizeof(*sp->origin));
+    if (sp->token == NULL || sp->len == NULL || sp->origin == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t k = 0; k < count; k++) {
+        PyObject *item = PySequence_Fast_GET_ITEM(*held, k);
+        if (!PyBytes_Check(item) || PyBytes_GET_SIZE(item) == 0) {
+            PyErr_Format(PyExc_TypeError,
+                         "special token #%zd is not non-empty bytes", k);
+            return -1;
+        }
+        /* insertion sort, longest first, stable */
+        const unsigned char *token =
+            (const unsigned char *)PyBytes_AS_STRING(item);
+        size_t len = (size_t)PyBytes_GET_SIZE(item), at = sp->count;
+        while (at > 0 && sp->len[at - 1] < len) {
+            sp->token[at] = sp->token[at - 1];
+            sp->len[at] = sp->len[at - 1];
+            sp->origin[at] = sp->origin[at - 1];
+            at--;
+        }
+        sp->token[at] = token;
+        sp->len[at] = len;
+        sp->origin[at] = (size_t)k;
+        sp->count++;
+        sp->first[token[0]] = 1;
+    }
+    return 0;
+}
+
+BPE_INTERNAL void
+bpe_specials_close(Specials *sp, PyObject *held)
+{
+    PyMem_Free(sp->token);
+    PyMem_Free(sp->len);
+    PyMem_Free(sp->origin);
+    Py_XDECREF(held);
+}
+
+BPE_INTERNAL size_t
+bpe_next_special(const Specials *sp, const unsigned char *s, size_t from,
+                 size_t n, size_t *len, size_t *which)
+{
+    for (size_t p = from; p < n; p++) {
+        if (!sp->first[s[p]]) {
+            continue;
+        }
+        for (size_t k = 0; k < sp->count; k++) {
+            if (sp->len[k] <= n - p &&
+                memcmp(s + p, sp->token[k], sp->len[k]) == 0)
+            {
+                *len = sp->len[k];
+                *which = sp->origin[k];
+                return p;
+            }
+        }
+    }
+    *len = 0;
+    return n;
+}

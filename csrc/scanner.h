@@ -1,0 +1,217 @@
+/* The GPT-2 pre-tokenizer: a hand-written scanner for the pattern
+ *     '(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+ * over a str's code points (each PEP 393 kind) and over valid UTF-8 bytes. It
+ * needs only four character classes (letter, number, whitespace, other); their
+ * table is built by bpe_impls/native.py from the `regex` module itself and
+ * handed in with set_char_classes(), so the C and the pure-Python paths use
+ * the same Unicode data.
+ *
+ * The per-pre-token functions are `static inline` here rather than in
+ * scanner.c: the counter and the encoder call them once per pre-token, and a
+ * call across .c files cannot be inlined. */
+#ifndef BPE_SCANNER_H
+#define BPE_SCANNER_H
+
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "bpe_util.h"
+
+enum { CLS_OTHER = 0, CLS_LETTER = 1, CLS_NUMBER = 2, CLS_SPACE = 3 };
+#define N_CODEPOINTS 0x110000
+
+/* One class per code point (1.1 MB); NULL until set_char_classes() is called.
+ * Once set, it is never freed or changed: scans in other threads read it
+ * without the GIL. */
+extern BPE_INTERNAL unsigned char *bpe_char_class;
+
+/* 1 if the class table is set, else 0 with RuntimeError set. */
+BPE_INTERNAL int bpe_classes_ready(void);
+
+/* bpe_next_end_1/2/4 and bpe_utf8_1/2/4, one pair per str kind. */
+#define CHAR_T Py_UCS1
+#define SUFFIX _1
+#include "scan_kind.h"
+
+#define CHAR_T Py_UCS2
+#define SUFFIX _2
+#include "scan_kind.h"
+
+#define CHAR_T Py_UCS4
+#define SUFFIX _4
+#include "scan_kind.h"
+
+/* The code point at byte i of valid UTF-8, and its length in *len. */
+static inline Py_UCS4
+bpe_utf8_at(const unsigned char *s, size_t i, size_t *len)
+{
+    unsigned char c = s[i];
+    if (c < 0x80) {
+        *len = 1;
+        return c;
+    }
+    if (c < 0xE0) {
+        *len = 2;
+        return (Py_UCS4)(c & 0x1F) << 6 | (s[i + 1] & 0x3F);
+    }
+    if (c < 0xF0) {
+        *len = 3;
+        return ((Py_UCS4)(c & 0x0F) << 12 | (Py_UCS4)(s[i + 1] & 0x3F) << 6 |
+                (s[i + 2] & 0x3F));
+    }
+    *len = 4;
+    return ((Py_UCS4)(c & 0x07) << 18 | (Py_UCS4)(s[i + 1] & 0x3F) << 12 |
+            (Py_UCS4)(s[i + 2] & 0x3F) << 6 | (s[i + 3] & 0x3F));
+}
+
+/* The scanner over valid UTF-8 bytes (positions are byte offsets): counting a
+ * file's bytes directly skips decoding it to a str, and the pre-token's bytes
+ * are then its key as they stand. The end of the pre-token that starts at i (i
+ * < n). */
+static inline size_t
+bpe_next_end_utf8(const unsigned char *s, size_t i, size_t n)
+{
+    unsigned char c = s[i];
+    if (c == '\'' && i + 1 < n) {
+        unsigned char d = s[i + 1];
+        if (d == 's' || d == 'd' || d == 'm' || d == 't') {
+            return i + 2;
+        }
+        if (i + 2 < n) {
+            unsigned char e = s[i + 2];
+            if ((d == 'l' && e == 'l') || (d == 'v' && e == 'e') ||
+                (d == 'r' && e == 'e'))
+            {
+                return i + 3;
+            }
+        }
+    }
+    const unsigned char *char_class = bpe_char_class;
+    size_t len;
+    int cls = char_class[bpe_utf8_at(s, i, &len)];
+    size_t j = i + len;
+    if (c == ' ' && j < n) {
+        int next_cls = char_class[bpe_utf8_at(s, j, &len)];
+        if (next_cls != CLS_SPACE) {
+            cls = next_cls;
+            j += len;
+        }
+    }
+    if (cls != CLS_SPACE) {
+        while (j < n && char_class[bpe_utf8_at(s, j, &len)] == cls) {
+            j += len;
+        }
+        return j;
+    }
+    /* Whitespace: as bpe_next_end_1 etc., with `last` the start of the run's
+     * last character. */
+    size_t last = i;
+    while (j < n && char_class[bpe_utf8_at(s, j, &len)] == CLS_SPACE) {
+        last = j;
+        j += len;
+    }
+    if (j == n || last == i) {
+        return j;
+    }
+    return last;
+}
+
+/* True if s[0:n] is valid UTF-8 as Python's strict decoder defines it (no
+ * surrogates, nothing overlong, nothing above U+10FFFF, no truncated
+ * sequence). */
+BPE_INTERNAL int bpe_utf8_valid(const unsigned char *s, size_t n);
+
+/* A str's code points, read without the GIL (a str is immutable; the caller
+ * holds a reference). */
+typedef struct {
+    int kind;
+    const void *data;
+    Py_ssize_t n;
+    int ascii; /* then the data are already the UTF-8 bytes */
+    /* UTF-8 of the current pre-token, when not ascii */
+    unsigned char *scratch;
+    size_t scratch_cap;
+    /* position of a lone surrogate, after bpe_text_utf8 failed */
+    Py_ssize_t bad;
+} Text;
+
+/* Open a view of obj: 0, or -1 with TypeError set if it is not a str. */
+BPE_INTERNAL int bpe_text_open(Text *t, PyObject *obj);
+BPE_INTERNAL void bpe_text_close(Text *t);
+
+/* Set ValueError for the lone surrogate that made bpe_text_utf8 fail; returns
+ * NULL. */
+BPE_INTERNAL PyObject *bpe_surrogate_error(const Text *t);
+
+/* The end of the pre-token that starts at i (i < t->n). */
+static inline Py_ssize_t
+bpe_text_next_end(const Text *t, Py_ssize_t i)
+{
+    switch (t->kind) {
+    case PyUnicode_1BYTE_KIND:
+        return bpe_next_end_1((const Py_UCS1 *)t->data, i, t->n);
+    case PyUnicode_2BYTE_KIND:
+        return bpe_next_end_2((const Py_UCS2 *)t->data, i, t->n);
+    default:
+        return bpe_next_end_4((const Py_UCS4 *)t->data, i, t->n);
+    }
+}
+
+/* The UTF-8 bytes of text[i:j]; NULL with *len = -1 at a lone surrogate, -2
+ * when out of memory. Valid until the next call. */
+static inline const unsigned char *
+bpe_text_utf8(Text *t, Py_ssize_t i, Py_ssize_t j, Py_ssize_t *len)
+{
+    if (t->ascii) {
+        *len = j - i;
+        return (const unsigned char *)t->data + i;
+    }
+    if (bpe_reserve(&t->scratch, &t->scratch_cap, 4 * (size_t)(j - i), 1,
+                    256) < 0)
+    {
+        *len = -2;
+        return NULL;
+    }
+    switch (t->kind) {
+    case PyUnicode_1BYTE_KIND:
+        *len = bpe_utf8_1((const Py_UCS1 *)t->data, i, j, t->scratch, &t->bad);
+        break;
+    case PyUnicode_2BYTE_KIND:
+        *len = bpe_utf8_2((const Py_UCS2 *)t->data, i, j, t->scratch, &t->bad);
+        break;
+    default:
+        *len = bpe_utf8_4((const Py_UCS4 *)t->data, i, j, t->scratch, &t->bad);
+        break;
+    }
+    return *len < 0 ? NULL : t->scratch;
+}
+
+/* The special tokens, longest first: at a position where several match, the
+ * longest wins, as in pretokenize.special_token_regex (only tokens that are
+ * prefixes of one another can both match at one position, so byte length
+ * orders them as character length does). */
+typedef struct {
+    size_t count;
+    const unsigned char **token;
+    size_t *len;
+    size_t *origin; /* each token's position in the sequence given */
+    /* first[b]: some special token starts with byte b */
+    unsigned char first[256];
+} Specials;
+
+/* Read seq (a sequence of non-empty bytes) into sp: 0, or -1 with an exception
+ * set. *held keeps the tokens alive; bpe_specials_close(sp, *held) must follow
+ * either way. */
+BPE_INTERNAL int bpe_specials_open(Specials *sp, PyObject *seq,
+                                   PyObject **held);
+BPE_INTERNAL void bpe_specials_close(Specials *sp, PyObject *held);
+
+/* Where the next special token at or after `from` starts (n if none); its
+ * length in *len (0 if none) and its position in the sequence given in *which.
+ */
+BPE_INTERNAL size_t bpe_next_special(const Specials *sp,
+                                     const unsigned char *s, size_t from,
+                                     size_t n, size_t *len, size_t *which);
+
+#endif /* BPE_SCANNER_H */

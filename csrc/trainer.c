@@ -1,0 +1,1116 @@
+/* bpe_impls._native_train: the merge loop of the "native" trainer, in C.
+ *
+ * bpe_impls/native_train.py is the Python side and describes the design; this
+ * is route_b.py's algorithm (in-place merges found through an append-only
+ * occurrence index, lazy max-heap) on flat C arrays. One entry point:
+ *
+ *     train(word_counts, num_merges, on_merges=None)
+ *         -> [(left bytes, right bytes), ...]
+ *
+ * It copies the words out of `word_counts` (holding the GIL), then builds the
+ * pair table and runs the merges with the GIL released, in batches; between
+ * batches it checks for signals (Ctrl-C) and calls on_merges(k) with the
+ * number of merges just made, if given. Nothing in this file holds a Python
+ * object while the GIL is released.
+ *
+ * Words are laid out one byte per cell in one array, `val`, each word preceded
+ * by a BOUNDARY cell (and one more at the end). A token covers consecutive
+ * cells (its bytes); val of its first cell is its id. The other cells of a
+ * token are dead (negative): its last cell holds the offset back to the
+ * token's start, so the token before cell n is found from val[n - 1] alone,
+ * and the token after a token starting at n starts at n + len(token). So a
+ * word needs no prev/next links. */
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bpe_util.h"
+
+/* val[] of a cell between words: matches no token, ends every walk */
+#define BOUNDARY INT32_MIN
+/* val[] of a token's inner cell (any negative but BOUNDARY would do) */
+#define DEAD (-1)
+/* merges between signal checks and progress calls */
+#define BATCH 256
+/* occurrence-list entries between a prefetch and its use */
+#define LOOKAHEAD 16
+
+/* An occurrence list's cells are scattered over the words: fetching them ahead
+ * hides the cache misses that dominate the first, largest merges on a big
+ * corpus (about 20% of the run there). */
+#if defined(__GNUC__) || defined(__clang__)
+#define PREFETCH(address) __builtin_prefetch(address)
+#else
+#define PREFETCH(address) ((void)0)
+#endif
+
+/* The cells where a pair was seen. Append-only: an entry is live only while
+ * the pair is still at that cell, which the merge re-tests (route_b's index).
+ */
+typedef struct {
+    int32_t *items;
+    size_t len, cap;
+} CellList;
+
+/* Most pairs never hold more than a few occurrences, so a list's first
+ * SMALL_LIST entries come from a bump arena, released all at once, rather than
+ * from one malloc each; a list that outgrows them moves to malloc. So a list
+ * owns its items (must free them) exactly when cap > SMALL_LIST. */
+#define SMALL_LIST 4
+#define ARENA_BLOCK 16384 /* int32s per arena block */
+
+typedef struct {
+    int32_t **blocks;
+    size_t num_blocks, blocks_cap;
+    size_t used; /* int32s handed out from the last block */
+} Arena;
+
+static int32_t *
+arena_take(Arena *arena)
+{
+    if (arena->num_blocks == 0 || arena->used + SMALL_LIST > ARENA_BLOCK) {
+        if (bpe_reserve(&arena->blocks, &arena->blocks_cap,
+                        arena->num_blocks + 1, sizeof *arena->blocks, 4) < 0)
+        {
+            return NULL;
+        }
+        int32_t *block = malloc(ARENA_BLOCK * sizeof *block);
+        if (block == NULL) {
+            return NULL;
+        }
+        arena->blocks[arena->num_blocks++] = block;
+        arena->used = 0;
+    }
+    int32_t *items = arena->blocks[arena->num_blocks - 1] + arena->used;
+    arena->used += SMALL_LIST;
+    return items;
+}
+
+static void
+arena_free(Arena *arena)
+{
+    for (size_t i = 0; i < arena->num_blocks; i++) {
+        free(arena->blocks[i]);
+    }
+    free(arena->blocks);
+}
+
+static int
+cells_append(Arena *arena, CellList *list, int32_t cell)
+{
+    if (list->len == list->cap) {
+        if (list->cap == 0) {
+            if ((list->items = arena_take(arena)) == NULL) {
+                return -1;
+            }
+            list->cap = SMALL_LIST;
+        }
+        else {
+            size_t cap = 2 * list->cap;
+            int32_t *items = list->cap > SMALL_LIST
+                                 ? realloc(list->items, cap * sizeof *items)
+                                 : malloc(cap * sizeof *items);
+            if (items == NULL) {
+                return -1;
+            }
+            if (list->cap == SMALL_LIST) {
+                memcpy(items, list->items, list->len * sizeof *items);
+            }
+            list->items = items;
+            list->cap = cap;
+        }
+    }
+    list->items[list->len++] = cell;
+    return 0;
+}
+
+static void
+cells_free(CellList *list)
+{
+    if (list->cap > SMALL_LIST) {
+        free(list->items);
+    }
+}
+
+/* ---- tokens: id <-> bytes ----------------------------------------------- */
+
+/* Every token's bytes back to back, and a hash table from bytes to id: one id
+ * per byte string, so a merge whose bytes already exist (`a`+`bc` after
+ * `ab`+`c`) reuses that token's id. */
+typedef struct {
+    uint8_t *bytes;
+    size_t bytes_len, bytes_cap;
+    size_t *start; /* token id -> offset of its bytes */
+    int32_t *len; /* token id -> number of bytes = number of cells it covers */
+    /* token id -> its first 8 bytes, big-endian, zero-padded: orders most ties
+     */
+    uint64_t *head;
+    int32_t count, cap;
+    int32_t *slots; /* open addressing, linear probing; -1 is empty */
+    size_t slot_mask;
+} Tokens;
+
+/* Python's bytes order: memcmp over the common prefix, then the shorter one is
+ * smaller. */
+static int
+compare_tokens(const Tokens *t, int32_t x, int32_t y)
+{
+    if (x == y) {
+        return 0; /* ids are unique per byte string */
+    }
+    /* Padded heads differ where the bytes differ or where one ends, so they
+     * order most pairs. */
+    if (t->head[x] != t->head[y]) {
+        return t->head[x] < t->head[y] ? -1 : 1;
+    }
+    int32_t lx = t->len[x], ly = t->len[y];
+    int c = memcmp(t->bytes + t->start[x], t->bytes + t->start[y],
+                   (size_t)(lx < ly ? lx : ly));
+    if (c != 0) {
+        return c;
+    }
+    return (lx > ly) - (lx < ly);
+}
+
+/* The id of the token whose bytes end the arena (not yet committed), adding it
+ * if new. */
+static int32_t
+intern_tail(Tokens *t, size_t start, size_t n)
+{
+    const uint8_t *p = t->bytes + start;
+    size_t i = bpe_hash_bytes(p, n) & t->slot_mask;
+    for (;; i = (i + 1) & t->slot_mask) {
+        int32_t id = t->slots[i];
+        if (id < 0) {
+            break;
+        }
+        if ((size_t)t->len[id] == n &&
+            memcmp(t->bytes + t->start[id], p, n) == 0)
+        {
+            return id;
+        }
+    }
+    /* cap was sized for every token this run can make */
+    int32_t id = t->count++;
+    uint64_t head = 0;
+    for (size_t k = 0; k < 8; k++) {
+        head = head << 8 | (k < n ? p[k] : 0);
+    }
+    t->slots[i] = id;
+    t->start[id] = start;
+    t->len[id] = (int32_t)n;
+    t->head[id] = head;
+    t->bytes_len = start + n;
+    return id;
+}
+
+static int
+tokens_init(Tokens *t, int32_t cap)
+{
+    size_t slots = 16;
+    while (slots < 2 * (size_t)cap) {
+        slots *= 2; /* load factor <= 1/2 */
+    }
+    t->start = malloc((size_t)cap * sizeof *t->start);
+    t->len = malloc((size_t)cap * sizeof *t->len);
+    t->head = malloc((size_t)cap * sizeof *t->head);
+    t->slots = malloc(slots * sizeof *t->slots);
+    if (!t->start || !t->len || !t->head || !t->slots ||
+        bpe_reserve(&t->bytes, &t->bytes_cap, 4096, 1, 4) < 0)
+    {
+        return -1;
+    }
+    memset(t->slots, 0xff, slots * sizeof *t->slots);
+    t->slot_mask = slots - 1;
+    t->cap = cap;
+    for (int b = 0; b < 256; b++) { /* token id b is the byte b */
+        t->bytes[b] = (uint8_t)b;
+        intern_tail(t, (size_t)b, 1);
+    }
+    return 0;
+}
+
+/* The id of bytes(a) + bytes(b): -1 when out of memory. */
+static int32_t
+token_concat(Tokens *t, int32_t a, int32_t b)
+{
+    size_t la = (size_t)t->len[a], lb = (size_t)t->len[b],
+           start = t->bytes_len;
+    if (bpe_reserve(&t->bytes, &t->bytes_cap, start + la + lb, 1, 4) < 0) {
+        return -1;
+    }
+    /* after reserve: bytes may have moved */
+    memcpy(t->bytes + start, t->bytes + t->start[a], la);
+    memcpy(t->bytes + start + la, t->bytes + t->start[b], lb);
+    return intern_tail(t, start, la + lb);
+}
+
+/* ---- pairs -------------------------------------------------------------- */
+
+typedef struct {
+    /* over the pair's current occurrences, each weighted by its word's count
+     */
+    int64_t count;
+    int32_t left, right;
+    /* the last merge that raised count: each grown pair is pushed once */
+    int32_t grown_at;
+    CellList seen; /* cells where the pair was seen (left token's start) */
+} Pair;
+
+typedef struct {
+    uint64_t key; /* left << 32 | right; EMPTY_KEY when free */
+    int32_t pair;
+} PairSlot;
+
+/* ids are below 2**31, so no pair has this key */
+#define EMPTY_KEY UINT64_MAX
+
+/* A heap entry: `count` is the pair's count when pushed, an upper bound of it
+ * or a leftover (see pop_best). It names the pair by its tokens, not its id:
+ * comparing entries then reads only the small token tables, not the (large,
+ * randomly accessed) pair records. */
+typedef struct {
+    int64_t count;
+    int32_t left, right;
+} Entry;
+
+/* The two pairs one neighbour token t of the merged pair (a, b) moves an
+ * occurrence between: (t, a) -> (t, new) for a left neighbour, (b, t) -> (new,
+ * t) for a right one. Looked up once per merge and neighbour token rather than
+ * once per occurrence: a merge's many occurrences share few neighbours, and a
+ * token-indexed array is cheaper than the pair hash table. */
+typedef struct {
+    /* the merge these ids belong to (its number + 1; 0: none yet) */
+    int32_t stamp;
+    int32_t lost, gained;
+} Shift;
+
+typedef struct {
+    /* per cell: token id at a token's start, else BOUNDARY or negative */
+    int32_t *val;
+    int32_t *word; /* per cell: index of its word in word_count */
+    int64_t *word_count;
+    int32_t num_cells, num_words;
+
+    Pair *pairs; /* pair id -> pair; a pair keeps its id for the whole run */
+    size_t num_pairs, pairs_cap;
+    PairSlot
+        *slots; /* (left, right) -> pair id, open addressing, linear probing */
+    int slot_bits;
+    Arena arena; /* the first entries of every occurrence list */
+
+    Entry *heap;
+    size_t heap_len, heap_cap;
+
+    int32_t *grown; /* pairs whose count rose in the current merge */
+    size_t grown_len, grown_cap;
+    /* token id t -> ids of (t, a) and (t, new) in the current merge */
+    Shift *left_shift;
+    Shift *right_shift; /* token id t -> ids of (b, t) and (new, t) */
+
+    Tokens tok;
+    int32_t *merge_left, *merge_right;
+    int32_t num_merges, max_merges;
+} State;
+
+static size_t
+slot_of(uint64_t key, int bits)
+{
+    return (size_t)((key * 0x9E3779B97F4A7C15ull) >>
+                    (64 - bits)); /* Fibonacci hashing */
+}
+
+static int
+slots_resize(State *s, int bits)
+{
+    size_t n = (size_t)1 << bits;
+    PairSlot *slots = malloc(n * sizeof *slots);
+    if (slots == NULL) {
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        slots[i].key = EMPTY_KEY;
+    }
+    for (size_t p = 0; p < s->num_pairs;
+         p++) { /* pairs are never removed: rehash them all */
+        uint64_t key =
+            (uint64_t)s->pairs[p].left << 32 | (uint32_t)s->pairs[p].right;
+        size_t i = slot_of(key, bits);
+        while (slots[i].key != EMPTY_KEY) {
+            i = (i + 1) & (n - 1);
+        }
+        slots[i].key = key;
+        slots[i].pair = (int32_t)p;
+    }
+    free(s->slots);
+    s->slots = slots;
+    s->slot_bits = bits;
+    return 0;
+}
+
+/* The slot of pair (a, b), or the free slot where it would go. */
+static size_t
+pair_slot(const State *s, int32_t a, int32_t b)
+{
+    uint64_t key = (uint64_t)a << 32 | (uint32_t)b;
+    size_t mask = ((size_t)1 << s->slot_bits) - 1;
+    size_t i = slot_of(key, s->slot_bits);
+    while (s->slots[i].key != key && s->slots[i].key != EMPTY_KEY) {
+        i = (i + 1) & mask;
+    }
+    return i;
+}
+
+/* The id of pair (a, b), created with count 0 if new; -1 when out of memory.
+ */
+static int32_t
+pair_id(State *s, int32_t a, int32_t b)
+{
+    size_t i = pair_slot(s, a, b);
+    if (s->slots[i].key != EMPTY_KEY) {
+        return s->slots[i].pair;
+    }
+    if (bpe_reserve(&s->pairs, &s->pairs_cap, s->num_pairs + 1,
+                    sizeof *s->pairs, 4) < 0)
+    {
+        return -1;
+    }
+    int32_t id = (int32_t)s->num_pairs++;
+    s->pairs[id] = (Pair){.count = 0, .left = a, .right = b, .grown_at = -1};
+    s->slots[i].key = (uint64_t)a << 32 | (uint32_t)b;
+    s->slots[i].pair = id;
+    if (2 * s->num_pairs > ((size_t)1 << s->slot_bits) &&
+        slots_resize(s, s->slot_bits + 1) < 0)
+    {
+        return -1; /* keep the load factor <= 1/2 */
+    }
+    return id;
+}
+
+static int
+shift_lookup(State *s, Shift *sh, int32_t lost_left, int32_t lost_right,
+             int32_t gained_left, int32_t gained_right)
+{
+    /* exists: every adjacent pair is counted */
+    sh->lost = pair_id(s, lost_left, lost_right);
+    sh->gained = pair_id(s, gained_left, gained_right);
+    if (sh->lost < 0 || sh->gained < 0) {
+        return -1;
+    }
+    sh->stamp = s->num_merges + 1;
+    return 0;
+}
+
+/* Move one occurrence (at `cell`, in a word of count c) from sh->lost to
+ * sh->gained; index it under gained and note that gained grew. */
+static int
+shift_occurrence(State *s, const Shift *sh, int64_t c, int32_t cell)
+{
+    s->pairs[sh->lost].count -= c;
+    Pair *p = &s->pairs[sh->gained];
+    p->count += c;
+    if (cells_append(&s->arena, &p->seen, cell) < 0) {
+        return -1;
+    }
+    if (p->grown_at != s->num_merges) {
+        p->grown_at = s->num_merges;
+        if (bpe_reserve(&s->grown, &s->grown_cap, s->grown_len + 1,
+                        sizeof *s->grown, 4) < 0)
+        {
+            return -1;
+        }
+        s->grown[s->grown_len++] = sh->gained;
+    }
+    return 0;
+}
+
+/* ---- the heap ----------------------------------------------------------- */
+
+/* A max-heap of Entry: highest count first, ties to the greatest (left bytes,
+ * right bytes). A mirror of encoder.c's heap, not shared with it: that one
+ * orders plain uint64 keys, and a generic heap would call ranks_before through
+ * a pointer once per level of every sift. */
+
+static int
+ranks_before(const State *s, Entry e, Entry f)
+{
+    if (e.count != f.count) {
+        return e.count > f.count;
+    }
+    int c = compare_tokens(&s->tok, e.left, f.left);
+    if (c == 0) {
+        c = compare_tokens(&s->tok, e.right, f.right);
+    }
+    return c > 0;
+}
+
+/* Restore the heap below i after h[i] was lowered or replaced. Floyd's
+ * variant: the hole goes down to a leaf along the better child (one comparison
+ * per level), then the entry rises from there; the entry usually belongs near
+ * the bottom, so this halves the comparisons. */
+static void
+sift_down(State *s, size_t i)
+{
+    Entry *h = s->heap, e = h[i];
+    size_t n = s->heap_len, top = i;
+    for (size_t child; (child = 2 * i + 1) < n; i = child) {
+        if (child + 1 < n && ranks_before(s, h[child + 1], h[child])) {
+            child++;
+        }
+        h[i] = h[child];
+    }
+    while (i > top && ranks_before(s, e, h[(i - 1) / 2])) {
+        h[i] = h[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    h[i] = e;
+}
+
+static int
+heap_push(State *s, const Pair *p)
+{
+    if (bpe_reserve(&s->heap, &s->heap_cap, s->heap_len + 1, sizeof *s->heap,
+                    4) < 0)
+    {
+        return -1;
+    }
+    Entry e = {p->count, p->left, p->right}, *h = s->heap;
+    size_t i = s->heap_len++;
+    while (i > 0 && ranks_before(s, e, h[(i - 1) / 2])) {
+        h[i] = h[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    h[i] = e;
+    return 0;
+}
+
+static void
+heap_pop(State *s)
+{
+    s->heap[0] = s->heap[--s->heap_len];
+    if (s->heap_len > 0) {
+        sift_down(s, 0);
+    }
+}
+
+/* The pair to merge next, or -1 when none has a positive count (route_b's
+ * `_best`).
+ *
+ * Exact although lazy: a pair's count rises only in a merge that makes one of
+ * its tokens, and every pair that rose is pushed after that merge; otherwise
+ * counts only fall. So each pair with a positive count has an entry at least
+ * its count. An entry above the pair's count is put back with the real count;
+ * one below it is a leftover (a higher entry exists) and is dropped. The first
+ * entry that equals its pair's count therefore ranks before every other pair.
+ */
+static int32_t
+pop_best(State *s)
+{
+    while (s->heap_len > 0) {
+        Entry top = s->heap[0];
+        int32_t id = s->slots[pair_slot(s, top.left, top.right)]
+                         .pair; /* pairs are never removed */
+        int64_t actual = s->pairs[id].count;
+        if (actual == top.count) {
+            heap_pop(s);
+            return id;
+        }
+        if (actual > 0 && actual < top.count) {
+            s->heap[0].count = actual;
+            sift_down(s, 0);
+        }
+        else {
+            heap_pop(s); /* merged away or counted down to 0, or a leftover */
+        }
+    }
+    return -1;
+}
+
+/* ---- merging ------------------------------------------------------------ */
+
+/* The start of the token before the one starting at cell n, or -1 at the start
+ * of a word. */
+static inline int32_t
+token_before(const int32_t *val, int32_t n)
+{
+    int32_t v = val[n - 1];
+    if (v == BOUNDARY) {
+        return -1;
+    }
+    /* a multi-cell token's last cell holds -(its length - 1) */
+    return v >= 0 ? n - 1 : n - 1 + v;
+}
+
+/* Merge `x a b y` into `x new y` at cell n, where a starts, and move the
+ * neighbour pairs: (x, a) and (b, y) lose this occurrence, (x, new) and (new,
+ * y) gain it (route_b's `_merge_at`). (a, b) itself is zeroed by the caller.
+ * Neighbours are read as they are now, so successive merges in a word (`a b a
+ * b`, a run of a's) each see the previous one. */
+static int
+merge_at(State *s, int32_t n, int32_t new_id)
+{
+    int32_t *val = s->val;
+    int32_t a = val[n];
+    int32_t m = n + s->tok.len[a];
+    int32_t b = val[m];
+    /* the next token's start, or the word's closing BOUNDARY */
+    int32_t y = m + s->tok.len[b];
+    int32_t last = y - 1;
+    int32_t x = token_before(val, n);
+    int64_t c = s->word_count[s->word[n]];
+
+    val[n] = new_id;
+    val[m] = DEAD;
+    /* after DEAD: when b is one byte, m is the last cell */
+    val[last] = n - last;
+    int32_t stamp = s->num_merges + 1;
+    if (x >= 0) {
+        int32_t t = val[x];
+        Shift *sh = &s->left_shift[t];
+        if (sh->stamp != stamp && shift_lookup(s, sh, t, a, t, new_id) < 0) {
+            return -1;
+        }
+        if (shift_occurrence(s, sh, c, x) < 0) {
+            return -1;
+        }
+    }
+    if (val[y] != BOUNDARY) {
+        int32_t t = val[y];
+        Shift *sh = &s->right_shift[t];
+        if (sh->stamp != stamp && shift_lookup(s, sh, b, t, new_id, t) < 0) {
+            return -1;
+        }
+        if (shift_occurrence(s, sh, c, n) < 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Merge every live occurrence of pair `id` into `new_id`, greedily left to
+ * right in each word (route_b's `_merge_pair`). */
+static int
+merge_pair(State *s, int32_t id, int32_t new_id)
+{
+    int32_t a = s->pairs[id].left, b = s->pairs[id].right;
+    int32_t la = s->tok.len[a];
+    const int32_t *val = s->val;
+    /* Take the list: merging appends only to pairs holding new_id, never to
+     * (a, b); and pair_id may move s->pairs, so no pointer into it is kept
+     * across merge_at. */
+    CellList seen = s->pairs[id].seen;
+    s->pairs[id].seen = (CellList){NULL, 0, 0};
+    int err = 0;
+    if (a != b) {
+        /* Occurrences cannot overlap (the cell after an a holds b != a), so
+         * their order does not matter; a stale or repeated entry fails the
+         * test, as a merged cell holds new_id or is dead. */
+        for (size_t k = 0; k < seen.len && !err; k++) {
+            int32_t n = seen.items[k];
+            if (k + LOOKAHEAD < seen.len) {
+                PREFETCH(&val[seen.items[k + LOOKAHEAD]]);
+                PREFETCH(&s->word[seen.items[k + LOOKAHEAD]]);
+            }
+            if (val[n] == a && val[n + la] == b) {
+                err = merge_at(s, n, new_id);
+            }
+        }
+    }
+    else {
+        /* Overlapping: in a run of a's the naive trainer merges (0, 1), (2,
+         * 3), ... from the run's start, and the list need not hold a run's
+         * cells in that order. So from any live entry, walk back to the run's
+         * start and merge the whole run; its other entries then fail the test
+         * (no two a's stay adjacent). Each run is walked at most twice its
+         * length. */
+        int32_t lnew = s->tok.len[new_id];
+        for (size_t k = 0; k < seen.len && !err; k++) {
+            int32_t n = seen.items[k];
+            if (val[n] != a || val[n + la] != a) {
+                continue;
+            }
+            for (int32_t p = token_before(val, n); p >= 0 && val[p] == a;
+                 p = token_before(val, n))
+            {
+                n = p;
+            }
+            do {
+                err = merge_at(s, n, new_id);
+                n += lnew;
+            } while (!err && val[n] == a && val[n + la] == a);
+        }
+    }
+    cells_free(&seen);
+    s->pairs[id].count = 0; /* no word holds (a, b) any more */
+    return err;
+}
+
+/* Up to `limit` merges: how many were made (fewer when no pair is left), or -1
+ * when out of memory. Touches no Python object: runs with the GIL released. */
+static int32_t
+run_merges(State *s, int32_t limit)
+{
+    int32_t done = 0;
+    for (; done < limit && s->num_merges < s->max_merges; done++) {
+        int32_t best = pop_best(s);
+        if (best < 0) {
+            break; /* every word is a single token: nothing left to merge */
+        }
+        int32_t a = s->pairs[best].left, b = s->pairs[best].right;
+        int32_t new_id = token_concat(&s->tok, a, b);
+        if (new_id < 0) {
+            return -1;
+        }
+        s->merge_left[s->num_merges] = a;
+        s->merge_right[s->num_merges] = b;
+        s->grown_len = 0;
+        if (merge_pair(s, best, new_id) < 0) {
+            return -1;
+        }
+        /* after merge_pair, which stamps grown_at with the current number */
+        s->num_merges++;
+        for (size_t k = 0; k < s->grown_len; k++) {
+            int32_t g = s->grown[k];
+            if (s->pairs[g].count > 0 && heap_push(s, &s->pairs[g]) < 0) {
+                return -1;
+            }
+        }
+    }
+    return done;
+}
+
+/* Count and index every adjacent pair of every word, then heapify. Each cell
+ * is still one byte, so the pairs are byte pairs: a first pass counts each
+ * one's occurrences in a 256 x 256 table, to give every list its exact size
+ * (no regrowth), and the second fills the lists. */
+static int
+initial_pairs(State *s)
+{
+    const int32_t *val = s->val;
+    int err = -1;
+    size_t *occurrences = calloc(256 * 256, sizeof *occurrences);
+    int32_t *id_of = malloc(256 * 256 * sizeof *id_of);
+    if (occurrences == NULL || id_of == NULL || slots_resize(s, 12) < 0) {
+        goto done;
+    }
+    /* Every position counts, overlapping ones included (`aaa` has (a, a)
+     * twice), as in naive. */
+    for (int32_t n = 1; n + 1 < s->num_cells; n++) {
+        if (val[n] != BOUNDARY && val[n + 1] != BOUNDARY) {
+            occurrences[val[n] << 8 | val[n + 1]]++;
+        }
+    }
+    for (int32_t k = 0; k < 256 * 256; k++) {
+        if (occurrences[k] == 0) {
+            continue;
+        }
+        int32_t id = id_of[k] = pair_id(s, k >> 8, k & 255);
+        if (id < 0) {
+            goto done;
+        }
+        CellList *seen = &s->pairs[id].seen;
+        if (occurrences[k] <= SMALL_LIST) {
+            seen->items = arena_take(&s->arena);
+            seen->cap = SMALL_LIST;
+        }
+        else {
+            seen->items = malloc(occurrences[k] * sizeof *seen->items);
+            seen->cap = occurrences[k];
+        }
+        if (seen->items == NULL) {
+            goto done;
+        }
+    }
+    for (int32_t n = 1; n + 1 < s->num_cells; n++) {
+        if (val[n] != BOUNDARY && val[n + 1] != BOUNDARY) {
+            Pair *p = &s->pairs[id_of[val[n] << 8 | val[n + 1]]];
+            p->seen.items[p->seen.len++] = n;
+            p->count += s->word_count[s->word[n]];
+        }
+    }
+    if (bpe_reserve(&s->heap, &s->heap_cap, s->num_pairs, sizeof *s->heap, 4) <
+        0)
+    {
+        goto done;
+    }
+    for (size_t p = 0; p < s->num_pairs; p++) {
+        s->heap[p] =
+            (Entry){s->pairs[p].count, s->pairs[p].left, s->pairs[p].right};
+    }
+    s->heap_len = s->num_pairs;
+    for (size_t i = s->heap_len / 2; i-- > 0;) {
+        sift_down(s, i);
+    }
+    err = 0;
+done:
+    free(occurrences);
+    free(id_of);
+    return err;
+}
+
+static void
+state_free(State *s)
+{
+    free(s->val);
+    free(s->word);
+    free(s->word_count);
+    for (size_t p = 0; p < s->num_pairs; p++) {
+        cells_free(&s->pairs[p].seen);
+    }
+    free(s->pairs);
+    arena_free(&s->arena);
+    free(s->slots);
+    free(s->heap);
+    free(s->grown);
+    free(s->left_shift);
+    free(s->right_shift);
+    free(s->tok.bytes);
+    free(s->tok.start);
+    free(s->tok.len);
+    free(s->tok.head);
+    free(s->tok.slots);
+    free(s->merge_left);
+    free(s->merge_right);
+}
+
+/* ---- reading word_counts (GIL held) ------------------------------------- */
+
+/* Iterates a dict (or Counter) in place, without copying it, and any other
+ * mapping through .items(). A dict subclass is read as a dict: an items()
+ * override would not be called. */
+typedef struct {
+    PyObject *dict;
+    Py_ssize_t pos;
+    PyObject *items; /* a list of (key, value) tuples, for other mappings */
+} ItemIter;
+
+static int
+iter_start(ItemIter *it, PyObject *mapping)
+{
+    it->pos = 0;
+    it->dict = PyDict_Check(mapping) ? mapping : NULL;
+    it->items = NULL;
+    if (it->dict == NULL) {
+        PyObject *items = PyMapping_Items(mapping);
+        if (items == NULL) {
+            return -1;
+        }
+        it->items =
+            PySequence_Fast(items, "word_counts.items() must be iterable");
+        Py_DECREF(items);
+        if (it->items == NULL) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* 1 and a borrowed (key, value), 0 at the end, -1 on error. */
+static int
+iter_next(ItemIter *it, PyObject **key, PyObject **value)
+{
+    if (it->dict != NULL) {
+        return PyDict_Next(it->dict, &it->pos, key, value);
+    }
+    if (it->pos >= PySequence_Fast_GET_SIZE(it->items)) {
+        return 0;
+    }
+    PyObject *item = PySequence_Fast_GET_ITEM(it->items, it->pos++);
+    if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 2) {
+        PyErr_SetString(PyExc_TypeError,
+                        "word_counts.items() must yield (bytes, int) pairs");
+        return -1;
+    }
+    *key = PyTuple_GET_ITEM(item, 0);
+    *value = PyTuple_GET_ITEM(item, 1);
+    return 1;
+}
+
+/* The count of `word` as int64 (check_word_counts has vetted it; this guards
+ * the C side). */
+static int
+read_count(PyObject *word, PyObject *value, int64_t *out)
+{
+    if (!PyBytes_Check(word) || !PyLong_Check(value) || PyBool_Check(value)) {
+        PyErr_Format(PyExc_TypeError,
+                     "word counts must map bytes to int, got %R: %R", word,
+                     value);
+        return -1;
+    }
+    int overflow;
+    long long count = PyLong_AsLongLongAndOverflow(value, &overflow);
+    if (count == -1 && PyErr_Occurred()) {
+        return -1;
+    }
+    if (overflow > 0) {
+        PyErr_Format(PyExc_OverflowError,
+                     "word %R has count %R; the native trainer takes counts "
+                     "up to 2**63 - 1",
+                     word, value);
+        return -1;
+    }
+    if (overflow < 0 || count <= 0) {
+        PyErr_Format(PyExc_ValueError,
+                     "word %R has count %R; counts must be positive", word,
+                     value);
+        return -1;
+    }
+    *out = (int64_t)count;
+    return 0;
+}
+
+/* Lay out every word of two or more bytes in s->val. Two passes: size, then
+ * fill. */
+static int
+load_words(State *s, PyObject *word_counts)
+{
+    ItemIter it;
+    PyObject *word, *value;
+    int64_t cells = 1, words = 0, pairs_weight = 0;
+    int r;
+    if (iter_start(&it, word_counts) < 0) {
+        return -1;
+    }
+    while ((r = iter_next(&it, &word, &value)) > 0) {
+        int64_t count;
+        if (read_count(word, value, &count) < 0) {
+            goto fail;
+        }
+        int64_t len = PyBytes_GET_SIZE(word);
+        if (len < 2) {
+            continue; /* a single token has no pair and never changes */
+        }
+        /* Bound every pair count the run can reach: each is a sum over
+         * distinct (word, position) occurrences, so none exceeds the total
+         * over all of them. */
+        if (count > (INT64_MAX - pairs_weight) / (len - 1)) {
+            PyErr_SetString(
+                PyExc_OverflowError,
+                "the word counts sum to more than 2**63 - 1 pair occurrences, "
+                "beyond the native trainer's 64-bit counts");
+            goto fail;
+        }
+        pairs_weight += count * (len - 1);
+        cells += len + 1;
+        words++;
+        if (cells >
+            INT32_MAX -
+                512) { /* cell, token and merge ids all stay below 2**31 */
+            PyErr_SetString(PyExc_OverflowError,
+                            "the distinct words hold about 2**31 bytes or "
+                            "more, beyond the native "
+                            "trainer's 32-bit cell indices");
+            goto fail;
+        }
+    }
+    if (r < 0) {
+        goto fail;
+    }
+
+    s->num_cells = (int32_t)cells;
+    s->val = malloc((size_t)cells * sizeof *s->val);
+    s->word = malloc((size_t)cells * sizeof *s->word);
+    s->word_count = malloc(((size_t)words + 1) * sizeof *s->word_count);
+    if (!s->val || !s->word || !s->word_count) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    int32_t n = 0, w = 0;
+    s->val[n] = BOUNDARY;
+    s->word[n++] = 0;
+    /* nothing ran between the passes that could change the mapping */
+    it.pos = 0;
+    while ((r = iter_next(&it, &word, &value)) > 0) {
+        Py_ssize_t len = PyBytes_GET_SIZE(word);
+        if (len < 2) {
+            continue;
+        }
+        if (n + len + 1 > s->num_cells ||
+            w >= words) { /* only if the mapping changed under us */
+            PyErr_SetString(PyExc_RuntimeError,
+                            "word_counts changed while it was being read");
+            goto fail;
+        }
+        const unsigned char *bytes =
+            (const unsigned char *)PyBytes_AS_STRING(word);
+        if (read_count(word, value, &s->word_count[w]) < 0) {
+            goto fail;
+        }
+        for (Py_ssize_t i = 0; i < len; i++) {
+            s->val[n] = bytes[i];
+            s->word[n++] = w;
+        }
+        s->val[n] = BOUNDARY;
+        s->word[n++] = w;
+        w++;
+    }
+    if (r < 0) {
+        goto fail;
+    }
+    if (n != s->num_cells) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "word_counts changed while it was being read");
+        goto fail;
+    }
+    s->num_words = w;
+    Py_XDECREF(it.items);
+    return 0;
+fail:
+    Py_XDECREF(it.items);
+    return -1;
+}
+
+/* ---- the module --------------------------------------------------------- */
+
+/* The merges as a list of (left, right) bytes; one bytes object per token,
+ * shared. */
+static PyObject *
+merges_to_list(const State *s)
+{
+    PyObject *result = NULL;
+    PyObject **cache = calloc((size_t)s->tok.count, sizeof *cache);
+    PyObject *list = PyList_New(s->num_merges);
+    if (cache == NULL || list == NULL) {
+        if (cache == NULL) {
+            PyErr_NoMemory();
+        }
+        goto done;
+    }
+    for (int32_t i = 0; i < s->num_merges; i++) {
+        int32_t ids[2] = {s->merge_left[i], s->merge_right[i]};
+        for (int k = 0; k < 2; k++) {
+            int32_t id = ids[k];
+            if (cache[id] == NULL) {
+                cache[id] = PyBytes_FromStringAndSize(
+                    (const char *)s->tok.bytes + s->tok.start[id],
+                    s->tok.len[id]);
+                if (cache[id] == NULL) {
+                    goto done;
+                }
+            }
+        }
+        PyObject *pair = PyTuple_Pack(2, cache[ids[0]], cache[ids[1]]);
+        if (pair == NULL) {
+            goto done;
+        }
+        PyList_SET_ITEM(list, i, pair);
+    }
+    result = list;
+    list = NULL;
+done:
+    Py_XDECREF(list);
+    if (cache != NULL) {
+        for (int32_t id = 0; id < s->tok.count; id++) {
+            Py_XDECREF(cache[id]);
+        }
+    }
+    free(cache);
+    return result;
+}
+
+static PyObject *
+train(PyObject *module, PyObject *args, PyObject *kwargs)
+{
+    static char *keywords[] = {"word_counts", "num_merges", "on_merges", NULL};
+    PyObject *word_counts, *on_merges = Py_None;
+    Py_ssize_t num_merges;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "On|O:train", keywords,
+                                     &word_counts, &num_merges, &on_merges))
+    {
+        return NULL;
+    }
+    if (num_merges < 0) {
+        PyErr_SetString(PyExc_ValueError, "num_merges must be >= 0");
+        return NULL;
+    }
+    if (on_merges != Py_None && !PyCallable_Check(on_merges)) {
+        PyErr_SetString(PyExc_TypeError, "on_merges must be callable or None");
+        return NULL;
+    }
+
+    State s = {0};
+    PyObject *result = NULL;
+    int err = 0;
+    if (load_words(&s, word_counts) < 0) {
+        goto done;
+    }
+    /* Each merge shortens some word by a cell, so no run makes more than
+     * num_cells merges; this also bounds every token and merge id below 2**31.
+     */
+    s.max_merges =
+        num_merges < s.num_cells ? (int32_t)num_merges : s.num_cells;
+    s.merge_left = malloc(((size_t)s.max_merges + 1) * sizeof *s.merge_left);
+    s.merge_right = malloc(((size_t)s.max_merges + 1) * sizeof *s.merge_right);
+    s.left_shift = calloc(256 + (size_t)s.max_merges, sizeof *s.left_shift);
+    s.right_shift = calloc(256 + (size_t)s.max_merges, sizeof *s.right_shift);
+    if (!s.merge_left || !s.merge_right || !s.left_shift || !s.right_shift) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    err = tokens_init(&s.tok, 256 + s.max_merges) < 0 || initial_pairs(&s) < 0;
+    Py_END_ALLOW_THREADS
+    if (err) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (;;) {
+        int32_t made;
+        Py_BEGIN_ALLOW_THREADS
+        made = run_merges(&s, BATCH);
+        Py_END_ALLOW_THREADS
+        if (made < 0) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        if (made > 0 && on_merges != Py_None) {
+            PyObject *r = PyObject_CallFunction(on_merges, "i", (int)made);
+            if (r == NULL) {
+                goto done;
+            }
+            Py_DECREF(r);
+        }
+        if (PyErr_CheckSignals() <
+            0) /* Ctrl-C stops training between batches */
+        {
+            goto done;
+        }
+        if (made < BATCH) {
+            break; /* the budget is spent or no pair is left */
+        }
+    }
+    result = merges_to_list(&s);
+done:
+    state_free(&s);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"train", (PyCFunction)(void (*)(void))train, METH_VARARGS | METH_KEYWORDS,
+     "train(word_counts, num_merges, on_merges=None) -> list of (left bytes, "
+     "right bytes)\n\nUp to num_merges BPE merges over word_counts (bytes -> "
+     "positive int), in the order and with\nthe tie-break of bpe_impls.naive. "
+     "on_merges(k), if given, is called after each batch of k\nmerges. Use "
+     "bpe_impls.native_train.train, which validates arguments and builds "
+     "the vocab."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "bpe_impls._native_train",
+    .m_doc =
+        "The merge loop of the native BPE trainer (bpe_impls.native_train).",
+    .m_size = 0,
+    .m_methods = methods,
+};
+
+PyMODINIT_FUNC
+PyInit__native_train(void)
+{
+    return PyModuleDef_Init(&module_def);
+}
