@@ -2,7 +2,7 @@
 
 pyproject.toml holds the metadata; this file only lists the C extensions. `optional=True` turns a
 failed build into a warning, and the pure-Python trainers and encoders are then what runs (see
-bpe_impls/native.py for how the package picks).
+bpe_impls/base/compiled.py for how the package picks).
 """
 
 from setuptools import Extension, setup

@@ -1,14 +1,17 @@
 /* bpe_impls._native: the GPT-2 pre-tokenizer, a pre-token counter and a BPE
  * encoder, in C.
  *
- * Each piece does exactly what the pure-Python path does
- * (bpe_impls/pretokenize.py and bpe_impls/tokenizer.py); tests/test_native.py
- * and the registry-wide suites prove it.
+ * Each piece does exactly what the pure-Python path does (bpe_impls/corpus/
+ * tally.py and bpe_impls/encoding/encoders.py); tests/test_native.py and the
+ * registry-wide suites prove it.
  *
- *     scanner.h, scan_kind.h, scanner.c   the GPT-2 pre-tokenizer over str and
- * over UTF-8 counter.h, counter.c                PretokenCounter and its
- * BytesMap encoder.h, encoder.c                Encoder native_module.c this
- * module: its functions and PyInit__native */
+ *   scanner.h, scan_kind.h, scanner.c  the GPT-2 pre-tokenizer, over str and
+ *                                      over UTF-8
+ *   counter.h, counter.c               PretokenCounter and its bytes map
+ *   encoder.h, encoder.c               Encoder
+ *   native_module.c                    this module: its functions and
+ *                                      PyInit__native
+ */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>

@@ -2,7 +2,7 @@
  *     '(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
  * over a str's code points (each PEP 393 kind) and over valid UTF-8 bytes. It
  * needs only four character classes (letter, number, whitespace, other); their
- * table is built by bpe_impls/native.py from the `regex` module itself and
+ * table is built by bpe_impls/base/compiled.py from the `regex` module itself and
  * handed in with set_char_classes(), so the C and the pure-Python paths use
  * the same Unicode data.
  *

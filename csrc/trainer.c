@@ -1,6 +1,6 @@
 /* bpe_impls._native_train: the merge loop of the "native" trainer, in C.
  *
- * bpe_impls/native_train.py is the Python side and describes the design; this
+ * bpe_impls/trainers/native.py is the Python side and describes the design; this
  * is route_b.py's algorithm (in-place merges found through an append-only
  * occurrence index, lazy max-heap) on flat C arrays. One entry point:
  *
