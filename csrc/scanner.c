@@ -1,6 +1,6 @@
-/* The parts of the GPT-2 scanner that do not run once per pre-token (see
- * scanner.h): the class table, UTF-8 validation, the str view and the
- * special-token splitter. */
+/* The parts of the GPT-2 scanner that do not run in the counter's and the
+ * encoder's inner loops (see scanner.h): the class table, UTF-8 validation,
+ * the str view and reading the special tokens. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
@@ -173,26 +173,4 @@ bpe_specials_close(Specials *sp, PyObject *held)
     PyMem_Free(sp->len);
     PyMem_Free(sp->origin);
     Py_XDECREF(held);
-}
-
-BPE_INTERNAL size_t
-bpe_next_special(const Specials *sp, const unsigned char *s, size_t from,
-                 size_t n, size_t *len, size_t *which)
-{
-    for (size_t p = from; p < n; p++) {
-        if (!sp->first[s[p]]) {
-            continue;
-        }
-        for (size_t k = 0; k < sp->count; k++) {
-            if (sp->len[k] <= n - p &&
-                memcmp(s + p, sp->token[k], sp->len[k]) == 0)
-            {
-                *len = sp->len[k];
-                *which = sp->origin[k];
-                return p;
-            }
-        }
-    }
-    *len = 0;
-    return n;
 }

@@ -6,9 +6,9 @@
  * handed in with set_char_classes(), so the C and the pure-Python paths use
  * the same Unicode data.
  *
- * The per-pre-token functions are `static inline` here rather than in
- * scanner.c: the counter and the encoder call them once per pre-token, and a
- * call across .c files cannot be inlined. */
+ * The functions called inside the counter's and the encoder's loops are
+ * `static inline` here rather than in scanner.c: a call across .c files cannot
+ * be inlined. */
 #ifndef BPE_SCANNER_H
 #define BPE_SCANNER_H
 
@@ -210,8 +210,26 @@ BPE_INTERNAL void bpe_specials_close(Specials *sp, PyObject *held);
 /* Where the next special token at or after `from` starts (n if none); its
  * length in *len (0 if none) and its position in the sequence given in *which.
  */
-BPE_INTERNAL size_t bpe_next_special(const Specials *sp,
-                                     const unsigned char *s, size_t from,
-                                     size_t n, size_t *len, size_t *which);
+static inline size_t
+bpe_next_special(const Specials *sp, const unsigned char *s, size_t from,
+                 size_t n, size_t *len, size_t *which)
+{
+    for (size_t p = from; p < n; p++) {
+        if (!sp->first[s[p]]) {
+            continue;
+        }
+        for (size_t k = 0; k < sp->count; k++) {
+            if (sp->len[k] <= n - p &&
+                memcmp(s + p, sp->token[k], sp->len[k]) == 0)
+            {
+                *len = sp->len[k];
+                *which = sp->origin[k];
+                return p;
+            }
+        }
+    }
+    *len = 0;
+    return n;
+}
 
 #endif /* BPE_SCANNER_H */
