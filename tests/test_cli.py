@@ -207,3 +207,21 @@ def test_iter_documents_splits_on_specials_across_read_blocks(tmp_path):
     path.write_text(EOT.join(docs) + EOT, encoding="utf-8")
     for block in (1, 3, 7, 1000):  # block edges inside special tokens and characters
         assert list(iter_documents(str(path), [EOT], block=block)) == [d for d in docs if d]
+
+
+def test_special_tokens_may_come_before_the_corpus(corpus, tmp_path):
+    out = tmp_path / "tok"
+    result = run("train", "--special-token", EOT, "--special-token", "<|pad|>", str(corpus),
+                 "--vocab-size", "300", "--out", str(out), "--quiet")
+    assert result.returncode == 0, result.stderr
+    assert Tokenizer.from_directory(out).special_tokens == (EOT, "<|pad|>")
+
+
+@pytest.mark.parametrize("content", ["", EOT * 3])
+def test_a_corpus_with_nothing_to_train_on_is_a_one_line_error(tmp_path, content):
+    path = tmp_path / "empty.txt"
+    path.write_text(content, encoding="utf-8")
+    out = tmp_path / "tok"
+    result = run("train", str(path), "--vocab-size", "300", "--special-token", EOT, "--out", str(out))
+    assert_one_line_error(result, "empty.txt", "no text to train on")
+    assert not out.exists()

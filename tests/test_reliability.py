@@ -497,6 +497,8 @@ def test_vocab_json_without_every_byte_is_a_one_line_error(saved_tokenizer, tmp_
     [
         (b"\x93NUMPY garbage", "not a readable .npy file"),
         (b"", "not a readable .npy file"),
+        # A text file: numpy itself would talk about pickled object arrays.
+        (b"hello world, not ids\n", "not a readable .npy file: it does not start with the NumPy header"),
         (np.zeros((2, 3), dtype=np.uint16), "expected a 1-D integer array, got shape (2, 3)"),
         (np.array([1.5, 2.0]), "expected a 1-D integer array, got shape (2,) float64"),
         (np.array([5, -1, 7], dtype=np.int64), "unknown token id -1 at position 1"),
@@ -517,3 +519,28 @@ def test_decode_of_a_malformed_npy_is_one_line_and_writes_nothing(saved_tokenize
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and err.startswith("bpe: error: ") and needle in err, err
     assert not text.exists() and not list(tmp_path.glob(".out.txt*"))
+
+
+# --- a script without `if __name__ == "__main__":` ------------------------------------------------
+
+
+@pytest.mark.parametrize(("options", "env"), [("num_workers=2", PROCESSES), ("num_workers=2, backend='dask'", {})])
+def test_an_unguarded_script_gets_one_line_saying_what_to_add(tmp_path, small_corpus, options, env):
+    # Worker processes re-run a script's top level; the call must say so before starting any.
+    call = f"train_bpe({str(small_corpus)!r}, 300, [{EOT!r}], {options})"
+    unguarded = tmp_path / "unguarded.py"
+    unguarded.write_text(f"from bpe_impls import train_bpe\nprint(len({call}[1]))\n", encoding="utf-8")
+    done = subprocess.run([sys.executable, str(unguarded)], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, **env})
+    assert done.returncode == 1
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"bpe_impls.base.errors.ConfigError: {unguarded} line 2: ") and (
+        'put the call under `if __name__ == "__main__":`' in last
+    ), done.stderr
+    assert "bootstrapping" not in done.stderr and done.stderr.count("Traceback") == 1
+    guarded = tmp_path / "guarded.py"
+    guarded.write_text(f"from bpe_impls import train_bpe\nif __name__ == '__main__':\n    print(len({call}[1]))\n",
+                       encoding="utf-8")
+    done = subprocess.run([sys.executable, str(guarded)], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, **env})
+    assert done.returncode == 0 and done.stdout.strip() == str(300 - 256 - 1), done.stderr  # vocab - bytes - special

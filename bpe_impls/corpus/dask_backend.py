@@ -33,7 +33,7 @@ from typing import Any
 
 from tqdm import tqdm
 
-from ..base.checks import one_line, require_int, resolve_workers, validate_min_count
+from ..base.checks import one_line, require_int, require_main_guard, resolve_workers, validate_min_count
 from ..base.errors import BpeError, ConfigError, WorkerError
 from .tally import Tally, drop_rare, failed_unit_error, tally_unit, warn_skipped
 
@@ -153,6 +153,7 @@ class DaskBackend:
 
     def _connect(self, distributed: Any) -> tuple[Any, Any]:
         if self.scheduler is None:
+            require_main_guard("counting on a local Dask cluster")
             try:
                 cluster = distributed.LocalCluster(
                     n_workers=self.num_workers,

@@ -30,7 +30,7 @@ from multiprocessing.process import BaseProcess
 from tqdm import tqdm
 
 from ..base import compiled
-from ..base.checks import resolve_workers, validate_min_count
+from ..base.checks import require_main_guard, resolve_workers, validate_min_count
 from ..base.errors import BpeError, WorkerError
 from .tally import (
     PretokenCounter,
@@ -117,6 +117,7 @@ class _Pool:
     """Worker processes, each fed units over its own pipe; see the module docstring for why."""
 
     def __init__(self, size: int, special_tokens: tuple[str, ...]):
+        require_main_guard("counting in worker processes (the pure-Python path)")
         # forkserver: workers do not inherit the parent's threads (tqdm's monitor, a Dask client)
         # or its memory, and the server is reused across calls in one process.
         context = multiprocessing.get_context("forkserver")

@@ -79,7 +79,10 @@ class Tokenizer:
     ) -> Tokenizer:
         """A tokenizer from a GPT-2 vocab.json + merges.txt pair (`options` as for the constructor)."""
         vocab, merges = gpt2.load_tokenizer_files(vocab_path, merges_path)
-        return cls(vocab, merges, special_tokens, **options)  # type: ignore[arg-type]
+        tokenizer = cls(vocab, merges, special_tokens, **options)  # type: ignore[arg-type]
+        # After the constructor's checks, which name more basic faults (a byte with no token).
+        gpt2.check_every_token_made(vocab, merges, tokenizer.special_tokens, vocab_path, merges_path)
+        return tokenizer
 
     @classmethod
     def from_directory(cls, directory: str | os.PathLike, **options: object) -> Tokenizer:

@@ -55,8 +55,9 @@ def _add_training_options(parser: argparse.ArgumentParser, vocab_default: int | 
         help="final vocabulary size, including the 256 bytes and the special tokens",
     )
     parser.add_argument(
-        "--special-token", dest="special_tokens", action="extend", nargs="+", default=[], metavar="S",
-        help="special token(s), e.g. '<|endoftext|>'; repeatable",
+        # One value per flag: with nargs="+" a token before the corpus would swallow the corpus path.
+        "--special-token", dest="special_tokens", action="append", default=[], metavar="S",
+        help="a special token, e.g. '<|endoftext|>'; repeat the flag for several",
     )
     parser.add_argument("--workers", type=int, default=None, help="pre-tokenizer processes (default: all cores)")
 
@@ -199,6 +200,7 @@ def cmd_encode(args: argparse.Namespace) -> int:
     dtype = np.uint16 if tokenizer.n_vocab <= 2**16 else np.uint32
     size = args.input.stat().st_size if args.input.is_file() else None
     start = time.perf_counter()
+    _make_parent(args.out)
     with tqdm(total=size, unit="B", unit_scale=True, desc="encode", disable=not _progress_enabled(args)) as bar:
         blocks = _read_text_blocks(args.input, bar)
         with atomic_write(args.out) as out:
@@ -215,10 +217,28 @@ def cmd_encode(args: argparse.Namespace) -> int:
     return 0
 
 
+def _make_parent(path: Path) -> None:
+    """Create an output file's directory, as `bpe train` creates its output directory."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+
+
+def _require_npy(path: Path) -> None:
+    """A .npy file starts with its magic string; anything else is not one (numpy's own error for,
+    say, a text file is about pickled object arrays)."""
+    try:
+        with open(path, "rb") as file:
+            magic = file.read(len(np.lib.format.MAGIC_PREFIX))
+    except OSError as exc:
+        raise CorpusError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    if magic != np.lib.format.MAGIC_PREFIX:
+        raise CorpusError(f"{path}: not a readable .npy file: it does not start with the NumPy header")
+
+
 def cmd_decode(args: argparse.Namespace) -> int:
     tokenizer = Tokenizer.from_directory(args.tokenizer)
+    _require_npy(args.input)
     try:
-        ids = np.load(args.input, mmap_mode="r")
+        ids = np.load(args.input, mmap_mode="r", allow_pickle=False)
     except (OSError, ValueError, EOFError) as exc:  # EOFError: an empty file
         raise CorpusError(f"{args.input}: not a readable .npy file ({exc or 'empty file'})") from None
     if ids.ndim != 1 or ids.dtype.kind not in "iu":
@@ -236,6 +256,8 @@ def cmd_decode(args: argparse.Namespace) -> int:
             yield decoder.decode(data)
         yield decoder.decode(b"", final=True)
 
+    if args.out is not None:
+        _make_parent(args.out)
     if args.out is None:
         for piece in pieces():
             sys.stdout.write(piece)

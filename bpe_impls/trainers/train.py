@@ -6,6 +6,7 @@ import os
 from collections.abc import Iterable, Sequence
 
 from ..base.checks import validate_min_count
+from ..base.errors import CorpusError
 from ..base.patterns import validate_special_tokens
 from ..corpus import count_pretokens
 from .common import Merges, Vocab, merge_budget
@@ -43,4 +44,14 @@ def train_bpe(
         input_path, specials, num_workers, progress=progress, backend=backend, scheduler=scheduler,
         text_field=text_field, skip_bad_records=skip_bad_records, min_pretoken_count=min_pretoken_count,
     )
+    if not word_counts:
+        raise CorpusError(_nothing_to_train_on(input_path, min_pretoken_count))
     return trainer(word_counts, vocab_size, specials, progress=progress)
+
+
+def _nothing_to_train_on(input_path: object, min_pretoken_count: int) -> str:
+    named = [os.fspath(p) for p in input_path] if isinstance(input_path, (list, tuple)) else [os.fspath(input_path)]
+    where = ", ".join(named[:3]) + (f" and {len(named) - 3} more" if len(named) > 3 else "")
+    if min_pretoken_count > 1:
+        return f"{where}: no pre-token occurs {min_pretoken_count} times or more; nothing to train on"
+    return f"{where}: no text to train on (empty, or nothing but special tokens)"

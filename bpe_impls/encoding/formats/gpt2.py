@@ -171,6 +171,30 @@ def load_merges(merges_path: str | os.PathLike, vocab: Mapping[int, bytes]) -> l
     return merges
 
 
+def check_every_token_made(
+    vocab: Mapping[int, bytes],
+    merges: Iterable[tuple[bytes, bytes]],
+    special_tokens: Sequence[str],
+    vocab_path: str | os.PathLike,
+    merges_path: str | os.PathLike,
+) -> None:
+    """Raise unless every multi-byte token of the vocab is a special token or some merge's result.
+
+    A merges.txt cut short at a line boundary parses cleanly; this is what notices it.
+    """
+    made = {left + right for left, right in merges}
+    specials = {token.encode("utf-8") for token in special_tokens}
+    unmade = [(i, token) for i, token in sorted(vocab.items()) if len(token) > 1 and token not in made | specials]
+    if unmade:
+        token_id, token = unmade[0]
+        count = len(unmade)
+        raise TokenizerFileError(
+            f"{merges_path}: no merge makes {count} multi-byte token{'s' * (count > 1)} of {vocab_path} "
+            f"(first: {token_to_str(token)!r}, id {token_id}); is the file cut short, or is it a special "
+            "token that was not declared?"
+        )
+
+
 def load_special_tokens(path: str | os.PathLike) -> list[str]:
     """Read special_tokens.json: a JSON list of non-empty, distinct strings."""
     path = Path(path)
