@@ -12,6 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bpe_impls.base.errors import TokenizerFileError
+from bpe_impls.base.patterns import GPT2
 from bpe_impls.encoding.formats import gpt2 as gpt2_format
 from bpe_impls.encoding.formats.gpt2 import (
     bytes_to_unicode,
@@ -91,9 +92,10 @@ def test_gpt2_vocab_matches_tiktokens_own_loader(gpt2_loaded, monkeypatch):
 def test_gpt2_files_round_trip_through_save(gpt2_loaded, tmp_path):
     vocab, merges = gpt2_loaded
     paths = save_tokenizer_files(tmp_path, vocab, merges, ["<|endoftext|>"])
-    assert [p.name for p in paths] == ["vocab.json", "merges.txt", "special_tokens.json"]
+    assert [p.name for p in paths] == ["vocab.json", "merges.txt", "special_tokens.json", "split_pattern.json"]
     assert load_tokenizer_files(paths[0], paths[1]) == (vocab, merges)
     assert load_special_tokens(paths[2]) == ["<|endoftext|>"]
+    assert gpt2_format.load_split_pattern(paths[3]) is GPT2
     # The saved vocab.json is the same mapping as GPT-2's encoder.json.
     with open(require_gpt2_files()[0], encoding="utf-8") as original:
         assert json.loads(paths[0].read_text(encoding="utf-8")) == json.load(original)

@@ -1,21 +1,119 @@
-"""The split pattern and special tokens, shared by counting and encoding.
+"""Split patterns and special tokens, shared by counting and encoding.
 
 The text is first split on the special tokens (escaped, longest first, so they never take part in
-a merge and no pair crosses one); each piece between them is cut into pre-tokens by the GPT-2
+a merge and no pair crosses one); each piece between them is cut into pre-tokens by a split
 pattern. Training counts those pre-tokens as UTF-8 `bytes`; encoding merges each one's bytes.
+
+The presets are tiktoken's patterns, character for character (`tiktoken_ext/openai_public.py`):
+"gpt2" (GPT-2, r50k), "cl100k" (GPT-4) and "o200k" (GPT-4o). Any other regex the `regex` module
+accepts is a custom pattern. What is proven about a preset (where a corpus may be cut into
+independent pieces, how much text decides a pre-token) is recorded with it; a custom pattern gets
+only what holds for every regex: cuts after special tokens, nothing settled before one.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
 from functools import lru_cache
 
 import regex
 
 from .errors import ConfigError
 
-GPT2_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+GPT2_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}++| ?\p{N}++| ?[^\s\p{L}\p{N}]++|\s++$|\s+(?!\S)|\s"""
+# GPT-2's pattern as published with GPT-2 (tiktoken's r50k string above is its faster equivalent).
+GPT2_CLASSIC_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 GPT2_REGEX = regex.compile(GPT2_PATTERN)
+CL100K_PATTERN = (
+    r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|"""
+    r"""\s+(?!\S)|\s"""
+)
+O200K_PATTERN = "|".join([
+    r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+    r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+    r"""\p{N}{1,3}""",
+    r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""",
+    r"""\s*[\r\n]+""",
+    r"""\s+(?!\S)""",
+    r"""\s+""",
+])
+
+
+@dataclass(frozen=True)
+class SplitPattern:
+    """A split pattern and what is proven about it.
+
+    prose_cuts: zero-width positions in ASCII prose where cutting a text cannot change its
+    pre-tokens (the proofs are in PRESETS' comments), as a bytes regex; None for a custom pattern.
+    settle_margin: a pre-token [p, e) of a text known up to n can no longer change once the first
+    non-whitespace character at or after e is at an index q with q + settle_margin <= n (GPT-2:
+    once e + 2 <= n, the rule the compiled encoder applies); None for a custom pattern, whose
+    pre-tokens more text can always change.
+    """
+
+    name: str  # "gpt2", "cl100k", "o200k" or "custom"
+    regex: str
+    prose_cuts: str | None = None
+    settle_margin: int | None = None
+    compiled: regex.Pattern = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "compiled", _compile(self.regex))
+
+    def __reduce__(self):  # pickled by name and regex (to worker processes), compiled again there
+        return (SplitPattern, (self.name, self.regex, self.prose_cuts, self.settle_margin))
+
+
+@lru_cache(maxsize=32)
+def _compile(pattern: str) -> regex.Pattern:
+    return regex.compile(pattern)
+
+
+# The prose cuts (each side ASCII, so a cut never lands inside a UTF-8 character):
+#  * ASCII letter | ASCII punctuation: in all three presets no pre-token holds a letter followed by
+#    punctuation (letter runs end at the first non-letter; punctuation starts its own pre-token,
+#    alone or as the one-character prefix of a letter run), except o200k's contraction suffix
+#    ('s, 't, 're, ...), so o200k leaves out the apostrophe. A letter run stops at the punctuation
+#    whether or not the text goes on, and no pattern looks behind, so both halves scan as the whole.
+#  * printable | "\n" | printable: the lone newline is a pre-token of its own, or the end of the
+#    punctuation run before it (cl100k, o200k: `[\r\n]*` after punctuation), both when text
+#    follows and when the chunk ends there; what follows starts a new pre-token, except o200k's
+#    `/` (its punctuation runs end in `[\r\n/]*`), which o200k leaves out.
+_LETTER_PUNCT = r"(?<=[A-Za-z])(?=[!-/:-@\[-`{-~])"
+_LINE = r"(?<=[!-~]\n)(?=[!-~])"
+PRESETS: dict[str, SplitPattern] = {
+    "gpt2": SplitPattern("gpt2", GPT2_PATTERN, f"{_LETTER_PUNCT}|{_LINE}", 2),
+    "cl100k": SplitPattern("cl100k", CL100K_PATTERN, f"{_LETTER_PUNCT}|{_LINE}", 2),
+    "o200k": SplitPattern(
+        "o200k", O200K_PATTERN, r"(?<=[A-Za-z])(?=[!-&(-/:-@\[-`{-~])|(?<=[!-~]\n)(?=[!-.0-~])", 4
+    ),
+}
+GPT2 = PRESETS["gpt2"]
+
+
+def resolve_pattern(pattern: str | SplitPattern | None) -> SplitPattern:
+    """A preset's name ("gpt2", "cl100k", "o200k"), a preset's regex, any regex, or None (gpt2)."""
+    if pattern is None:
+        return GPT2
+    if isinstance(pattern, SplitPattern):
+        return pattern
+    if not isinstance(pattern, str) or not pattern:
+        raise ConfigError(f"pattern must be a preset name ({', '.join(PRESETS)}) or a regex, got {pattern!r}")
+    if pattern in PRESETS:
+        return PRESETS[pattern]
+    if pattern == GPT2_CLASSIC_PATTERN:
+        return GPT2
+    for preset in PRESETS.values():
+        if pattern == preset.regex:
+            return preset
+    try:
+        _compile(pattern)
+    except regex.error as exc:
+        raise ConfigError(f"pattern {pattern!r} is not a valid regex: {exc}") from None
+    if _compile(pattern).search(""):
+        raise ConfigError(f"pattern {pattern!r} matches the empty string, so it would never move on")
+    return SplitPattern("custom", pattern)
 
 
 def validate_special_tokens(special_tokens: Iterable[str] | None) -> tuple[str, ...]:
@@ -56,8 +154,8 @@ def split_on_special_tokens(text: str, special_tokens: tuple[str, ...]) -> list[
     return [text] if pattern is None else pattern.split(text)
 
 
-def iter_pretokens(text: str) -> Iterator[str]:
-    """GPT-2 pre-tokens of a text that contains no special token, lazily (finditer, not findall)."""
-    for match in GPT2_REGEX.finditer(text):
+def iter_pretokens(text: str, pattern: SplitPattern = GPT2) -> Iterator[str]:
+    """Pre-tokens of a text that contains no special token, lazily (finditer, not findall)."""
+    for match in pattern.compiled.finditer(text):
         yield match.group()
 

@@ -7,7 +7,7 @@ into ids, special tokens included, with `encode_utf8`:
     encode_utf8(data, special_tokens, special_ids, True)  -> (ids, cut)
 
 The text is split on the special tokens (longest first; each becomes its id), each piece between
-them is cut into pre-tokens by the GPT-2 pattern, and each pre-token's bytes are merged by BPE.
+them is cut into pre-tokens by the split pattern, and each pre-token's bytes are merged by BPE.
 With `settled=True` only the longest prefix whose ids no later text can change is encoded, and
 `cut` is its length in bytes (encode_iterable's rounds; see `PythonEncoder._settled`).
 
@@ -22,12 +22,16 @@ from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Literal, Protocol, overload
 
+import regex
+
 from ..base import compiled
-from ..base.patterns import GPT2_REGEX, special_token_regex
+from ..base.errors import ConfigError
+from ..base.patterns import GPT2, SplitPattern, special_token_regex
 from .bpe import BpeFunction, RankTable, bpe_heap, bpe_hybrid, bpe_scan
 
 # Pre-tokens longer than this are not cached: they are rare and would pin large keys in memory.
 _MAX_CACHED_LEN = 256
+_NON_SPACE = regex.compile(r"\S")
 
 
 class Encoder(Protocol):
@@ -49,12 +53,17 @@ class Encoder(Protocol):
 
 
 class PythonEncoder:
-    """The contract in pure Python: special_token_regex, GPT2_REGEX, then a BpeFunction.
+    """The contract in pure Python: special_token_regex, the split pattern, then a BpeFunction.
 
     A bounded cache maps each pre-token str already seen to its ids.
     """
 
-    def __init__(self, bpe: BpeFunction, byte_ids: Sequence[int], ranks: RankTable, cache_size: int):
+    def __init__(
+        self, bpe: BpeFunction, byte_ids: Sequence[int], ranks: RankTable, cache_size: int,
+        pattern: SplitPattern = GPT2,
+    ):
+        self._pattern = pattern
+        self._split = pattern.compiled
         self._bpe = bpe
         self._byte_ids = list(byte_ids)
         self._ranks = ranks
@@ -98,7 +107,7 @@ class PythonEncoder:
         cache = self._cache
         encode_pretoken = self._encode_pretoken
         extend = out.extend
-        for match in GPT2_REGEX.finditer(text):
+        for match in self._split.finditer(text):
             piece = match.group()
             ids = cache.get(piece)
             extend(ids if ids is not None else encode_pretoken(piece))
@@ -108,15 +117,18 @@ class PythonEncoder:
 
         Special tokens: a match starting at p is settled once every special token fits in
         buffer[p:] (p < settle), because then no longer alternative can still match there.
-        Pre-tokens, in the ordinary text after the last settled special token: the regex decides
-        a match [p, e) by looking at characters up to max(p + 2, e + 1) at most (the contraction
-        alternative looks 3 characters ahead; greedy runs stop at the first character after them;
-        `\\s+(?!\\S)` backs off one space before a non-space at e + 1). So a match with
-        e + 2 <= the end of the known text is final; the first one that is not, and everything
-        after it (a trailing word, trailing whitespace, a possible special-token prefix), is
-        carried over. The cut is then both a special-token and a pre-token boundary, so encoding
-        the rest separately gives the same tokens as encoding the whole (the pattern has no
-        look-behind).
+        Pre-tokens, in the ordinary text after the last settled special token: GPT-2's pattern
+        decides a match [p, e) by looking at characters up to max(p + 2, e + 1) at most (the
+        contraction alternative looks 3 characters ahead; greedy runs stop at the first character
+        after them; `\\s+(?!\\S)` backs off one space before a non-space at e + 1), so a match
+        with e + 2 <= the end of the known text is final. cl100k and o200k also end a match inside
+        a run of whitespace by where the run ends (`\\s*[\\r\\n]` takes the run up to its last
+        newline), and o200k's letter runs take a contraction of up to 3 characters after them: a
+        match is final once the first non-space character at or after e is known, with
+        `settle_margin` - 1 characters after it. A custom pattern settles nothing before a special
+        token. The first match that is not final, and everything after it, is carried over. The cut
+        is then both a special-token and a pre-token boundary, so encoding the rest separately
+        gives the same tokens as encoding the whole (no pattern looks behind).
         """
         special_regex = special_token_regex(tuple(specials))
         pos = 0
@@ -132,11 +144,20 @@ class PythonEncoder:
         self._encode_into(buffer[:pos], specials, out)
         # The ordinary text from pos is known only up to `settle`: a special token may start there.
         known = buffer[pos : max(pos, min(settle, len(buffer)))]  # never a negative slice end
-        last_final = len(known) - 2
+        margin = self._pattern.settle_margin
+        if margin is None:
+            return out, pos
+        n = len(known)
         cut = 0
-        for match in GPT2_REGEX.finditer(known):
-            if match.end() > last_final:
-                break
+        for match in self._split.finditer(known):
+            end = match.end()
+            if self._pattern is GPT2:
+                if end + 2 > n:
+                    break
+            else:
+                after = _NON_SPACE.search(known, end)
+                if after is None or after.start() + margin > n:
+                    break
             piece = match.group()
             ids = self._cache.get(piece)
             out.extend(ids if ids is not None else self._encode_pretoken(piece))
@@ -154,16 +175,20 @@ class PythonEncoder:
         return ids
 
 
-def native_encoder(byte_ids: Sequence[int], ranks: RankTable, cache_size: int) -> Encoder:
+def native_encoder(byte_ids: Sequence[int], ranks: RankTable, cache_size: int, pattern: SplitPattern = GPT2) -> Encoder:
     """The compiled core's Encoder: PythonEncoder with `bpe_hybrid`, in C (its pre-token cache is
-    keyed by UTF-8 bytes, and it never builds a str)."""
+    keyed by UTF-8 bytes, and it never builds a str). Its scanner is GPT-2's."""
+    if pattern is not GPT2:
+        raise ConfigError(
+            f"the native encoder scans the gpt2 pattern only, not {pattern.name!r}; choose scan, heap or hybrid"
+        )
     merges = [(left, right, merged) for (left, right), (_, merged) in sorted(ranks.items(), key=lambda kv: kv[1][0])]
     return compiled.core().Encoder(byte_ids, merges, cache_size)
 
 
-# name -> factory(byte ids, rank table, cache size). Every encoder gives identical ids for every
-# input (tests check each one against tiktoken).
-ENCODERS: dict[str, Callable[[Sequence[int], RankTable, int], Encoder]] = {
+# name -> factory(byte ids, rank table, cache size, split pattern). Every encoder gives identical ids
+# for every input (tests check each one against tiktoken).
+ENCODERS: dict[str, Callable[[Sequence[int], RankTable, int, SplitPattern], Encoder]] = {
     "scan": partial(PythonEncoder, bpe_scan),
     "heap": partial(PythonEncoder, bpe_heap),
     "hybrid": partial(PythonEncoder, bpe_hybrid),
@@ -174,3 +199,8 @@ if compiled.AVAILABLE:
 # The fastest registered encoder (README, Performance): native where it was built; else hybrid,
 # as fast as scan on real text and far faster on one very long pre-token (O(n log n), not O(n^2)).
 DEFAULT_ENCODER = "native" if compiled.AVAILABLE else "hybrid"
+
+
+def default_encoder(pattern: SplitPattern) -> str:
+    """The fastest encoder that scans `pattern`."""
+    return DEFAULT_ENCODER if pattern is GPT2 else "hybrid"

@@ -2,8 +2,8 @@
 
 Modelled on tiktoken's core.py: a thin, typed class over an encoder (encoding.encoders), which does
 the work on whole UTF-8 texts. The text is split on the special tokens (longest first, so they
-are never split or merged), each piece between them is cut into pre-tokens by the shared GPT-2
-pattern, and each pre-token's UTF-8 bytes are merged by BPE: repeatedly merge the adjacent pair
+are never split or merged), each piece between them is cut into pre-tokens by the split pattern
+(GPT-2's unless `pattern=` names another), and each pre-token's UTF-8 bytes are merged by BPE: repeatedly merge the adjacent pair
 whose merge comes earliest in `merges` (the leftmost such pair on a tie) until no pair has a merge.
 
     tok = Tokenizer.from_files("vocab.json", "merges.txt", ["<|endoftext|>"])
@@ -23,8 +23,8 @@ from types import MappingProxyType
 
 from ..base.checks import require_int
 from ..base.errors import ConfigError, EncodeError
-from ..base.patterns import validate_special_tokens
-from .encoders import DEFAULT_ENCODER, ENCODERS
+from ..base.patterns import SplitPattern, resolve_pattern, validate_special_tokens
+from .encoders import ENCODERS, default_encoder
 from .formats import gpt2
 from .tables import build_tables
 
@@ -38,12 +38,14 @@ class Tokenizer:
     `vocab` maps id -> token bytes and must hold all 256 single bytes; `merges` are (left, right)
     byte pairs in rank order, each part a single byte or the result of an earlier merge, each part
     and result in the vocab. Special tokens not already in the vocab (by bytes) get new ids after
-    the largest one. `encoder` names the merge loop in ENCODERS; `cache_size` bounds the
-    pre-token cache (0 turns it off).
+    the largest one. `pattern` is the split pattern: a preset ("gpt2", the default; "cl100k";
+    "o200k") or any regex. `encoder` names the merge loop in ENCODERS (default: the fastest that
+    scans the pattern); `cache_size` bounds the pre-token cache (0 turns it off).
     """
 
     special_tokens: tuple[str, ...]
     special_token_ids: dict[str, int]
+    pattern: SplitPattern
 
     def __init__(
         self,
@@ -51,9 +53,12 @@ class Tokenizer:
         merges: Sequence[tuple[bytes, bytes]],
         special_tokens: Sequence[str] | None = None,
         *,
-        encoder: str = DEFAULT_ENCODER,
+        pattern: str | SplitPattern | None = None,
+        encoder: str | None = None,
         cache_size: int = 2**16,
     ):
+        self.pattern = resolve_pattern(pattern)
+        encoder = default_encoder(self.pattern) if encoder is None else encoder
         if encoder not in ENCODERS:
             raise ConfigError(f"unknown encoder {encoder!r}; choose from {', '.join(ENCODERS)}")
         self._cache_size = require_int(cache_size, "cache_size", minimum=0)
@@ -63,7 +68,7 @@ class Tokenizer:
         self._vocab = self._tables.vocab
         self._merges = self._tables.merges
         self.special_token_ids = self._tables.special_token_ids
-        self._encoder = ENCODERS[encoder](self._tables.byte_ids, self._tables.ranks, cache_size)
+        self._encoder = ENCODERS[encoder](self._tables.byte_ids, self._tables.ranks, cache_size, self.pattern)
         self._special_bytes = [special.encode("utf-8") for special in self.special_tokens]
         self._special_id_list = [self.special_token_ids[special] for special in self.special_tokens]
 
@@ -86,15 +91,20 @@ class Tokenizer:
 
     @classmethod
     def from_directory(cls, directory: str | os.PathLike, **options: object) -> Tokenizer:
-        """A tokenizer from what `save` wrote (special_tokens.json is optional: none if absent)."""
+        """A tokenizer from what `save` wrote (special_tokens.json is optional: none if absent;
+        split_pattern.json too: GPT-2's pattern if absent)."""
         folder = Path(directory)
         specials_path = folder / gpt2.SPECIAL_TOKENS_FILE
         specials = gpt2.load_special_tokens(specials_path) if specials_path.exists() else []
+        pattern_path = folder / gpt2.PATTERN_FILE
+        if pattern_path.exists() and "pattern" not in options:
+            options["pattern"] = gpt2.load_split_pattern(pattern_path)
         return cls.from_files(folder / gpt2.VOCAB_FILE, folder / gpt2.MERGES_FILE, specials, **options)
 
     def save(self, directory: str | os.PathLike) -> None:
-        """Write vocab.json, merges.txt and special_tokens.json into `directory` (atomically, per file)."""
-        gpt2.save_tokenizer_files(directory, self._vocab, self._merges, self.special_tokens)
+        """Write vocab.json, merges.txt, special_tokens.json and split_pattern.json into `directory`
+        (none is renamed into place unless all were written)."""
+        gpt2.save_tokenizer_files(directory, self._vocab, self._merges, self.special_tokens, self.pattern)
 
     # --- properties -------------------------------------------------------------------------
 
@@ -125,7 +135,7 @@ class Tokenizer:
         return (
             f"Tokenizer(n_vocab={self.n_vocab}, merges={len(self._merges)}, "
             f"special_tokens={list(self.special_tokens)!r}, encoder={self._encoder_name!r}, "
-            f"cache_size={self._cache_size})"
+            f"cache_size={self._cache_size}, pattern={self.pattern.name!r})"
         )
 
     # --- encoding ---------------------------------------------------------------------------

@@ -3,7 +3,8 @@
 GPT-2 stores token *bytes* as printable strings: every byte maps to one printable character
 (`bytes_to_unicode`), so `b" the"` is written `"Ġthe"`. vocab.json is an object of such strings
 to ids; merges.txt has a `#version: 0.2` header, then one `left right` line per merge, in rank
-order. A directory saved here also holds special_tokens.json (a JSON list of strings).
+order. A directory saved here also holds special_tokens.json (a JSON list of strings) and
+split_pattern.json ({"name": preset or "custom", "regex": the pattern}); without it, GPT-2's.
 
 Every problem in a file is a `TokenizerFileError` with one line naming the file and the line or
 value at fault. Writes are atomic (temp file beside the target, fsync, `os.replace`), so a
@@ -18,12 +19,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from ...base.atomic import atomic_write_many
-from ...base.errors import TokenizerFileError
+from ...base.errors import ConfigError, TokenizerFileError
+from ...base.patterns import GPT2, PRESETS, SplitPattern, resolve_pattern
 from .. import tables
 
 VOCAB_FILE = "vocab.json"
 MERGES_FILE = "merges.txt"
 SPECIAL_TOKENS_FILE = "special_tokens.json"
+PATTERN_FILE = "split_pattern.json"
 MERGES_HEADER = "#version: 0.2"
 
 
@@ -277,12 +280,14 @@ def save_tokenizer_files(
     vocab: Mapping[int, bytes],
     merges: Iterable[tuple[bytes, bytes]],
     special_tokens: Sequence[str] = (),
-) -> tuple[Path, Path, Path]:
-    """Write vocab.json, merges.txt and special_tokens.json into `directory` (created if missing).
+    pattern: SplitPattern = GPT2,
+) -> tuple[Path, ...]:
+    """Write vocab.json, merges.txt, special_tokens.json and split_pattern.json into `directory`
+    (created if missing).
 
     Everything is serialised and checked before the first byte is written, and each file is
-    renamed into place only after all three temp files were written, so an error leaves the
-    directory as it was. Returns the three paths.
+    renamed into place only after all the temp files were written, so an error leaves the
+    directory as it was. Returns the paths.
     """
     folder = Path(directory)
     specials = list(special_tokens)
@@ -292,10 +297,32 @@ def save_tokenizer_files(
         (folder / VOCAB_FILE, _vocab_json(vocab)),
         (folder / MERGES_FILE, _merges_txt(merges, vocab)),
         (folder / SPECIAL_TOKENS_FILE, json.dumps(specials, ensure_ascii=False) + "\n"),
+        (folder / PATTERN_FILE, json.dumps({"name": pattern.name, "regex": pattern.regex}, ensure_ascii=False) + "\n"),
     ]
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise TokenizerFileError(f"cannot create directory {folder}: {exc.strerror or exc}") from None
     _write_all_atomically(contents)
-    return contents[0][0], contents[1][0], contents[2][0]
+    return tuple(path for path, _ in contents)
+
+
+def load_split_pattern(path: str | os.PathLike) -> SplitPattern:
+    """Read split_pattern.json: {"name": a preset or "custom", "regex": the pattern}."""
+    path = Path(path)
+    try:
+        data = json.loads(_read_text(path))
+    except json.JSONDecodeError as exc:
+        raise TokenizerFileError(f"{path}: not valid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("name"), str) or not isinstance(data.get("regex"), str):
+        raise TokenizerFileError(f'{path}: expected {{"name": ..., "regex": ...}} with two strings')
+    name, regex_text = data["name"], data["regex"]
+    if name in PRESETS and PRESETS[name].regex != regex_text:
+        raise TokenizerFileError(f"{path}: the regex differs from the {name!r} preset's; name it \"custom\"")
+    try:
+        pattern = resolve_pattern(regex_text)
+    except ConfigError as exc:
+        raise TokenizerFileError(f"{path}: {exc}") from None
+    if name not in PRESETS and name != "custom":
+        raise TokenizerFileError(f"{path}: unknown pattern name {name!r} (a preset: {', '.join(PRESETS)}; or custom)")
+    return pattern
