@@ -486,3 +486,290 @@ def test_ids_beyond_32_bits_are_refused_alike_by_every_encoder():
         Encoder(BYTE_IDS, [(97, 98, 2**32 - 1)])
     with pytest.raises(ValueError, match="special id 4294967295"):
         Encoder(BYTE_IDS, []).encode_utf8(b"a", [EOT], [2**32 - 1])
+
+
+# --- Hypothesis: hostile arguments, re-initialisation, threads ------------------------------------
+
+SPECIAL_POOL = [EOT, b"<|", b"|>", "é".encode(), "ée".encode(), b"a|>x", b"ab", b"\xe2", b"\x82\xac"]
+pieces = st.sampled_from(
+    ["a", "b", "c", "d", "ab", "cd", " ", "  ", "é", "e", "中", "🙂", "1", ".", "'s", "\n", "<|", "|>", "<|endoftext|>"]
+)
+raw_data = st.one_of(st.lists(pieces, max_size=40).map("".join).map(str.encode), st.binary(max_size=24))
+CONTAINERS = ["bytes", "bytearray", "memoryview", "slice", "guarded"]
+
+
+def wrap(data: bytes, kind: str):
+    """data in a container of the given kind; the mutable ones can be written through `target`."""
+    if kind == "bytes":
+        return data
+    if kind == "bytearray":
+        return bytearray(data)
+    if kind == "memoryview":
+        return memoryview(bytearray(data))
+    if kind == "slice":  # the bytes after the slice are another character's
+        return memoryview(bytearray(data + "中".encode()))[: len(data)]
+    return guarded(data)
+
+
+def scribble(container) -> None:
+    """Overwrite a mutable container with bytes that are not UTF-8 (same length: no resize)."""
+    if not isinstance(container, bytes) and len(container):
+        container[:] = b"\xf4" * len(container)
+
+
+class EvilBytes(bytes):
+    """A special token whose hash and equality empty the list it sits in (C never calls them)."""
+
+    victim: list = []
+
+    def __hash__(self):
+        self.victim.clear()
+        return 0
+
+    def __eq__(self, other):
+        self.victim.clear()
+        return bytes.__eq__(self, other)
+
+
+class Hostile:
+    """A special id whose __index__ does `actions` (once) before giving `value`."""
+
+    def __init__(self, value, actions, env):
+        self.value, self.actions, self.env, self.done = value, actions, env, False
+
+    def __index__(self):
+        if not self.done:
+            self.done = True
+            for action in self.actions:
+                self.env[action]()
+        return self.value
+
+
+ENCODER_ACTIONS = ["clear_specials", "append_special", "scribble", "reinit_a", "reinit_b", "reinit_bad", "nested", "gc"]
+
+
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    data=raw_data,
+    kind=st.sampled_from(CONTAINERS),
+    specials=st.lists(st.sampled_from(SPECIAL_POOL), max_size=3, unique=True),
+    actions=st.lists(st.sampled_from(ENCODER_ACTIONS), max_size=3),
+    evil=st.booleans(),
+    settled=st.booleans(),
+)
+def test_encoder_with_hostile_arguments_equals_the_twin_or_raises_cleanly(data, kind, specials, actions, evil, settled):
+    encoder = Encoder(BYTE_IDS, MERGES_A, 5)
+    encoder.encode_utf8(b"ab cd ab", [], [])  # something in the cache
+    tokens = [(EvilBytes if evil else bytes)(_fresh(token)) for token in specials]
+    EvilBytes.victim = tokens
+    container = wrap(data, kind)
+    tables = ["a"]  # the tables in force after each action
+
+    def reinit(merges, name):
+        encoder.__init__(BYTE_IDS, merges, 3)
+        tables.append(name)
+
+    def reinit_bad():
+        with pytest.raises(ValueError):
+            encoder.__init__(BYTE_IDS, [(97, 98, 256), (1, 2)])
+        tables.append("bad")
+
+    env = {
+        "clear_specials": tokens.clear,
+        "append_special": lambda: tokens.append(b"zz"),
+        "scribble": lambda: scribble(container),
+        "reinit_a": lambda: reinit(MERGES_A, "a"),
+        "reinit_b": lambda: reinit(MERGES_B, "b"),
+        "reinit_bad": reinit_bad,
+        "nested": lambda: encoder.encode_utf8(b"abc ab", [], []),
+        "gc": gc.collect,
+    }
+    ids = [Hostile(300, actions, env)] + list(range(301, 300 + len(specials)))
+    try:
+        result = encoder.encode_utf8(container, tokens, ids[: len(specials)], settled)
+    except ValueError:
+        result = ValueError
+    except RuntimeError as exc:
+        assert "not initialised" in str(exc)
+        result = RuntimeError
+    # The call reads the data and the special tokens as they were when it started.
+    expected = twin_encode(data, specials, range(300, 300 + len(specials)), settled)
+    if expected is not ValueError and tables[-1] != "a":
+        expected = (
+            RuntimeError if tables[-1] == "bad" else twin_encode(data, specials, range(300, 300 + len(specials)), settled, MERGES_B)
+        )
+    assert result == expected
+
+
+class HostileTokens:
+    """A sequence of special tokens (not a list: the C side iterates it, running this code) that
+    does `actions` halfway through."""
+
+    def __init__(self, tokens, actions, env):
+        self.tokens, self.actions, self.env, self.yielded, self.done = list(tokens), actions, env, [], False
+
+    def __iter__(self):
+        for k, token in enumerate(list(self.tokens)):
+            if k == len(self.tokens) // 2 and not self.done:
+                self.done = True
+                for action in self.actions:
+                    self.env[action]()
+            if k >= len(self.tokens):  # cleared meanwhile
+                return
+            self.yielded.append(token)
+            yield token
+
+
+COUNTER_ACTIONS = ["scribble", "reinit", "add", "to_dict", "len", "clear_tokens", "gc"]
+
+
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    data=raw_data,
+    kind=st.sampled_from(CONTAINERS),
+    specials=st.lists(st.sampled_from(SPECIAL_POOL), min_size=1, max_size=3, unique=True),
+    actions=st.lists(st.sampled_from(COUNTER_ACTIONS), max_size=3),
+)
+def test_counter_with_hostile_arguments_equals_the_twin_or_raises_cleanly(data, kind, specials, actions):
+    counter, mirror = PretokenCounter(), RegexCounter()
+    for each in (counter, mirror):
+        each.add(" already here")
+    container = wrap(data, kind)
+    done: list[str] = []
+
+    def act(name, effect=None):
+        def run():
+            result = effect() if effect else None
+            done.append(name)
+            return result
+
+        return run
+
+    tokens = HostileTokens([_fresh(token) for token in specials], actions, {})
+    tokens.env.update(
+        scribble=act("scribble", lambda: scribble(container)),
+        reinit=act("reinit", counter.__init__),
+        add=act("add", lambda: counter.add(" hostile")),
+        to_dict=act("to_dict", counter.to_dict),
+        len=act("len", lambda: len(counter)),
+        clear_tokens=act("clear_tokens", tokens.tokens.clear),
+        gc=act("gc", gc.collect),
+    )
+    try:
+        result = counter.add_utf8(container, tokens)
+    except ValueError:
+        result = ValueError
+    # The twin, given what the call saw: the tokens yielded, the data as it is now (written, if
+    # at all, while the tokens were read), the counter as the actions left it.
+    for name in done:
+        if name == "reinit":
+            mirror = RegexCounter()
+        elif name == "add":
+            mirror.add(" hostile")
+    try:
+        expected = mirror.add_utf8(bytes(container), list(tokens.yielded))
+    except ValueError:
+        expected = ValueError
+    assert result == expected
+    assert counter.to_dict() == mirror.to_dict() and len(counter) == len(mirror)
+
+
+def _word(thread: int, i: int) -> bytes:
+    """A pre-token only this thread counts: a space, the thread's capital letter, then i in letters."""
+    letters = "".join(chr(97 + (i // 26**k) % 26) for k in range(4))
+    return b" " + bytes([65 + thread]) + letters.encode()
+
+
+def test_threads_share_one_counter_while_another_reads_and_resets_it():
+    threads_n, rounds = 3, 4
+    texts = [b"".join(_word(t, i) for i in range(20_000)) for t in range(threads_n)]
+    alone = [twin_count(text)[1] for text in texts]
+    counter = PretokenCounter()
+    barrier = threading.Barrier(threads_n + 1)
+    counted = [0] * threads_n
+    errors: list[BaseException] = []
+    finished = threading.Event()
+
+    def adder(t):
+        try:
+            barrier.wait()
+            for _ in range(rounds):
+                try:
+                    assert counter.add_utf8(texts[t], []) is True
+                    counted[t] += 1
+                except RuntimeError as exc:
+                    assert "in use by another thread" in str(exc)
+        except BaseException as exc:  # noqa: BLE001 -- reported below
+            errors.append(exc)
+
+    def meddler():
+        try:
+            barrier.wait()
+            while not finished.is_set():
+                for action in (counter.to_dict, counter.__len__, counter.__init__):
+                    try:
+                        action()
+                    except RuntimeError as exc:
+                        assert "in use by another thread" in str(exc)
+        except BaseException as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    adders = [threading.Thread(target=adder, args=(t,)) for t in range(threads_n)]
+    other = threading.Thread(target=meddler)
+    for thread in [*adders, other]:
+        thread.start()
+    for thread in adders:
+        thread.join()
+    finished.set()
+    other.join()
+    assert not errors, errors
+    final = counter.to_dict()
+    for t in range(threads_n):
+        mine = {token: count for token, count in final.items() if token[1] == 65 + t}
+        times = mine.get(_word(t, 0), 0)
+        assert 0 <= times <= counted[t]
+        assert mine == ({token: count * times for token, count in alone[t].items()} if times else {})
+
+
+def test_threads_share_one_encoder_while_another_reinitialises_it():
+    encoder = Encoder(BYTE_IDS, MERGES_A)
+    text = "abc ab cd ccdd aa éé<|endoftext|> ab".encode() * 50
+    outcomes = {
+        twin_encode(text, [EOT], [300]).__repr__(): "a",
+        twin_encode(text, [EOT], [300], merges=MERGES_B).__repr__(): "b",
+    }
+    barrier = threading.Barrier(4)
+    errors: list[BaseException] = []
+    seen: set[str] = set()
+    finished = threading.Event()
+
+    def encode():
+        try:
+            barrier.wait()
+            for _ in range(200):
+                try:
+                    seen.add(outcomes[repr(encoder.encode_utf8(text, [EOT], [300]))])
+                except RuntimeError as exc:
+                    assert "not initialised" in str(exc)
+        except BaseException as exc:  # noqa: BLE001 -- reported below
+            errors.append(exc)
+
+    def reinit():
+        barrier.wait()
+        while not finished.is_set():
+            for merges in (MERGES_B, [(1, 2)], MERGES_A):
+                try:
+                    encoder.__init__(BYTE_IDS, merges, 4)
+                except ValueError:
+                    pass
+
+    encoders = [threading.Thread(target=encode) for _ in range(3)]
+    other = threading.Thread(target=reinit)
+    for thread in [*encoders, other]:
+        thread.start()
+    for thread in encoders:
+        thread.join()
+    finished.set()
+    other.join()
+    assert not errors, errors
+    assert seen <= {"a", "b"}
