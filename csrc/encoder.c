@@ -542,6 +542,30 @@ encoder_ready(EncoderObject *self)
     return bpe_classes_ready();
 }
 
+/* The number of characters in valid UTF-8. */
+static size_t
+count_chars(const unsigned char *s, size_t n)
+{
+    size_t chars = 0;
+    for (size_t i = 0; i < n; i++) {
+        chars += (s[i] & 0xC0) != 0x80;
+    }
+    return chars;
+}
+
+/* The byte offset of character number c (0-based) of valid UTF-8 s[0:n]; n +
+ * 1 if there are no more than c characters. */
+static size_t
+byte_of_char(const unsigned char *s, size_t n, size_t c)
+{
+    for (size_t i = 0; i < n; i++) {
+        if ((s[i] & 0xC0) != 0x80 && c-- == 0) {
+            return i;
+        }
+    }
+    return c == 0 ? n : n + 1;
+}
+
 /* True if two whole characters of s follow position j before end (end is a
  * character boundary). */
 static int
@@ -630,23 +654,27 @@ Encoder_encode_utf8(EncoderObject *self, PyObject *args)
         goto done;
     }
     /* settled: a special token starting before `settle` is whole in data
-     * (every one fits). */
-    size_t longest = 0;
-    for (size_t k = 0; k < sp.count; k++) {
-        longest = sp.len[k] > longest ? sp.len[k] : longest;
+     * (every one fits). Counted in characters, as PythonEncoder._settled
+     * counts them (in bytes the cut could differ), then turned into the byte
+     * offset of that character (n + 1: none). */
+    size_t settle = n + 1;
+    if (settled && sp.count) {
+        size_t longest = 0, chars = count_chars(s, n);
+        for (size_t k = 0; k < sp.count; k++) {
+            size_t c = count_chars(sp.token[k], sp.len[k]);
+            longest = c > longest ? c : longest;
+        }
+        settle = chars + 1 > longest ? byte_of_char(s, n, chars + 1 - longest)
+                                     : 0;
     }
-    size_t settle = longest ? (n + 1 > longest ? n + 1 - longest : 0) : n + 1;
     for (size_t pos = 0; pos <= n;) {
         size_t len, which = 0;
         size_t at = bpe_next_special(&sp, s, pos, n, &len, &which);
         if (settled &&
             (len == 0 || at >= settle)) { /* no settled special token left */
-            /* The ordinary text from pos is known up to settle (back to a
-             * character boundary). */
+            /* The ordinary text from pos is known up to settle (a character
+             * boundary). */
             size_t known = settle < n ? settle : n;
-            while (known > pos && known < n && (s[known] & 0xC0) == 0x80) {
-                known--;
-            }
             size_t cut = pos;
             for (size_t i = pos; i < known;) {
                 size_t j = bpe_next_end_utf8(s, i, known);

@@ -773,3 +773,12 @@ def test_threads_share_one_encoder_while_another_reinitialises_it():
     other.join()
     assert not errors, errors
     assert seen <= {"a", "b"}
+
+
+def test_settled_cut_counts_special_tokens_in_characters_as_the_twin_does():
+    # Found by the suite above: the C rule once measured "every special token fits" in bytes.
+    encoder = Encoder(BYTE_IDS, MERGES_A)
+    for data in ("éaababababab", "ééééééééééé <|e", "aé", "é", "<|endoftext|>é"):
+        raw = data.encode()
+        specials = ["é".encode(), EOT]
+        assert encoder.encode_utf8(raw, specials, [300, 301], True) == twin_encode(raw, specials, [300, 301], True)
