@@ -5,11 +5,17 @@ failed build into a warning, and the pure-Python trainers and encoders are then 
 bpe_impls/base/compiled.py for how the package picks).
 """
 
+import os
+
 from setuptools import Extension, setup
 
 # The C sources live in csrc/ (MANIFEST.in ships them in the sdist); a header edit rebuilds both.
 _HEADERS = ["csrc/bpe_util.h", "csrc/scanner.h", "csrc/scan_kind.h", "csrc/counter.h", "csrc/encoder.h"]
 _FLAGS = ["-O3", "-std=c11", "-Wall", "-Wextra", "-Wno-unused-parameter", "-Wno-missing-field-initializers"]
+# An optimisation level in CFLAGS wins (the sanitizer build, .ci/sanitize, asks for -O1): these
+# flags come after CFLAGS on the compiler's command line, so a -O3 here would override it.
+if any(flag.startswith("-O") for flag in os.environ.get("CFLAGS", "").split()):
+    _FLAGS.remove("-O3")
 
 setup(
     ext_modules=[

@@ -121,16 +121,41 @@ bpe_bm_insert(BytesMap *m, const unsigned char *key, size_t len, uint64_t h,
 typedef struct {
     PyObject_HEAD
     BytesMap counts;
-    /* add() running without the GIL: a second thread must not touch the table
-     */
+    /* A call is using the table: add() and add_utf8() while they run without
+     * the GIL, to_dict() while it builds Python objects (which may run Python
+     * code). Set and cleared only with the GIL held; every method that
+     * touches the table checks it first, so no other thread (and no callback)
+     * can free, grow or read the table meanwhile. */
     int busy;
 } CounterObject;
+
+/* 1 if the table may be used now, else 0 with RuntimeError set. */
+static int
+counter_usable(CounterObject *self)
+{
+    if (self->busy) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "PretokenCounter is in use by another thread");
+        return 0;
+    }
+    if (self->counts.index == NULL) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "PretokenCounter was not initialised");
+        return 0;
+    }
+    return 1;
+}
 
 static int
 Counter_init(CounterObject *self, PyObject *args, PyObject *kwds)
 {
     static char *kwlist[] = {NULL};
     if (!PyArg_ParseTupleAndKeywords(args, kwds, ":PretokenCounter", kwlist)) {
+        return -1;
+    }
+    if (self->busy) { /* freeing the table under a running add() */
+        PyErr_SetString(PyExc_RuntimeError,
+                        "PretokenCounter is in use by another thread");
         return -1;
     }
     bpe_bm_free(&self->counts);
@@ -154,18 +179,13 @@ Counter_add(CounterObject *self, PyObject *arg)
     if (!bpe_classes_ready()) {
         return NULL;
     }
-    if (self->counts.index == NULL) {
-        PyErr_SetString(PyExc_RuntimeError,
-                        "PretokenCounter was not initialised");
-        return NULL;
-    }
-    if (self->busy) {
-        PyErr_SetString(PyExc_RuntimeError,
-                        "PretokenCounter is in use by another thread");
-        return NULL;
-    }
     Text t;
     if (bpe_text_open(&t, arg) < 0) {
+        return NULL;
+    }
+    /* (a str is immutable, and the caller's reference keeps it alive) */
+    if (!counter_usable(self)) {
+        bpe_text_close(&t);
         return NULL;
     }
     int failed = 0; /* -1: lone surrogate, -2: out of memory */
@@ -211,10 +231,17 @@ Counter_add(CounterObject *self, PyObject *arg)
 static PyObject *
 Counter_to_dict(CounterObject *self, PyObject *unused)
 {
+    if (!counter_usable(self)) {
+        return NULL;
+    }
     PyObject *out = PyDict_New();
     if (out == NULL) {
         return NULL;
     }
+    /* Creating objects may run the garbage collector, and so Python code
+     * (finalizers) that could call this counter's methods: busy refuses them
+     * while the loop reads the table. */
+    self->busy = 1;
     const BytesMap *m = &self->counts;
     for (size_t k = 0; k < m->used; k++) { /* in first-seen order */
         const Entry *s = &m->entries[k];
@@ -225,12 +252,13 @@ Counter_to_dict(CounterObject *self, PyObject *unused)
         if (value == NULL || PyDict_SetItem(out, key, value) < 0) {
             Py_XDECREF(key);
             Py_XDECREF(value);
-            Py_DECREF(out);
-            return NULL;
+            Py_CLEAR(out);
+            break;
         }
         Py_DECREF(key);
         Py_DECREF(value);
     }
+    self->busy = 0;
     return out;
 }
 
@@ -244,15 +272,13 @@ Counter_merge(CounterObject *self, PyObject *arg)
         return NULL;
     }
     CounterObject *other = (CounterObject *)arg;
-    if (self->busy || other->busy) {
-        PyErr_SetString(PyExc_RuntimeError,
-                        "PretokenCounter is in use by another thread");
+    if (other == self) {
+        PyErr_SetString(PyExc_ValueError,
+                        "cannot merge a counter into itself");
         return NULL;
     }
-    if (self->counts.index == NULL || other == self) {
-        PyErr_SetString(
-            PyExc_ValueError,
-            "cannot merge an uninitialised counter or a counter into itself");
+    /* (nothing below runs Python code: no other call can start meanwhile) */
+    if (!counter_usable(self) || !counter_usable(other)) {
         return NULL;
     }
     const BytesMap *m = &other->counts;
@@ -296,30 +322,35 @@ count_utf8(BytesMap *counts, const unsigned char *s, size_t n)
 static PyObject *
 Counter_add_utf8(CounterObject *self, PyObject *args)
 {
-    Py_buffer view;
-    PyObject *specials_arg;
+    PyObject *data_arg, *specials_arg;
     if (!bpe_classes_ready()) {
         return NULL;
     }
-    if (!PyArg_ParseTuple(args, "y*O:add_utf8", &view, &specials_arg)) {
+    if (!PyArg_ParseTuple(args, "OO:add_utf8", &data_arg, &specials_arg)) {
         return NULL;
     }
-    if (self->counts.index == NULL || self->busy) {
-        PyBuffer_Release(&view);
-        PyErr_SetString(
-            PyExc_RuntimeError,
-            "PretokenCounter is uninitialised or in use by another thread");
-        return NULL;
-    }
+    /* Copies first (Python code may run while they are made), then the state
+     * checks, then the scan: nothing runs between the checks and busy = 1. */
     Specials sp;
-    PyObject *held = NULL;
-    if (bpe_specials_open(&sp, specials_arg, &held) < 0) {
-        bpe_specials_close(&sp, held);
-        PyBuffer_Release(&view);
-        return NULL;
+    Utf8Data d = {0};
+    PyObject *result = NULL;
+    if (bpe_specials_open(&sp, specials_arg) < 0 ||
+        bpe_data_open(&d, data_arg) < 0)
+    {
+        goto done;
     }
-    const unsigned char *s = view.buf;
-    size_t n = (size_t)view.len;
+    const unsigned char *s = d.buf;
+    size_t n = d.len;
+    if (sp.bad >= 0) {
+        /* RegexCounter decodes the data first: not UTF-8 is False whatever
+         * the special tokens */
+        result = bpe_utf8_valid(s, n) ? bpe_specials_refuse(&sp)
+                                      : Py_NewRef(Py_False);
+        goto done;
+    }
+    if (!counter_usable(self)) {
+        goto done;
+    }
     int valid, failed = 0;
     self->busy = 1;
     Py_BEGIN_ALLOW_THREADS
@@ -332,17 +363,21 @@ Counter_add_utf8(CounterObject *self, PyObject *args)
     }
     Py_END_ALLOW_THREADS
     self->busy = 0;
-    bpe_specials_close(&sp, held);
-    PyBuffer_Release(&view);
-    if (failed) {
-        return PyErr_NoMemory();
-    }
-    return PyBool_FromLong(valid);
+    result = failed ? PyErr_NoMemory() : PyBool_FromLong(valid);
+done:
+    bpe_specials_close(&sp);
+    bpe_data_close(&d);
+    return result;
 }
 
 static Py_ssize_t
 Counter_len(CounterObject *self)
 {
+    if (self->busy) { /* the count changes under a running add() */
+        PyErr_SetString(PyExc_RuntimeError,
+                        "PretokenCounter is in use by another thread");
+        return -1;
+    }
     return (Py_ssize_t)self->counts.used;
 }
 
@@ -369,7 +404,8 @@ BPE_INTERNAL PyTypeObject bpe_CounterType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "bpe_impls._native.PretokenCounter",
     .tp_doc =
-        "Counts GPT-2 pre-tokens by their UTF-8 bytes. One thread at a time.",
+        "Counts GPT-2 pre-tokens by their UTF-8 bytes. One thread at a time: "
+        "a call made while another thread's add() runs raises RuntimeError.",
     .tp_basicsize = sizeof(CounterObject),
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_new = PyType_GenericNew,

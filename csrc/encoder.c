@@ -64,6 +64,9 @@ pair_rank(const PairMap *pm, uint32_t a, uint32_t b, uint32_t *merged)
 
 typedef struct {
     PyObject_HEAD
+    /* 1 once an __init__ has succeeded and none failed since; then every table
+     * below is allocated. */
+    int ready;
     PairMap pairs;
     uint32_t byte_ids[256];
     BytesMap
@@ -71,20 +74,33 @@ typedef struct {
     uint32_t *cache_ids;
     size_t cache_ids_len, cache_ids_cap;
     Py_ssize_t cache_size;
-    /* Scratch for one pre-token's BPE, reused. */
-    uint32_t *work;
-    size_t work_cap;
 } EncoderObject;
+
+static void
+pairs_free(PairMap *pm)
+{
+    free(pm->keys);
+    free(pm->ranks);
+    free(pm->merged);
+    memset(pm, 0, sizeof(*pm));
+}
+
+/* Free every table: the encoder is then not initialised. */
+static void
+encoder_clear(EncoderObject *self)
+{
+    self->ready = 0;
+    pairs_free(&self->pairs);
+    bpe_bm_free(&self->cache);
+    free(self->cache_ids);
+    self->cache_ids = NULL;
+    self->cache_ids_len = self->cache_ids_cap = 0;
+}
 
 static void
 Encoder_dealloc(EncoderObject *self)
 {
-    free(self->pairs.keys);
-    free(self->pairs.ranks);
-    free(self->pairs.merged);
-    bpe_bm_free(&self->cache);
-    free(self->cache_ids);
-    free(self->work);
+    encoder_clear(self);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -104,81 +120,40 @@ as_id(PyObject *obj, uint32_t *out, const char *what)
     return 0;
 }
 
+/* The merges (left, right, merged) in rank order into a new pm; a repeated
+ * pair keeps its first rank. merges is a tuple the caller owns: the ids'
+ * __index__ may run any Python code, but cannot change it. */
 static int
-Encoder_init(EncoderObject *self, PyObject *args, PyObject *kwds)
+read_merges(PairMap *pm, PyObject *merges)
 {
-    static char *kwlist[] = {"byte_ids", "merges", "cache_size", NULL};
-    PyObject *byte_ids, *merges;
-    Py_ssize_t cache_size = 1 << 16;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO|n:Encoder", kwlist,
-                                     &byte_ids, &merges, &cache_size))
-    {
-        return -1;
-    }
-    if (self->pairs.keys != NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "Encoder is already initialised");
-        return -1;
-    }
-    if (cache_size < 0) {
-        PyErr_SetString(PyExc_ValueError, "cache_size must be non-negative");
-        return -1;
-    }
-    self->cache_size = cache_size;
-
-    PyObject *seq =
-        PySequence_Fast(byte_ids, "byte_ids must be a sequence of 256 ids");
-    if (seq == NULL) {
-        return -1;
-    }
-    if (PySequence_Fast_GET_SIZE(seq) != 256) {
-        PyErr_SetString(PyExc_ValueError, "byte_ids must hold 256 ids");
-        goto fail;
-    }
-    for (int b = 0; b < 256; b++) {
-        if (as_id(PySequence_Fast_GET_ITEM(seq, b), &self->byte_ids[b],
-                  "byte id") < 0)
-        {
-            goto fail;
-        }
-    }
-    Py_DECREF(seq);
-
-    /* merges: (left id, right id, merged id) in rank order; a repeated pair
-     * keeps its first rank. */
-    seq = PySequence_Fast(
-        merges, "merges must be a sequence of (left, right, merged) ids");
-    if (seq == NULL) {
-        return -1;
-    }
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    Py_ssize_t n = PyTuple_GET_SIZE(merges);
     size_t capacity = 16;
     while (capacity < (size_t)n * 2 + 2) {
         capacity *= 2;
     }
-    PairMap *pm = &self->pairs;
     pm->keys = malloc(capacity * sizeof(uint64_t));
     pm->ranks = malloc(capacity * sizeof(uint32_t));
     pm->merged = malloc(capacity * sizeof(uint32_t));
     if (pm->keys == NULL || pm->ranks == NULL || pm->merged == NULL) {
         PyErr_NoMemory();
-        goto fail;
+        return -1;
     }
     memset(pm->keys, 0xFF, capacity * sizeof(uint64_t));
     pm->mask = capacity - 1;
     for (Py_ssize_t rank = 0; rank < n; rank++) {
-        PyObject *item = PySequence_Fast_GET_ITEM(seq, rank);
+        PyObject *item = PyTuple_GET_ITEM(merges, rank);
         uint32_t a, b, merged;
         if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 3) {
             PyErr_Format(PyExc_ValueError,
                          "merge #%zd is not a (left, right, merged) tuple",
                          rank);
-            goto fail;
+            return -1;
         }
         if (as_id(PyTuple_GET_ITEM(item, 0), &a, "left id") < 0 ||
             as_id(PyTuple_GET_ITEM(item, 1), &b, "right id") < 0 ||
             as_id(PyTuple_GET_ITEM(item, 2), &merged, "merged id") < 0)
         {
-            goto fail;
+            return -1;
         }
         uint64_t key = pair_key(a, b);
         size_t at = pair_slot(key, pm->mask);
@@ -191,16 +166,77 @@ Encoder_init(EncoderObject *self, PyObject *args, PyObject *kwds)
             pm->merged[at] = merged;
         }
     }
-    Py_DECREF(seq);
-    if (bpe_bm_init(&self->cache, 1024) < 0) {
-        PyErr_NoMemory();
-        return -1;
-    }
     return 0;
+}
 
-fail:
-    Py_DECREF(seq);
-    return -1;
+/* The new tables are built aside (the ids' __index__ may run Python code that
+ * uses this very encoder: encodes with it, or re-initialises it) and swapped
+ * in at the end, when nothing can run in between. A re-init frees the old
+ * tables; a failed (re-)init leaves the encoder not initialised, so it raises
+ * RuntimeError until an __init__ succeeds. */
+static int
+Encoder_init(EncoderObject *self, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"byte_ids", "merges", "cache_size", NULL};
+    PyObject *byte_ids_arg, *merges_arg;
+    PyObject *byte_seq = NULL, *merges = NULL;
+    Py_ssize_t cache_size = 1 << 16;
+    PairMap pm = {0};
+    BytesMap cache = {0};
+    uint32_t byte_ids[256];
+    int result = -1;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO|n:Encoder", kwlist,
+                                     &byte_ids_arg, &merges_arg, &cache_size))
+    {
+        goto done;
+    }
+    if (cache_size < 0) {
+        PyErr_SetString(PyExc_ValueError, "cache_size must be non-negative");
+        goto done;
+    }
+    /* Tuples of our own: a list passed in could change under an __index__. */
+    byte_seq = PySequence_Tuple(byte_ids_arg);
+    if (byte_seq == NULL) {
+        goto done;
+    }
+    if (PyTuple_GET_SIZE(byte_seq) != 256) {
+        PyErr_SetString(PyExc_ValueError, "byte_ids must hold 256 ids");
+        goto done;
+    }
+    for (int b = 0; b < 256; b++) {
+        if (as_id(PyTuple_GET_ITEM(byte_seq, b), &byte_ids[b], "byte id") <
+            0)
+        {
+            goto done;
+        }
+    }
+    merges = PySequence_Tuple(merges_arg);
+    if (merges == NULL || read_merges(&pm, merges) < 0) {
+        goto done;
+    }
+    if (bpe_bm_init(&cache, 1024) < 0) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    /* No Python code from here to the end. */
+    encoder_clear(self);
+    self->pairs = pm;
+    memset(&pm, 0, sizeof(pm));
+    self->cache = cache;
+    memset(&cache, 0, sizeof(cache));
+    memcpy(self->byte_ids, byte_ids, sizeof(byte_ids));
+    self->cache_size = cache_size;
+    self->ready = 1;
+    result = 0;
+done:
+    pairs_free(&pm);
+    bpe_bm_free(&cache);
+    if (result < 0) {
+        encoder_clear(self);
+    }
+    Py_XDECREF(byte_seq);
+    Py_XDECREF(merges);
+    return result;
 }
 
 /* Plain BPE, as tokenizer.bpe_scan: merge the lowest-ranked pair (leftmost on
@@ -497,11 +533,37 @@ encode_token(EncoderObject *self, const unsigned char *key, size_t len,
 static int
 encoder_ready(EncoderObject *self)
 {
-    if (self->pairs.keys == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "Encoder was not initialised");
+    if (!self->ready) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "Encoder is not initialised (never, or its last "
+                        "__init__ failed)");
         return 0;
     }
     return bpe_classes_ready();
+}
+
+/* The number of characters in valid UTF-8. */
+static size_t
+count_chars(const unsigned char *s, size_t n)
+{
+    size_t chars = 0;
+    for (size_t i = 0; i < n; i++) {
+        chars += (s[i] & 0xC0) != 0x80;
+    }
+    return chars;
+}
+
+/* The byte offset of character number c (0-based) of valid UTF-8 s[0:n]; n +
+ * 1 if there are no more than c characters. */
+static size_t
+byte_of_char(const unsigned char *s, size_t n, size_t c)
+{
+    for (size_t i = 0; i < n; i++) {
+        if ((s[i] & 0xC0) != 0x80 && c-- == 0) {
+            return i;
+        }
+    }
+    return c == 0 ? n : n + 1;
 }
 
 /* True if two whole characters of s follow position j before end (end is a
@@ -534,30 +596,44 @@ two_chars_follow(const unsigned char *s, size_t j, size_t end)
 static PyObject *
 Encoder_encode_utf8(EncoderObject *self, PyObject *args)
 {
-    Py_buffer view;
-    PyObject *specials_arg, *ids_arg;
+    PyObject *data_arg, *specials_arg, *ids_arg;
     int settled = 0;
     if (!encoder_ready(self) ||
-        !PyArg_ParseTuple(args, "y*OO|p:encode_utf8", &view, &specials_arg,
+        !PyArg_ParseTuple(args, "OOO|p:encode_utf8", &data_arg, &specials_arg,
                           &ids_arg, &settled))
     {
         return NULL;
     }
+    /* Everything the call reads is copied (or, for bytes, immutable) before
+     * Python code can run: the special ids' __index__ may change the data,
+     * the special tokens or this encoder. The checks come in
+     * PythonEncoder.encode_utf8's order. */
     Specials sp;
-    PyObject *held = NULL, *ids_seq = NULL, *result = NULL;
+    Utf8Data d = {0};
+    PyObject *ids_seq = NULL, *result = NULL;
     uint32_t *special_ids = NULL;
     IdBuf out = {0};
-    if (bpe_specials_open(&sp, specials_arg, &held) < 0) {
+    if (bpe_specials_open(&sp, specials_arg) < 0) {
         goto done;
     }
-    ids_seq =
-        PySequence_Fast(ids_arg, "special ids must be a sequence of ints");
-    if (ids_seq == NULL) {
+    ids_seq = PySequence_Tuple(ids_arg);
+    if (ids_seq == NULL || bpe_data_open(&d, data_arg) < 0) {
         goto done;
     }
-    if ((size_t)PySequence_Fast_GET_SIZE(ids_seq) != sp.count) {
+    const unsigned char *s = d.buf;
+    size_t n = d.len;
+    /* the scanner reads whole characters: never past a bad one */
+    if (!bpe_utf8_valid(s, n)) {
+        PyErr_SetString(PyExc_ValueError, "data is not valid UTF-8");
+        goto done;
+    }
+    if ((size_t)PyTuple_GET_SIZE(ids_seq) != sp.count) {
         PyErr_SetString(PyExc_ValueError,
                         "one id is needed per special token");
+        goto done;
+    }
+    if (sp.bad >= 0) {
+        bpe_specials_refuse(&sp);
         goto done;
     }
     special_ids = PyMem_Calloc(sp.count + 1, sizeof(uint32_t));
@@ -566,37 +642,39 @@ Encoder_encode_utf8(EncoderObject *self, PyObject *args)
         goto done;
     }
     for (size_t k = 0; k < sp.count; k++) {
-        if (as_id(PySequence_Fast_GET_ITEM(ids_seq, (Py_ssize_t)k),
-                  &special_ids[k], "special id") < 0)
+        if (as_id(PyTuple_GET_ITEM(ids_seq, (Py_ssize_t)k), &special_ids[k],
+                  "special id") < 0)
         {
             goto done;
         }
     }
-    const unsigned char *s = view.buf;
-    size_t n = (size_t)view.len;
-    /* the scanner reads whole characters: never past a bad one */
-    if (!bpe_utf8_valid(s, n)) {
-        PyErr_SetString(PyExc_ValueError, "data is not valid UTF-8");
+    /* Again: an __index__ may have re-initialised the encoder. No Python code
+     * runs from here until the result is built. */
+    if (!encoder_ready(self)) {
         goto done;
     }
     /* settled: a special token starting before `settle` is whole in data
-     * (every one fits). */
-    size_t longest = 0;
-    for (size_t k = 0; k < sp.count; k++) {
-        longest = sp.len[k] > longest ? sp.len[k] : longest;
+     * (every one fits). Counted in characters, as PythonEncoder._settled
+     * counts them (in bytes the cut could differ), then turned into the byte
+     * offset of that character (n + 1: none). */
+    size_t settle = n + 1;
+    if (settled && sp.count) {
+        size_t longest = 0, chars = count_chars(s, n);
+        for (size_t k = 0; k < sp.count; k++) {
+            size_t c = count_chars(sp.token[k], sp.len[k]);
+            longest = c > longest ? c : longest;
+        }
+        settle = chars + 1 > longest ? byte_of_char(s, n, chars + 1 - longest)
+                                     : 0;
     }
-    size_t settle = longest ? (n + 1 > longest ? n + 1 - longest : 0) : n + 1;
     for (size_t pos = 0; pos <= n;) {
         size_t len, which = 0;
         size_t at = bpe_next_special(&sp, s, pos, n, &len, &which);
         if (settled &&
             (len == 0 || at >= settle)) { /* no settled special token left */
-            /* The ordinary text from pos is known up to settle (back to a
-             * character boundary). */
+            /* The ordinary text from pos is known up to settle (a character
+             * boundary). */
             size_t known = settle < n ? settle : n;
-            while (known > pos && (s[known] & 0xC0) == 0x80) {
-                known--;
-            }
             size_t cut = pos;
             for (size_t i = pos; i < known;) {
                 size_t j = bpe_next_end_utf8(s, i, known);
@@ -636,20 +714,24 @@ done:
     free(out.ids);
     PyMem_Free(special_ids);
     Py_XDECREF(ids_seq);
-    bpe_specials_close(&sp, held);
-    PyBuffer_Release(&view);
+    bpe_specials_close(&sp);
+    bpe_data_close(&d);
     return result;
 }
 
 static PyObject *
 Encoder_bpe(EncoderObject *self, PyObject *arg)
 {
-    if (self->pairs.keys == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "Encoder was not initialised");
-        return NULL;
-    }
     Py_buffer view;
     if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) {
+        return NULL;
+    }
+    /* (getting a buffer may run Python code: the state is checked after) */
+    if (!self->ready) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "Encoder is not initialised (never, or its last "
+                        "__init__ failed)");
+        PyBuffer_Release(&view);
         return NULL;
     }
     IdBuf out = {0};

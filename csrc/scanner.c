@@ -125,32 +125,55 @@ bpe_surrogate_error(const Text *t)
 }
 
 BPE_INTERNAL int
-bpe_specials_open(Specials *sp, PyObject *seq, PyObject **held)
+bpe_specials_open(Specials *sp, PyObject *seq)
 {
     memset(sp, 0, sizeof(*sp));
-    *held = PySequence_Fast(seq, "special tokens must be a sequence of bytes");
-    if (*held == NULL) {
+    sp->bad = -1;
+    /* may run Python code (it iterates seq when it is not a list or tuple) */
+    PyObject *held =
+        PySequence_Fast(seq, "special tokens must be a sequence of bytes");
+    if (held == NULL) {
         return -1;
     }
-    Py_ssize_t count = PySequence_Fast_GET_SIZE(*held);
-    sp->token = PyMem_Calloc((size_t)count + 1, sizeof(*sp->token));
-    sp->len = PyMem_Calloc((size_t)count + 1, sizeof(*sp->len));
-    sp->origin = PyMem_Calloc((size_t)count + 1, sizeof(*sp->origin));
-    if (sp->token == NULL || sp->len == NULL || sp->origin == NULL) {
-        PyErr_NoMemory();
-        return -1;
-    }
+    /* From here on until Py_DECREF(held) no Python code runs: held's items
+     * stay where they are while they are read and copied. */
+    int result = -1;
+    Py_ssize_t count = PySequence_Fast_GET_SIZE(held);
+    size_t total = 0;
     for (Py_ssize_t k = 0; k < count; k++) {
-        PyObject *item = PySequence_Fast_GET_ITEM(*held, k);
+        PyObject *item = PySequence_Fast_GET_ITEM(held, k);
         if (!PyBytes_Check(item) || PyBytes_GET_SIZE(item) == 0) {
             PyErr_Format(PyExc_TypeError,
                          "special token #%zd is not non-empty bytes", k);
-            return -1;
+            goto done;
+        }
+        total += (size_t)PyBytes_GET_SIZE(item); /* each < PY_SSIZE_T_MAX */
+        if (total > PY_SSIZE_T_MAX) {
+            PyErr_NoMemory();
+            goto done;
+        }
+    }
+    sp->token = PyMem_Calloc((size_t)count + 1, sizeof(*sp->token));
+    sp->len = PyMem_Calloc((size_t)count + 1, sizeof(*sp->len));
+    sp->origin = PyMem_Calloc((size_t)count + 1, sizeof(*sp->origin));
+    sp->bytes = PyMem_Malloc(total + 1);
+    if (sp->token == NULL || sp->len == NULL || sp->origin == NULL ||
+        sp->bytes == NULL)
+    {
+        PyErr_NoMemory();
+        goto done;
+    }
+    size_t used = 0;
+    for (Py_ssize_t k = 0; k < count; k++) {
+        PyObject *item = PySequence_Fast_GET_ITEM(held, k);
+        size_t len = (size_t)PyBytes_GET_SIZE(item), at = sp->count;
+        unsigned char *token = sp->bytes + used;
+        memcpy(token, PyBytes_AS_STRING(item), len);
+        used += len;
+        if (sp->bad < 0 && !bpe_utf8_valid(token, len)) {
+            sp->bad = k;
         }
         /* insertion sort, longest first, stable */
-        const unsigned char *token =
-            (const unsigned char *)PyBytes_AS_STRING(item);
-        size_t len = (size_t)PyBytes_GET_SIZE(item), at = sp->count;
         while (at > 0 && sp->len[at - 1] < len) {
             sp->token[at] = sp->token[at - 1];
             sp->len[at] = sp->len[at - 1];
@@ -163,14 +186,77 @@ bpe_specials_open(Specials *sp, PyObject *seq, PyObject **held)
         sp->count++;
         sp->first[token[0]] = 1;
     }
-    return 0;
+    result = 0;
+done:
+    Py_DECREF(held);
+    return result;
 }
 
 BPE_INTERNAL void
-bpe_specials_close(Specials *sp, PyObject *held)
+bpe_specials_close(Specials *sp)
 {
     PyMem_Free(sp->token);
     PyMem_Free(sp->len);
     PyMem_Free(sp->origin);
-    Py_XDECREF(held);
+    PyMem_Free(sp->bytes);
+    memset(sp, 0, sizeof(*sp));
+}
+
+BPE_INTERNAL PyObject *
+bpe_specials_refuse(const Specials *sp)
+{
+    for (size_t k = 0; k < sp->count; k++) {
+        if (sp->origin[k] == (size_t)sp->bad) {
+            PyObject *token = PyBytes_FromStringAndSize(
+                (const char *)sp->token[k], (Py_ssize_t)sp->len[k]);
+            if (token != NULL) {
+                PyErr_Format(PyExc_ValueError,
+                             "special token #%zd %R is not valid UTF-8: "
+                             "special tokens must be whole characters",
+                             sp->bad, token);
+                Py_DECREF(token);
+            }
+            return NULL;
+        }
+    }
+    PyErr_SetString(PyExc_SystemError, "no bad special token to refuse");
+    return NULL;
+}
+
+BPE_INTERNAL int
+bpe_data_open(Utf8Data *d, PyObject *obj)
+{
+    memset(d, 0, sizeof(*d));
+    if (PyBytes_Check(obj)) {
+        d->obj = Py_NewRef(obj);
+        d->buf = (const unsigned char *)PyBytes_AS_STRING(obj);
+        d->len = (size_t)PyBytes_GET_SIZE(obj);
+        return 0;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(obj, &view, PyBUF_SIMPLE) < 0) {
+        return -1;
+    }
+    /* Nothing runs between getting the buffer and copying it. */
+    d->own = malloc(view.len ? (size_t)view.len : 1);
+    if (d->own == NULL) {
+        PyBuffer_Release(&view);
+        PyErr_NoMemory();
+        return -1;
+    }
+    if (view.len) {
+        memcpy(d->own, view.buf, (size_t)view.len);
+    }
+    d->buf = d->own;
+    d->len = (size_t)view.len;
+    PyBuffer_Release(&view);
+    return 0;
+}
+
+BPE_INTERNAL void
+bpe_data_close(Utf8Data *d)
+{
+    free(d->own);
+    Py_XDECREF(d->obj);
+    memset(d, 0, sizeof(*d));
 }

@@ -190,22 +190,53 @@ bpe_text_utf8(Text *t, Py_ssize_t i, Py_ssize_t j, Py_ssize_t *len)
 /* The special tokens, longest first: at a position where several match, the
  * longest wins, as in pretokenize.special_token_regex (only tokens that are
  * prefixes of one another can both match at one position, so byte length
- * orders them as character length does). */
+ * orders them as character length does).
+ *
+ * The tokens' bytes are copied into memory the Specials own: the caller's
+ * sequence and its bytes objects may change or be freed as soon as Python code
+ * runs (an id's __index__, another thread once the GIL is released). */
 typedef struct {
     size_t count;
     const unsigned char **token;
     size_t *len;
     size_t *origin; /* each token's position in the sequence given */
+    unsigned char *bytes; /* every token's bytes, back to back */
+    /* the position (in the sequence given) of the first token that is not
+     * valid UTF-8, else -1: see bpe_specials_refuse */
+    Py_ssize_t bad;
     /* first[b]: some special token starts with byte b */
     unsigned char first[256];
 } Specials;
 
-/* Read seq (a sequence of non-empty bytes) into sp: 0, or -1 with an exception
- * set. *held keeps the tokens alive; bpe_specials_close(sp, *held) must follow
+/* Copy seq (a sequence of non-empty bytes) into sp: 0, or -1 with an exception
+ * set. A token that is not valid UTF-8 (whole characters) is not an error here
+ * but recorded in sp->bad: the caller refuses it, with bpe_specials_refuse,
+ * after the checks that come first for it. bpe_specials_close(sp) must follow
  * either way. */
-BPE_INTERNAL int bpe_specials_open(Specials *sp, PyObject *seq,
-                                   PyObject **held);
-BPE_INTERNAL void bpe_specials_close(Specials *sp, PyObject *held);
+BPE_INTERNAL int bpe_specials_open(Specials *sp, PyObject *seq);
+BPE_INTERNAL void bpe_specials_close(Specials *sp);
+/* Set the ValueError naming the token at sp->bad (>= 0); returns NULL. Such a
+ * token could match inside a character, and the scanner would then start
+ * between a character's bytes and read past the end of the data. */
+BPE_INTERNAL PyObject *bpe_specials_refuse(const Specials *sp);
+
+/* UTF-8 input held still for a call: a bytes object as it stands (immutable,
+ * and referenced), anything else with the buffer protocol copied while the GIL
+ * is held. A bytearray or a writable memoryview could otherwise change (even
+ * when its export keeps it from resizing) between the UTF-8 check and the
+ * scan, which relies on that check, while the GIL is released or while Python
+ * code runs (an id's __index__). */
+typedef struct {
+    const unsigned char *buf;
+    size_t len;
+    PyObject *obj;      /* the bytes object, or NULL */
+    unsigned char *own; /* the copy, or NULL */
+} Utf8Data;
+
+/* 0, or -1 with an exception set (TypeError if obj has no buffer);
+ * bpe_data_close(d) must follow either way. */
+BPE_INTERNAL int bpe_data_open(Utf8Data *d, PyObject *obj);
+BPE_INTERNAL void bpe_data_close(Utf8Data *d);
 
 /* Where the next special token at or after `from` starts (n if none); its
  * length in *len (0 if none) and its position in the sequence given in *which.

@@ -831,7 +831,8 @@ iter_next(ItemIter *it, PyObject **key, PyObject **value)
 }
 
 /* The count of `word` as int64 (check_word_counts has vetted it; this guards
- * the C side). */
+ * the C side). A word of one byte (or none) has no pair, so no count of it is
+ * too large: it only has to be positive, and *out is then left unset. */
 static int
 read_count(PyObject *word, PyObject *value, int64_t *out)
 {
@@ -845,6 +846,9 @@ read_count(PyObject *word, PyObject *value, int64_t *out)
     long long count = PyLong_AsLongLongAndOverflow(value, &overflow);
     if (count == -1 && PyErr_Occurred()) {
         return -1;
+    }
+    if (overflow > 0 && PyBytes_GET_SIZE(word) < 2) {
+        return 0;
     }
     if (overflow > 0) {
         PyErr_Format(PyExc_OverflowError,
@@ -876,7 +880,7 @@ load_words(State *s, PyObject *word_counts)
         return -1;
     }
     while ((r = iter_next(&it, &word, &value)) > 0) {
-        int64_t count;
+        int64_t count = 0;
         if (read_count(word, value, &count) < 0) {
             goto fail;
         }

@@ -48,6 +48,16 @@ def checked_vocab(vocab: Mapping[int, bytes], where: str = "vocab", error: type[
     return table
 
 
+# The largest token id: the compiled encoder keeps ids in 32 bits, with 2**32 - 1 meaning "none".
+# build_tables refuses larger ids for every encoder, so all of them accept exactly the same vocabs.
+MAX_TOKEN_ID = 2**32 - 2
+
+
+def _check_id(token_id: int, what: str) -> None:
+    if token_id > MAX_TOKEN_ID:
+        raise ConfigError(f"{what} {token_id} is too large: token ids go up to 2**32 - 2 ({MAX_TOKEN_ID})")
+
+
 @dataclass(frozen=True)
 class EncodingTables:
     """Everything a Tokenizer knows, checked and derived."""
@@ -64,9 +74,11 @@ def build_tables(
 ) -> EncodingTables:
     """Check (vocab, merges) and derive the tables; special tokens must already be validated.
 
-    Special tokens not already in the vocab (by bytes) get new ids after the largest one.
+    Special tokens not already in the vocab (by bytes) get new ids after the largest one. No id
+    may exceed MAX_TOKEN_ID.
     """
     table = checked_vocab(vocab)
+    _check_id(max(table, default=0), "vocab id")
 
     # Special tokens: reuse an existing id with the same bytes (the lowest, which is where the
     # trainers' vocab layout puts them), else append a new id.
@@ -83,6 +95,7 @@ def build_tables(
         if token in ids_of:
             special_token_ids[special] = ids_of[token][0]
         else:
+            _check_id(next_id, f"special token {special!r} would get id")
             table[next_id] = token
             ids_of[token] = [next_id]
             special_token_ids[special] = next_id
