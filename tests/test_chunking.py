@@ -16,6 +16,7 @@ from pathlib import Path
 import regex
 
 from bpe_impls import train_bpe
+from bpe_impls.base.patterns import GPT2
 from bpe_impls.corpus import planning
 from bpe_impls.corpus.cuts import CutFinder
 from bpe_impls.corpus.planning import plan_units
@@ -38,7 +39,7 @@ def assert_boundaries_safe(data: bytes, bounds: list[int], specials: tuple[str, 
     occurrences = [
         m.span() for token in encoded for m in regex.finditer(regex.escape(token), data, overlapped=True)
     ]
-    finder = CutFinder(encoded, encoded, prose=True)
+    finder = CutFinder(encoded, encoded, prose=GPT2.prose_cuts)
     file = io.BytesIO(data)
     for b in bounds[1:-1]:
         assert not 0x80 <= data[b] <= 0xBF, f"boundary {b} splits a UTF-8 character"

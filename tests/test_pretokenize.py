@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from bpe_impls import count_pretokens
 from bpe_impls.base.errors import ConfigError
-from bpe_impls.base.patterns import GPT2_PATTERN, iter_pretokens, split_on_special_tokens, validate_special_tokens
+from bpe_impls.base.patterns import GPT2, GPT2_PATTERN, iter_pretokens, split_on_special_tokens, validate_special_tokens
 from bpe_impls.corpus.cuts import CutFinder, find_chunk_boundaries, safe_cuts
 from bpe_impls.corpus.planning import plan_units
 from bpe_impls.corpus.tally import count_text, count_unit
@@ -128,7 +128,7 @@ texts = st.lists(pieces, max_size=60).map("".join)
 
 def _all_safe_cuts(data: bytes, specials: tuple[str, ...]) -> list[int]:
     encoded = [t.encode() for t in specials]
-    finder = CutFinder(encoded, encoded, prose=True)
+    finder = CutFinder(encoded, encoded, prose=GPT2.prose_cuts)
     file = io.BytesIO(data)
     return [p for p in range(1, len(data)) if finder.next_cut(file, p, len(data)) == p]
 

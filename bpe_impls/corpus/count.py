@@ -17,7 +17,7 @@ from typing import Protocol
 
 from ..base.checks import validate_min_count
 from ..base.errors import ConfigError
-from ..base.patterns import validate_special_tokens
+from ..base.patterns import GPT2, SplitPattern, resolve_pattern, validate_special_tokens
 from .dask_backend import DaskBackend
 from .local import LocalBackend
 from .planning import plan_inputs
@@ -34,12 +34,12 @@ class CountingBackend(Protocol):
 
     def tally(
         self, units: Sequence[Unit], special_tokens: tuple[str, ...], *, progress: bool = False,
-        min_count: int = 1,
+        min_count: int = 1, pattern: SplitPattern = GPT2,
     ) -> Tally: ...
 
     def count(
         self, units: Sequence[Unit], special_tokens: tuple[str, ...], *, progress: bool = False,
-        min_count: int = 1,
+        min_count: int = 1, pattern: SplitPattern = GPT2,
     ) -> Counter[bytes]: ...
 
 
@@ -59,6 +59,7 @@ def count_units(
     scheduler: str | None = None,
     min_count: int = 1,
     progress: bool = False,
+    pattern: SplitPattern = GPT2,
 ) -> Counter[bytes]:
     """Count the units with the named backend; `scheduler` (a Dask address) is for backend="dask"."""
     if backend not in BACKENDS:
@@ -66,7 +67,7 @@ def count_units(
     if scheduler is not None and backend != "dask":
         raise ConfigError("a scheduler address is only used with the dask backend (--backend dask)")
     counter = BACKENDS[backend](num_workers, scheduler)
-    return counter.count(units, special_tokens, progress=progress, min_count=min_count)
+    return counter.count(units, special_tokens, progress=progress, min_count=min_count, pattern=pattern)
 
 
 def count_pretokens(
@@ -80,8 +81,9 @@ def count_pretokens(
     text_field: str = "text",
     skip_bad_records: bool = False,
     min_pretoken_count: int = 1,
+    pattern: str | SplitPattern | None = None,
 ) -> Counter[bytes]:
-    """Count GPT-2 pre-tokens of a corpus as a map-reduce over units of work.
+    """Count the pre-tokens of a corpus as a map-reduce over units of work.
 
     `input_path`: a file, a glob, a directory, or a list of them; .txt, .jsonl (each optionally
     .gz/.zst) and .parquet files (see bpe_impls.corpus.inputs). Each worker reads only its own unit and
@@ -91,12 +93,16 @@ def count_pretokens(
     count. Bad JSON/Parquet records raise a CorpusError naming file and line/row, or with
     `skip_bad_records` are skipped and reported as a SkippedRecordsWarning. `min_pretoken_count`
     N > 1 drops pre-tokens seen fewer than N times in the whole corpus: smaller word counts to hold
-    and train on, but a different result (like HuggingFace's min_frequency).
+    and train on, but a different result (like HuggingFace's min_frequency). `pattern` is the split
+    pattern: "gpt2" (the default), "cl100k", "o200k", or any regex (see bpe_impls.base.patterns).
     """
     specials = validate_special_tokens(special_tokens)
     validate_min_count(min_pretoken_count)
-    units = plan_inputs(input_path, specials, num_workers, text_field=text_field, skip_bad_records=skip_bad_records)
+    split = resolve_pattern(pattern)
+    units = plan_inputs(
+        input_path, specials, num_workers, text_field=text_field, skip_bad_records=skip_bad_records, pattern=split
+    )
     return count_units(
         units, specials, backend=backend, num_workers=num_workers, scheduler=scheduler,
-        min_count=min_pretoken_count, progress=progress,
+        min_count=min_pretoken_count, progress=progress, pattern=split,
     )

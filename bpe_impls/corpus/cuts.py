@@ -2,10 +2,12 @@
 
 A large file is counted as a map-reduce over byte ranges. A range may only end at a *safe cut*: a
 position where cutting the text cannot change any special-token match or any pre-token, so the
-counts are identical for every number of chunks. The cuts used (each proven in its comment in
-`CutFinder`) are: just after a special token that no other special-token occurrence overlaps; and,
-in prose, between an ASCII letter and ASCII punctuation, or after a lone "\\n" between two printable
-ASCII characters. Where no safe cut exists near a planned boundary, there are simply fewer chunks.
+counts are identical for every number of chunks. The cuts used are: just after a special token
+that no other special-token occurrence overlaps (proven in `CutFinder.first_cut_in`), for every
+split pattern; and the split pattern's own prose cuts (`SplitPattern.prose_cuts`, proven where
+the presets are defined), such as between an ASCII letter and ASCII punctuation. A custom pattern
+has none, so a file of it is cut only after special tokens. Where no safe cut exists near a
+planned boundary, there are simply fewer chunks.
 """
 
 from __future__ import annotations
@@ -13,36 +15,35 @@ from __future__ import annotations
 import bisect
 import os
 from collections.abc import Sequence
+from functools import lru_cache
 from typing import BinaryIO
 
 import regex
 
 from ..base.errors import ConfigError
+from ..base.patterns import GPT2, SplitPattern
 
-# Zero-width positions where a cut cannot change the GPT-2 pre-tokens (both sides ASCII, so a cut
-# never lands inside a UTF-8 character):
-#  * ASCII letter | ASCII punctuation: the letter ends a ` ?\p{L}+` or contraction token (neither
-#    can include punctuation) and no alternative lets punctuation join a token to its left, so a
-#    token boundary is there in the whole text and both halves scan identically up to/from it.
-#  * printable | "\n" | printable: the lone newline is a token of its own both when followed by a
-#    printable character (`\s+`) and when it ends a chunk (`\s+(?!\S)`); a longer whitespace run
-#    would not be (at the end of a chunk `\s+(?!\S)` would take the whole run).
-_PROSE_CUT = regex.compile(rb"(?<=[A-Za-z])(?=[!-/:-@\[-`{-~])|(?<=[!-~]\n)(?=[!-~])")
 _BLOCK = 1 << 16
+
+
+@lru_cache(maxsize=16)
+def _compile_prose(prose: str) -> regex.Pattern:
+    return regex.compile(prose.encode("ascii"))
 
 
 class CutFinder:
     """Finds safe cuts: in a file, reading it in small blocks (`next_cut`), or in a buffer that
     has `margin` bytes of context on each side of the stretch searched (`first_cut_in`)."""
 
-    def __init__(self, special_tokens: Sequence[bytes], cut_after: Sequence[bytes], prose: bool):
+    def __init__(self, special_tokens: Sequence[bytes], cut_after: Sequence[bytes], prose: str | None):
+        """`prose`: a regex of zero-width positions in ASCII prose that are safe cuts (None: none)."""
         specials = sorted(set(special_tokens) | set(cut_after), key=len, reverse=True)
         # Context kept around each block: the longest special token, and at least the two bytes
         # the prose cuts look at on either side.
         self.margin = max([2, *(len(token) for token in specials)])
         self._specials = regex.compile(b"|".join(regex.escape(t) for t in specials)) if specials else None
         self._cut_after = frozenset(cut_after)
-        self._prose = prose
+        self._prose = _compile_prose(prose) if prose else None
 
     def next_cut(self, file: BinaryIO, position: int, size: int) -> int | None:
         """The smallest safe cut p with position <= p < size (None if there is none)."""
@@ -72,8 +73,8 @@ class CutFinder:
             if s >= lo and s < hi and buf[s:e] in self._cut_after and self._clear(spans, starts, s, e):
                 best = e
                 break
-        if self._prose:
-            for match in _PROSE_CUT.finditer(buf, lo, hi if best is None else min(hi, best)):
+        if self._prose is not None:
+            for match in self._prose.finditer(buf, lo, hi if best is None else min(hi, best)):
                 p = match.start()
                 if self._clear(spans, starts, p, p):
                     return p
@@ -130,16 +131,18 @@ def find_chunk_boundaries(
         raise ConfigError("split_token must not be empty")
     if num_chunks < 1:
         raise ConfigError(f"num_chunks must be at least 1, got {num_chunks}")
-    finder = CutFinder(special_tokens, [split_token], prose=False)
+    finder = CutFinder(special_tokens, [split_token], prose=None)
     if isinstance(file, (str, os.PathLike)):
         with open(file, "rb") as handle:
             return _cuts(handle, _file_size(handle), num_chunks, finder)
     return _cuts(file, _file_size(file), num_chunks, finder)
 
 
-def safe_cuts(file: BinaryIO, num_chunks: int, special_tokens: tuple[str, ...]) -> list[int]:
+def safe_cuts(
+    file: BinaryIO, num_chunks: int, special_tokens: tuple[str, ...], pattern: SplitPattern = GPT2
+) -> list[int]:
     """Boundaries for counting: any safe cut (after a special token, or in prose), near even spacing."""
     encoded = [token.encode("utf-8") for token in special_tokens]
-    finder = CutFinder(encoded, encoded, prose=True)
+    finder = CutFinder(encoded, encoded, prose=pattern.prose_cuts)
     return _cuts(file, _file_size(file), num_chunks, finder)
 

@@ -35,6 +35,7 @@ from tqdm import tqdm
 
 from ..base.checks import one_line, require_int, require_main_guard, resolve_workers, validate_min_count
 from ..base.errors import BpeError, ConfigError, WorkerError
+from ..base.patterns import GPT2, SplitPattern
 from .tally import Tally, drop_rare, failed_unit_error, tally_unit, warn_skipped
 
 # Partial Tallies added by one merge task: the tree has log_FAN_IN(units) levels, and a merge task
@@ -65,10 +66,10 @@ def _distributed() -> Any:
     return distributed
 
 
-def _count_task(unit: Any, special_tokens: tuple[str, ...]) -> Tally:
+def _count_task(unit: Any, special_tokens: tuple[str, ...], pattern: SplitPattern = GPT2) -> Tally:
     """Runs on a worker: count one unit; a failure that is not a BpeError is named here, in one line."""
     try:
-        return tally_unit(unit, special_tokens)
+        return tally_unit(unit, special_tokens, pattern)
     except BpeError:
         raise
     except Exception as exc:  # a bug, MemoryError, ...: the driver sees only the message
@@ -116,15 +117,17 @@ class DaskBackend:
         self.fan_in = require_int(fan_in, "fan_in", minimum=2)
 
     def count(
-        self, units: Sequence[Any], special_tokens: tuple[str, ...], *, progress: bool = False, min_count: int = 1
+        self, units: Sequence[Any], special_tokens: tuple[str, ...], *, progress: bool = False, min_count: int = 1,
+        pattern: SplitPattern = GPT2,
     ) -> Counter[bytes]:
         """The summed pre-token counts; skipped bad records are reported as a SkippedRecordsWarning."""
-        tally = self.tally(units, special_tokens, progress=progress, min_count=min_count)
+        tally = self.tally(units, special_tokens, progress=progress, min_count=min_count, pattern=pattern)
         warn_skipped(tally.skipped)
         return tally.counts
 
     def tally(
-        self, units: Sequence[Any], special_tokens: tuple[str, ...], *, progress: bool = False, min_count: int = 1
+        self, units: Sequence[Any], special_tokens: tuple[str, ...], *, progress: bool = False, min_count: int = 1,
+        pattern: SplitPattern = GPT2,
     ) -> Tally:
         """Counts and skipped records of all units; min_count > 1 filters the global count on the worker
         that computes it, so the driver never receives the rare pre-tokens."""
@@ -138,7 +141,7 @@ class DaskBackend:
         with _quiet_logs():
             try:
                 cluster, client = self._connect(distributed)
-                result = self._run(distributed, client, list(units), tuple(special_tokens), progress, min_count)
+                result = self._run(distributed, client, list(units), tuple(special_tokens), progress, min_count, pattern)
                 finished = True
                 return result
             finally:
@@ -188,14 +191,15 @@ class DaskBackend:
         return None, client
 
     def _run(
-        self, distributed: Any, client: Any, units: list[Any], specials: tuple[str, ...], progress: bool, min_count: int
+        self, distributed: Any, client: Any, units: list[Any], specials: tuple[str, ...], progress: bool,
+        min_count: int, pattern: SplitPattern,
     ) -> Tally:
         # Keys unique to this run: on a shared scheduler, a key from an earlier run (another corpus,
         # or the same files since edited) must never stand in for this run's task.
         run = os.urandom(6).hex()
         keys = [f"bpe-count-{run}-{i}" for i in range(len(units))]
         names = {key: unit.describe() for key, unit in zip(keys, units)}
-        level = client.map(_count_task, units, special_tokens=specials, key=keys, retries=self.retries)
+        level = client.map(_count_task, units, special_tokens=specials, pattern=pattern, key=keys, retries=self.retries)
         counted = list(level) if progress else []
         depth = 0
         while True:

@@ -32,7 +32,9 @@ from tqdm import tqdm
 from ..base import compiled
 from ..base.checks import require_main_guard, resolve_workers, validate_min_count
 from ..base.errors import BpeError, WorkerError
+from ..base.patterns import GPT2, SplitPattern
 from .tally import (
+    has_compiled_counter,
     PretokenCounter,
     Tally,
     count_unit_into,
@@ -49,8 +51,8 @@ from .units import SkipReport, Unit
 _PREFETCH = 2
 # Seconds teardown waits for workers to exit before it kills them.
 _STOP_TIMEOUT = 2.0
-# What runs several workers: threads when the compiled counter (which releases the GIL) is there;
-# else processes.
+# What runs several workers: threads when the compiled counter (which releases the GIL) is there
+# and scans the split pattern; else processes.
 POOL = "threads" if compiled.AVAILABLE else "processes"
 
 
@@ -61,7 +63,7 @@ def _progress_bar(units: Sequence[Unit], progress: bool) -> tqdm:
     )
 
 
-def _worker_main(conn: Connection, special_tokens: tuple[str, ...]) -> None:
+def _worker_main(conn: Connection, special_tokens: tuple[str, ...], pattern: SplitPattern) -> None:
     """A counting worker: count each unit received on `conn`, reply ("ok", Tally) or ("error", BpeError).
 
     Returns when the parent closes the pipe (normal end) or has gone away.
@@ -75,7 +77,7 @@ def _worker_main(conn: Connection, special_tokens: tuple[str, ...]) -> None:
         except (EOFError, OSError):
             return
         try:
-            reply: tuple[str, object] = ("ok", tally_unit(unit, special_tokens))
+            reply: tuple[str, object] = ("ok", tally_unit(unit, special_tokens, pattern))
         except BpeError as exc:
             reply = ("error", exc)
         except Exception as exc:  # a bug or MemoryError: name the unit, in one line
@@ -116,7 +118,7 @@ def _how_it_ended(process: BaseProcess) -> str:
 class _Pool:
     """Worker processes, each fed units over its own pipe; see the module docstring for why."""
 
-    def __init__(self, size: int, special_tokens: tuple[str, ...]):
+    def __init__(self, size: int, special_tokens: tuple[str, ...], pattern: SplitPattern):
         require_main_guard("counting in worker processes (the pure-Python path)")
         # forkserver: workers do not inherit the parent's threads (tqdm's monitor, a Dask client)
         # or its memory, and the server is reused across calls in one process.
@@ -127,7 +129,7 @@ class _Pool:
             for _ in range(size):
                 parent_end, child_end = context.Pipe()
                 process = context.Process(
-                    target=_worker_main, args=(child_end, special_tokens), name="bpe-count", daemon=True
+                    target=_worker_main, args=(child_end, special_tokens, pattern), name="bpe-count", daemon=True
                 )
                 process.start()
                 child_end.close()  # the worker's copy is its own; ours would hide its EOF
@@ -214,7 +216,9 @@ class _Pool:
         self.workers = []
 
 
-def _count_in_threads(units: Sequence[Unit], special_tokens: tuple[str, ...], size: int, bar: tqdm):
+def _count_in_threads(
+    units: Sequence[Unit], special_tokens: tuple[str, ...], size: int, bar: tqdm, pattern: SplitPattern
+) -> Tally:
     """Count units on `size` threads: the compiled counter drops the GIL while it scans.
 
     No process start-up and no pickling. Each thread adds its units to a counter of its own (C
@@ -228,7 +232,7 @@ def _count_in_threads(units: Sequence[Unit], special_tokens: tuple[str, ...], si
     def count(unit: Unit) -> SkipReport:
         counter = getattr(mine, "counter", None)
         if counter is None:
-            counter = mine.counter = pretoken_counter()
+            counter = mine.counter = pretoken_counter(pattern=pattern)
             counters.append(counter)  # list.append is atomic under the GIL
         try:
             return count_unit_into(unit, special_tokens, counter)
@@ -272,27 +276,27 @@ class LocalBackend:
 
     def count(
         self, units: Sequence[Unit], special_tokens: tuple[str, ...], *, progress: bool = False,
-        min_count: int = 1,
+        min_count: int = 1, pattern: SplitPattern = GPT2,
     ) -> Counter[bytes]:
-        tally = self.tally(units, special_tokens, progress=progress, min_count=min_count)
+        tally = self.tally(units, special_tokens, progress=progress, min_count=min_count, pattern=pattern)
         warn_skipped(tally.skipped)
         return tally.counts
 
     def tally(
         self, units: Sequence[Unit], special_tokens: tuple[str, ...], *, progress: bool = False,
-        min_count: int = 1,
+        min_count: int = 1, pattern: SplitPattern = GPT2,
     ) -> Tally:
         validate_min_count(min_count)
         with _progress_bar(units, progress) as bar:
             if self.num_workers == 1 or len(units) <= 1:
                 total = Tally()
                 for unit in units:
-                    total.add(tally_unit(unit, special_tokens))
+                    total.add(tally_unit(unit, special_tokens, pattern))
                     bar.update(unit.size)
-            elif POOL == "threads":
-                total = _count_in_threads(units, special_tokens, min(self.num_workers, len(units)), bar)
+            elif POOL == "threads" and has_compiled_counter(pattern):
+                total = _count_in_threads(units, special_tokens, min(self.num_workers, len(units)), bar, pattern)
             else:
-                pool = _Pool(min(self.num_workers, len(units)), special_tokens)
+                pool = _Pool(min(self.num_workers, len(units)), special_tokens, pattern)
                 try:
                     total = pool.count(units, bar)
                 except BaseException:

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 
 from ..base.checks import resolve_workers
 from ..base.errors import ConfigError, CorpusError, unreadable
-from ..base.patterns import validate_special_tokens
+from ..base.patterns import GPT2, SplitPattern, validate_special_tokens
 from .cuts import find_chunk_boundaries, safe_cuts
 from .inputs import Inputs, input_format, resolve_inputs
 from .units import CompressedJsonl, CompressedText, JsonlRange, ParquetRowGroup, TextRange, Unit, open_parquet
@@ -37,7 +37,8 @@ def _open_corpus(path: str | os.PathLike):
 
 
 def plan_units(
-    path: str | os.PathLike, special_tokens: tuple[str, ...], num_workers: int | None = None
+    path: str | os.PathLike, special_tokens: tuple[str, ...], num_workers: int | None = None,
+    pattern: SplitPattern = GPT2,
 ) -> list[TextRange]:
     """Cut a text file into units at safe cuts: enough for every worker, none much over UNIT_BYTES.
 
@@ -50,7 +51,7 @@ def plan_units(
         wanted = math.ceil(size / UNIT_BYTES)
         if workers > 1:
             wanted = max(wanted, workers * UNITS_PER_WORKER)
-        bounds = safe_cuts(file, max(1, wanted), special_tokens)
+        bounds = safe_cuts(file, max(1, wanted), special_tokens, pattern)
     name = os.fspath(path)
     return [TextRange(name, a, b) for a, b in zip(bounds, bounds[1:])] or [TextRange(name, 0, 0)]
 
@@ -92,6 +93,7 @@ def plan_inputs(
     *,
     text_field: str = "text",
     skip_bad_records: bool = False,
+    pattern: SplitPattern = GPT2,
 ) -> list[Unit]:
     """Units of work for every corpus file the inputs name (see the module docstring for formats).
 
@@ -123,7 +125,7 @@ def plan_inputs(
         elif fmt.kind == "jsonl":
             units += _plan_jsonl(name, size, share, text_field, skip_bad_records)
         elif fmt.codec:
-            units.append(CompressedText(name, fmt.codec, specials, size))
+            units.append(CompressedText(name, fmt.codec, specials, size, pattern))
         else:
-            units += plan_units(name, specials, share)
+            units += plan_units(name, specials, share, pattern)
     return units

@@ -17,8 +17,8 @@ from typing import Protocol
 
 from ..base import compiled as compiled_core
 from ..base.checks import one_line, validate_min_count
-from ..base.errors import WorkerError
-from ..base.patterns import iter_pretokens, split_on_special_tokens
+from ..base.errors import ConfigError, WorkerError
+from ..base.patterns import GPT2, SplitPattern, iter_pretokens, split_on_special_tokens
 from .units import SkipReport, Unit, Utf8Unit
 
 
@@ -37,16 +37,18 @@ class PretokenCounter(Protocol):
 
 
 class RegexCounter:
-    """Counts pre-tokens of texts holding no special token: GPT2_REGEX, in pure Python.
+    """Counts pre-tokens of texts holding no special token with the split pattern's regex.
 
-    The pure-Python twin of the compiled core's `PretokenCounter` (same methods, same counts).
+    The pure-Python twin of the compiled core's `PretokenCounter` (same methods, same counts), and
+    the counter of every pattern the core has no scanner for.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, pattern: SplitPattern = GPT2) -> None:
+        self._pattern = pattern
         self._counts: Counter[str] = Counter()
 
     def add(self, text: str) -> None:
-        self._counts.update(iter_pretokens(text))
+        self._counts.update(iter_pretokens(text, self._pattern))
 
     def add_utf8(self, data: bytes, special_tokens: Sequence[bytes]) -> bool:
         """Count UTF-8 bytes split on special tokens; False (counting nothing) if not valid UTF-8."""
@@ -69,28 +71,38 @@ class RegexCounter:
         return len(self._counts)
 
 
-def pretoken_counter(compiled: bool | None = None) -> PretokenCounter:
-    """A fresh counter: the compiled one where it was built (None: whenever available), else RegexCounter.
+def has_compiled_counter(pattern: SplitPattern) -> bool:
+    """Whether the compiled core is there and has a scanner for `pattern` (GPT-2's)."""
+    return compiled_core.AVAILABLE and pattern is GPT2
+
+
+def pretoken_counter(compiled: bool | None = None, pattern: SplitPattern = GPT2) -> PretokenCounter:
+    """A fresh counter: the compiled one where it scans the pattern (None: whenever it can), else
+    RegexCounter.
 
     The compiled counter is many times faster and releases the GIL while it scans, so threads
     count in parallel; it is one counter per thread.
     """
     if compiled is None:
-        compiled = compiled_core.AVAILABLE
-    return compiled_core.core().PretokenCounter() if compiled else RegexCounter()
+        compiled = has_compiled_counter(pattern)
+    elif compiled and pattern is not GPT2:
+        raise ConfigError(f"the compiled counter scans the gpt2 pattern only, not {pattern.name!r}")
+    return compiled_core.core().PretokenCounter() if compiled else RegexCounter(pattern)
 
 
-def count_text(text: str, special_tokens: tuple[str, ...] = (), *, compiled: bool | None = None) -> Counter[bytes]:
+def count_text(
+    text: str, special_tokens: tuple[str, ...] = (), *, compiled: bool | None = None, pattern: SplitPattern = GPT2
+) -> Counter[bytes]:
     """Count the pre-tokens of `text` as UTF-8 bytes, after removing the special tokens."""
-    counter = pretoken_counter(compiled)
+    counter = pretoken_counter(compiled, pattern)
     for piece in split_on_special_tokens(text, special_tokens):
         counter.add(piece)
     return Counter(counter.to_dict())
 
 
-def count_unit(unit: Unit, special_tokens: tuple[str, ...]) -> Counter[bytes]:
+def count_unit(unit: Unit, special_tokens: tuple[str, ...], pattern: SplitPattern = GPT2) -> Counter[bytes]:
     """Count one unit's pre-tokens; each text it yields is a hard boundary, like a special token."""
-    return tally_unit(unit, special_tokens).counts
+    return tally_unit(unit, special_tokens, pattern).counts
 
 
 @dataclass
@@ -105,9 +117,9 @@ class Tally:
         self.skipped = self.skipped + other.skipped
 
 
-def tally_unit(unit: Unit, special_tokens: tuple[str, ...]) -> Tally:
+def tally_unit(unit: Unit, special_tokens: tuple[str, ...], pattern: SplitPattern = GPT2) -> Tally:
     """Count one unit's pre-tokens; each text it yields is a hard boundary, like a special token."""
-    counter = pretoken_counter()
+    counter = pretoken_counter(pattern=pattern)
     report = count_unit_into(unit, special_tokens, counter)
     return Tally(Counter(counter.to_dict()), report)
 

@@ -37,6 +37,7 @@ from typing import Protocol, runtime_checkable
 
 from ..base.checks import one_line
 from ..base.errors import ConfigError, CorpusError, unreadable
+from ..base.patterns import GPT2, SplitPattern
 from .cuts import CutFinder
 
 # Decompressed text handed to the counter at a time: small enough that a worker's memory does not
@@ -245,7 +246,9 @@ def _decompressed_blocks(path: str, codec: str) -> Iterator[bytes]:
         raise unreadable(path, exc) from None
 
 
-def _cut_pieces(blocks: Iterable[bytes], special_tokens: tuple[str, ...], target: int) -> Iterator[tuple[int, bytes]]:
+def _cut_pieces(
+    blocks: Iterable[bytes], special_tokens: tuple[str, ...], target: int, pattern: SplitPattern = GPT2
+) -> Iterator[tuple[int, bytes]]:
     """Regroup a byte stream into (offset, piece) pieces, each ending at a safe cut after `target` bytes.
 
     Uses the byte-range cut finder (corpus.cuts.CutFinder, whose comments prove each cut safe) on a
@@ -254,7 +257,7 @@ def _cut_pieces(blocks: Iterable[bytes], special_tokens: tuple[str, ...], target
     boundary plan_units could have chosen and cannot change any count.
     """
     encoded = [token.encode("utf-8") for token in special_tokens]
-    finder = CutFinder(encoded, encoded, prose=True)
+    finder = CutFinder(encoded, encoded, prose=pattern.prose_cuts)
     margin = finder.margin
     target = max(target, margin)  # the left context of the first cut must be in the buffer
     buf = bytearray()
@@ -291,6 +294,7 @@ class CompressedText:
     codec: str
     special_tokens: tuple[str, ...]  # where the stream may be cut into pieces
     compressed_size: int
+    pattern: SplitPattern = GPT2  # its prose cuts too
 
     @property
     def size(self) -> int:
@@ -301,7 +305,7 @@ class CompressedText:
 
     def utf8_pieces(self) -> Iterator[tuple[int, bytes]]:
         """(decompressed offset, bytes) of pieces cut at safe cuts, so each counts independently."""
-        return _cut_pieces(_decompressed_blocks(self.path, self.codec), self.special_tokens, PIECE_BYTES)
+        return _cut_pieces(_decompressed_blocks(self.path, self.codec), self.special_tokens, PIECE_BYTES, self.pattern)
 
     def decode(self, offset: int, data: bytes) -> str:
         return decode_utf8(self.path, offset, data, "decompressed byte offset")

@@ -22,7 +22,7 @@ from tqdm import tqdm
 
 from ..base.atomic import atomic_write
 from ..base.errors import BpeError, ConfigError, CorpusError, EncodeError, unreadable
-from ..base.patterns import validate_special_tokens
+from ..base.patterns import PRESETS, validate_special_tokens
 from ..corpus import SkippedRecordsWarning
 from ..encoding import Tokenizer
 from ..encoding.formats.npy import NpyStreamWriter
@@ -60,6 +60,10 @@ def _add_training_options(parser: argparse.ArgumentParser, vocab_default: int | 
         help="a special token, e.g. '<|endoftext|>'; repeat the flag for several",
     )
     parser.add_argument("--workers", type=int, default=None, help="pre-tokenizer processes (default: all cores)")
+    parser.add_argument(
+        "--pattern", default="gpt2", metavar="NAME|REGEX",
+        help=f"split pattern: a preset ({', '.join(PRESETS)}) or any regex (default: gpt2)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -154,6 +158,7 @@ def cmd_train(args: argparse.Namespace) -> int:
             impl=args.impl, num_workers=args.workers, progress=_progress_enabled(args),
             backend=args.backend, scheduler=args.scheduler, text_field=args.text_field,
             skip_bad_records=args.skip_bad_records, min_pretoken_count=args.min_pretoken_count,
+            pattern=args.pattern,
         )
     for warning in caught:
         if issubclass(warning.category, SkippedRecordsWarning):
@@ -162,7 +167,7 @@ def cmd_train(args: argparse.Namespace) -> int:
             warnings.showwarning(warning.message, warning.category, warning.filename, warning.lineno)
     seconds = time.perf_counter() - start
     args.out.mkdir(parents=True, exist_ok=True)
-    Tokenizer(vocab, merges, args.special_tokens).save(args.out)
+    Tokenizer(vocab, merges, args.special_tokens, pattern=args.pattern).save(args.out)
     print(
         f"trained {len(merges)} merges (vocab {len(vocab)}) with {args.impl} in {seconds:.2f} s; "
         f"peak RSS of the main process {_peak_rss_mb():.0f} MB; wrote {args.out}/vocab.json, merges.txt"
@@ -284,7 +289,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
     report = run_compare(
         args.corpus, args.vocab_size, specials, impls=args.impls or list(IMPLEMENTATIONS),
-        workers=args.workers, peers=args.peers, progress=_progress_enabled(args), log=log,
+        workers=args.workers, peers=args.peers, progress=_progress_enabled(args), log=log, pattern=args.pattern,
     )
     print(format_report(report))
     if args.json:

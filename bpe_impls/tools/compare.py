@@ -33,6 +33,7 @@ from typing import Any
 
 from ..base.atomic import atomic_write
 from ..base.checks import resolve_workers
+from ..base.patterns import GPT2, SplitPattern, resolve_pattern
 from ..corpus import count_pretokens
 from ..encoding import Tokenizer
 from ..encoding.formats.gpt2 import load_tokenizer_files
@@ -66,6 +67,7 @@ class Report:
     pretokenize_seconds: float
     workers: int | None
     reference: str
+    pattern: str = "gpt2"
     # Best-of-three pre-tokenize seconds by worker count: 1 and every core (the scaling target).
     pretokenize_by_workers: dict[int, float] = field(default_factory=dict)
     rows: list[Row] = field(default_factory=list)
@@ -79,8 +81,10 @@ def _train_from_counts(name: str, word_counts, vocab_size: int, special_tokens: 
     return IMPLEMENTATIONS[name](word_counts, vocab_size, special_tokens)
 
 
-def _train_ours(path: str, vocab_size: int, special_tokens: list[str], workers: int | None) -> int:
-    _, merges = train_bpe(path, vocab_size, special_tokens, num_workers=workers)
+def _train_ours(
+    path: str, vocab_size: int, special_tokens: list[str], workers: int | None, pattern: SplitPattern = GPT2
+) -> int:
+    _, merges = train_bpe(path, vocab_size, special_tokens, num_workers=workers, pattern=pattern)
     return len(merges)
 
 
@@ -107,13 +111,15 @@ def _best_time(make, run, budget: float = 5.0, repeat: int = 5):
     return result, best
 
 
-def _encode_ours(path: str, vocab, merges, special_tokens: list[str]):
+def _encode_ours(path: str, vocab, merges, special_tokens: list[str], pattern: SplitPattern = GPT2):
     text = _corpus_sample(path)
-    ids, seconds = _best_time(lambda: Tokenizer(vocab, merges, special_tokens), lambda tok: tok.encode(text))
+    ids, seconds = _best_time(
+        lambda: Tokenizer(vocab, merges, special_tokens, pattern=pattern), lambda tok: tok.encode(text)
+    )
     return ids, len(text.encode("utf-8")), seconds
 
 
-def _encode_ours_iterable(path: str, vocab, merges, special_tokens: list[str]):
+def _encode_ours_iterable(path: str, vocab, merges, special_tokens: list[str], pattern: SplitPattern = GPT2):
     text = _corpus_sample(path)
     data = text.encode("utf-8")
 
@@ -121,35 +127,35 @@ def _encode_ours_iterable(path: str, vocab, merges, special_tokens: list[str]):
         # A text file, as encode_iterable is meant to be fed (open() gives the same TextIOWrapper).
         return list(tok.encode_iterable(io.TextIOWrapper(io.BytesIO(data), encoding="utf-8", newline="")))
 
-    ids, seconds = _best_time(lambda: Tokenizer(vocab, merges, special_tokens), run)
+    ids, seconds = _best_time(lambda: Tokenizer(vocab, merges, special_tokens, pattern=pattern), run)
     return ids, len(data), seconds
 
 
-def _encode_tiktoken(path: str, vocab, merges, special_tokens: list[str]):
+def _encode_tiktoken(path: str, vocab, merges, special_tokens: list[str], pattern: SplitPattern = GPT2):
     text = _corpus_sample(path)
     ids, seconds = _best_time(
-        lambda: peer_adapters.tiktoken_encoding(vocab, special_tokens, "bpe_impls_compare"),
+        lambda: peer_adapters.tiktoken_encoding(vocab, special_tokens, "bpe_impls_compare", pattern),
         lambda encoding: encoding.encode(text, allowed_special="all"),
     )
     return ids, len(text.encode("utf-8")), seconds
 
 
-def _encode_huggingface(path: str, vocab, merges, special_tokens: list[str]):
+def _encode_huggingface(path: str, vocab, merges, special_tokens: list[str], pattern: SplitPattern = GPT2):
     text = _corpus_sample(path)
     ids, seconds = _best_time(
-        lambda: peer_adapters.huggingface_tokenizer(vocab, merges, special_tokens),
+        lambda: peer_adapters.huggingface_tokenizer(vocab, merges, special_tokens, pattern),
         lambda tokenizer: tokenizer.encode(text).ids,
     )
     return ids, len(text.encode("utf-8")), seconds
 
 
-def _count_seconds(path: str, special_tokens: list[str], workers: int) -> float:
+def _count_seconds(path: str, special_tokens: list[str], workers: int, pattern: SplitPattern = GPT2) -> float:
     """Best of three pre-tokenize runs (after one to warm the page cache and the compiled core)."""
-    count_pretokens(path, special_tokens, workers)
+    count_pretokens(path, special_tokens, workers, pattern=pattern)
     best = float("inf")
     for _ in range(3):
         start = time.perf_counter()
-        count_pretokens(path, special_tokens, workers)
+        count_pretokens(path, special_tokens, workers, pattern=pattern)
         best = min(best, time.perf_counter() - start)
     return best
 
@@ -170,20 +176,22 @@ def run_compare(
     peers: bool = False,
     progress: bool = False,
     log=lambda message: None,
+    pattern: str | SplitPattern | None = None,
 ) -> Report:
+    split = resolve_pattern(pattern)
     start = time.perf_counter()
-    counts = count_pretokens(corpus, special_tokens, workers, progress=progress)
+    counts = count_pretokens(corpus, special_tokens, workers, progress=progress, pattern=split)
     report = Report(
         corpus=str(corpus), corpus_mb=corpus.stat().st_size / 1e6, vocab_size=vocab_size,
         special_tokens=list(special_tokens), distinct_pretokens=len(counts),
         pretokenize_seconds=time.perf_counter() - start, workers=workers,
-        reference="naive" if "naive" in impls else impls[0],
+        reference="naive" if "naive" in impls else impls[0], pattern=split.name,
         machine={"python": platform.python_version(), "cores": os.cpu_count(), "platform": platform.platform()},
     )
 
     for count in sorted({1, resolve_workers(workers)}):
         log(f"pre-tokenize with {count} worker{'s' * (count > 1)}")
-        report.pretokenize_by_workers[count] = _count_seconds(str(corpus), special_tokens, count)
+        report.pretokenize_by_workers[count] = _count_seconds(str(corpus), special_tokens, count, split)
 
     results: dict[str, Measured] = {}
     for name in impls:
@@ -200,12 +208,12 @@ def run_compare(
         trainers.update({name: run for name, (module, run) in peer_adapters.TRAIN_PEERS.items() if peer_adapters.installed(module)})
     for name, run in trainers.items():
         log(f"train end to end: {name}")
-        measured = measure_tree(run, str(corpus), vocab_size, special_tokens, workers)
+        measured = measure_tree(run, str(corpus), vocab_size, special_tokens, workers, split)
         report.rows.append(Row("train", name, measured.seconds, measured.peak_mb, merges=measured.result))
 
     vocabularies = {"trained vocab": (*reference, special_tokens)}
     gpt2 = gpt2_files()
-    if peers and gpt2 is not None:
+    if peers and gpt2 is not None and split is GPT2:  # GPT-2's vocab was made with GPT-2's pattern
         vocabularies["GPT-2 vocab"] = (*load_tokenizer_files(*gpt2), ["<|endoftext|>"])
     for label, (vocab, merges, specials) in vocabularies.items():
         encoders = {"bpe_impls Tokenizer.encode": _encode_ours, "bpe_impls encode_iterable": _encode_ours_iterable}
@@ -214,7 +222,7 @@ def run_compare(
         our_ids = None
         for name, run in encoders.items():
             log(f"encode, {label}: {name}")
-            ids, nbytes, seconds = measure_in_child(run, str(corpus), vocab, merges, specials).result
+            ids, nbytes, seconds = measure_in_child(run, str(corpus), vocab, merges, specials, split).result
             our_ids = ids if our_ids is None else our_ids
             report.rows.append(Row(f"encode {label}", name, seconds, mb_per_s=nbytes / 1e6 / max(seconds, 1e-9),
                                    identical=ids == our_ids, note=f"first {nbytes / 1e6:.1f} MB"))
@@ -238,7 +246,8 @@ def format_report(report: Report) -> str:
     yes = {True: "yes", False: "NO", None: "-"}
     out = [
         f"corpus {report.corpus} ({report.corpus_mb:.1f} MB, {report.distinct_pretokens} distinct pre-tokens), "
-        f"vocab {report.vocab_size}, special tokens {report.special_tokens}",
+        f"vocab {report.vocab_size}, special tokens {report.special_tokens}"
+        + (f", pattern {report.pattern}" if report.pattern != "gpt2" else ""),
         f"pre-tokenize (workers: {report.workers or 'all cores'}): {report.pretokenize_seconds:.2f} s",
     ]
     by_workers = sorted(report.pretokenize_by_workers.items())

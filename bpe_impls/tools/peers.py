@@ -1,9 +1,10 @@
 """Peers from PyPI, set up the one way every comparison uses (`bpe compare`, asv, pytest-benchmark).
 
-Trainers read the corpus themselves and train to the same vocab size as ours, on the same text:
-HuggingFace tokenizers' BpeTrainer with its ByteLevel pre-tokenizer (GPT-2's regex), the 256-byte
-initial alphabet and our special tokens; rustbpe, which knows no special tokens, on the documents
-between them (so it never counts one as text), with GPT-2's pattern. Their merges differ from ours
+Trainers read the corpus themselves and train to the same vocab size as ours, on the same text
+and split pattern: HuggingFace tokenizers' BpeTrainer with its ByteLevel pre-tokenizer (GPT-2's
+regex, or a Split by the pattern first), the 256-byte initial alphabet and our special tokens;
+rustbpe, which knows no special tokens, on the documents between them (so it never counts one as
+text). Their merges differ from ours
 by design (their own tie-breaks), so only time and memory are compared for training.
 
 Encoders are built from one of our (vocab, merges) pairs, offline, keeping our special tokens' ids,
@@ -17,7 +18,7 @@ import importlib.util
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-from ..base.patterns import GPT2_PATTERN, special_token_regex
+from ..base.patterns import GPT2, SplitPattern, special_token_regex
 from ..encoding.formats.gpt2 import token_to_str
 
 Vocab = Mapping[int, bytes]
@@ -42,12 +43,26 @@ def iter_documents(path: str, special_tokens: Sequence[str], block: int = 1 << 2
         yield carry
 
 
-def train_huggingface(path: str, vocab_size: int, special_tokens: Sequence[str], workers: int | None = None) -> int:
+def _hf_pre_tokenizer(pattern: SplitPattern) -> Any:
+    """GPT-2's: ByteLevel with its built-in regex; any other: Split by the pattern, then ByteLevel."""
+    from tokenizers import Regex, pre_tokenizers
+
+    if pattern is GPT2:
+        return pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    return pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(pattern.regex), behavior="isolated"),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+    ])
+
+
+def train_huggingface(
+    path: str, vocab_size: int, special_tokens: Sequence[str], workers: int | None = None, pattern: SplitPattern = GPT2
+) -> int:
     """Train HF tokenizers' BPE on the file; returns the number of merges it made."""
     from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 
     tokenizer = Tokenizer(models.BPE())
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    tokenizer.pre_tokenizer = _hf_pre_tokenizer(pattern)
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size, special_tokens=list(special_tokens), show_progress=False,
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
@@ -56,7 +71,9 @@ def train_huggingface(path: str, vocab_size: int, special_tokens: Sequence[str],
     return tokenizer.get_vocab_size() - 256 - len(special_tokens)
 
 
-def train_rustbpe(path: str, vocab_size: int, special_tokens: Sequence[str], workers: int | None = None) -> int:
+def train_rustbpe(
+    path: str, vocab_size: int, special_tokens: Sequence[str], workers: int | None = None, pattern: SplitPattern = GPT2
+) -> int:
     """Train rustbpe on the documents between special tokens; returns the number of merges it made.
 
     Its vocab_size counts the 256 bytes and the merges only, so it is given ours less the specials.
@@ -65,7 +82,7 @@ def train_rustbpe(path: str, vocab_size: int, special_tokens: Sequence[str], wor
 
     tokenizer = rustbpe.Tokenizer()
     tokenizer.train_from_iterator(
-        iter_documents(str(path), special_tokens), vocab_size - len(special_tokens), pattern=GPT2_PATTERN
+        iter_documents(str(path), special_tokens), vocab_size - len(special_tokens), pattern=pattern.regex
     )
     return tokenizer.vocab_size - 256
 
@@ -76,7 +93,9 @@ def special_ids(vocab: Vocab, special_tokens: Sequence[str]) -> dict[str, int]:
     return {special: ids[special.encode("utf-8")] for special in special_tokens if special.encode("utf-8") in ids}
 
 
-def tiktoken_encoding(vocab: Vocab, special_tokens: Sequence[str], name: str = "bpe_impls_peer") -> Any:
+def tiktoken_encoding(
+    vocab: Vocab, special_tokens: Sequence[str], name: str = "bpe_impls_peer", pattern: SplitPattern = GPT2
+) -> Any:
     """A tiktoken Encoding of our vocab, ranks = ids, special tokens keeping their ids.
 
     tiktoken merges by the rank of the concatenated bytes, which gives our ids whenever every
@@ -86,15 +105,15 @@ def tiktoken_encoding(vocab: Vocab, special_tokens: Sequence[str], name: str = "
 
     specials = special_ids(vocab, special_tokens)
     return tiktoken.Encoding(
-        name=name, pat_str=GPT2_PATTERN,
+        name=name, pat_str=pattern.regex,
         mergeable_ranks={token: i for i, token in vocab.items() if i not in specials.values()},
         special_tokens=specials,
     )
 
 
-def huggingface_tokenizer(vocab: Vocab, merges: Merges, special_tokens: Sequence[str]) -> Any:
-    """An HF tokenizers Tokenizer of our vocab and merges, with GPT-2's byte-level pre-tokenizer."""
-    from tokenizers import Tokenizer, models, pre_tokenizers
+def huggingface_tokenizer(vocab: Vocab, merges: Merges, special_tokens: Sequence[str], pattern: SplitPattern = GPT2) -> Any:
+    """An HF tokenizers Tokenizer of our vocab and merges, pre-tokenizing as we do."""
+    from tokenizers import Tokenizer, models
 
     specials = special_ids(vocab, special_tokens)
     hf_vocab = {token_to_str(token): i for i, token in vocab.items() if i not in specials.values()}
@@ -102,7 +121,7 @@ def huggingface_tokenizer(vocab: Vocab, merges: Merges, special_tokens: Sequence
     hf_vocab.update(specials)
     hf_merges = [(token_to_str(a), token_to_str(b)) for a, b in merges]
     tokenizer = Tokenizer(models.BPE(vocab=hf_vocab, merges=hf_merges))
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    tokenizer.pre_tokenizer = _hf_pre_tokenizer(pattern)
     tokenizer.add_special_tokens(list(special_tokens))
     return tokenizer
 

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Sequence
 
 from ..base.checks import validate_min_count
 from ..base.errors import CorpusError
-from ..base.patterns import validate_special_tokens
+from ..base.patterns import SplitPattern, resolve_pattern, validate_special_tokens
 from ..corpus import count_pretokens
 from .common import Merges, Vocab, merge_budget
 from .registry import get_trainer
@@ -26,6 +26,7 @@ def train_bpe(
     text_field: str = "text",
     skip_bad_records: bool = False,
     min_pretoken_count: int = 1,
+    pattern: str | SplitPattern | None = None,
 ) -> tuple[Vocab, Merges]:
     """Train a byte-level BPE tokenizer on a corpus: a file, a glob, a directory or a list of them.
 
@@ -34,15 +35,18 @@ def train_bpe(
     `impl` names a trainer in IMPLEMENTATIONS (default: the fastest); every trainer, every
     `num_workers`, both backends ("local", or "dask" on `scheduler` or a LocalCluster) and any
     sharding of the same documents give the identical result. See `count_pretokens` for
-    `text_field`, `skip_bad_records` and `min_pretoken_count` (which, above 1, changes the result).
+    `text_field`, `skip_bad_records` and `min_pretoken_count` (which, above 1, changes the result),
+    and `pattern`, the split pattern ("gpt2" by default, "cl100k", "o200k" or any regex).
     """
     specials = validate_special_tokens(special_tokens)
     merge_budget(vocab_size, specials)  # reject a bad size before the (long) counting pass
     validate_min_count(min_pretoken_count)
+    split = resolve_pattern(pattern)
     trainer = get_trainer(impl)
     word_counts = count_pretokens(
         input_path, specials, num_workers, progress=progress, backend=backend, scheduler=scheduler,
         text_field=text_field, skip_bad_records=skip_bad_records, min_pretoken_count=min_pretoken_count,
+        pattern=split,
     )
     if not word_counts:
         raise CorpusError(_nothing_to_train_on(input_path, min_pretoken_count))
