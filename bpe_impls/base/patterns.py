@@ -156,6 +156,25 @@ def split_on_special_tokens(text: str, special_tokens: tuple[str, ...]) -> list[
 
 def iter_pretokens(text: str, pattern: SplitPattern = GPT2) -> Iterator[str]:
     """Pre-tokens of a text that contains no special token, lazily (finditer, not findall)."""
+    if pattern.name != "custom":  # the presets match every character
+        for match in pattern.compiled.finditer(text):
+            yield match.group()
+        return
+    end = 0
     for match in pattern.compiled.finditer(text):
+        if match.start() != end:
+            raise uncovered(pattern, text, end)
+        end = match.end()
         yield match.group()
+    if end != len(text):
+        raise uncovered(pattern, text, end)
+
+
+def uncovered(pattern: SplitPattern, text: str, position: int) -> ConfigError:
+    """The error for text a custom pattern does not match: byte-level BPE must lose no character,
+    and a regex split keeps only what it matches (tiktoken drops the rest without a word)."""
+    return ConfigError(
+        f"split pattern {pattern.regex!r} matches nothing at {text[position:position + 12]!r}: a split "
+        "pattern must match every character (end it with an alternative such as |\\s+|\\S)"
+    )
 

@@ -20,13 +20,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from functools import partial
+from itertools import chain
 from typing import Literal, Protocol, overload
 
 import regex
 
 from ..base import compiled
 from ..base.errors import ConfigError
-from ..base.patterns import GPT2, SplitPattern, special_token_regex
+from ..base.patterns import GPT2, SplitPattern, iter_pretokens, special_token_regex
 from .bpe import BpeFunction, RankTable, bpe_heap, bpe_hybrid, bpe_scan
 
 # Pre-tokens longer than this are not cached: they are rare and would pin large keys in memory.
@@ -103,6 +104,9 @@ class PythonEncoder:
         self._encode_ordinary_into(text[start:], out)
 
     def _encode_ordinary_into(self, text: str, out: list[int]) -> None:
+        if self._pattern.name == "custom":  # one that may skip characters: checked, on the slow path
+            out.extend(chain.from_iterable(map(self._cached_ids, iter_pretokens(text, self._pattern))))
+            return
         # The hot loop: one dict lookup per pre-token when it is cached.
         cache = self._cache
         encode_pretoken = self._encode_pretoken
@@ -163,6 +167,10 @@ class PythonEncoder:
             out.extend(ids if ids is not None else self._encode_pretoken(piece))
             cut = match.end()
         return out, pos + cut
+
+    def _cached_ids(self, piece: str) -> tuple[int, ...]:
+        ids = self._cache.get(piece)
+        return ids if ids is not None else self._encode_pretoken(piece)
 
     def _encode_pretoken(self, piece: str) -> tuple[int, ...]:
         # Keyed by the str, not its bytes, so a cache hit costs no UTF-8 encoding; the two are
