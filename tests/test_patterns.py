@@ -15,7 +15,16 @@ from conftest import examples, fixture_text, require_fixture
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bpe_impls import IMPLEMENTATIONS, ConfigError, Tokenizer, TokenizerFileError, count_pretokens, train_bpe
+from bpe_impls import (
+    IMPLEMENTATIONS,
+    BpeError,
+    ConfigError,
+    Tokenizer,
+    TokenizerFileError,
+    count_pretokens,
+    train_bpe,
+    train_bpe_from_iterator,
+)
 from bpe_impls.base.patterns import (
     GPT2,
     GPT2_CLASSIC_PATTERN,
@@ -267,3 +276,29 @@ def test_cli_train_and_encode_use_the_pattern(tmp_path):
     ids = tmp_path / "ids.npy"
     assert cli.main(["encode", "--tokenizer", str(out), str(corpus), "--out", str(ids), "--quiet"]) == 0
     assert np.load(ids).tolist() == tok.encode(corpus.read_text(encoding="utf-8"))
+
+
+# --- training from an iterable of documents ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["gpt2", "o200k", "custom"])
+def test_training_from_documents_equals_training_on_them_as_a_file(tmp_path, name):
+    text = (fixture_text("tinystories_sample.txt") + fixture_text("german.txt")).replace(EOT, "\n")
+    documents = [text[i : i + 700] for i in range(0, len(text), 700)]  # cut anywhere, even mid-word
+    path = tmp_path / "corpus.txt"
+    path.write_text(EOT.join(documents), encoding="utf-8")
+    pattern = PATTERNS[name]
+    expected = train_bpe(path, 600, [EOT], pattern=pattern, num_workers=2)
+    assert train_bpe_from_iterator(iter(documents), 600, [EOT], pattern=pattern) == expected
+    # Documents are hard boundaries even without a special token between them (one id fewer: no
+    # special token, so one vocab slot fewer for the same merges).
+    assert train_bpe_from_iterator((d for d in documents), 599, [], pattern=pattern)[1] == expected[1]
+
+
+@pytest.mark.parametrize(("documents", "needle"), [(["ok", b"bytes"], "document #1 is bytes, not str"),
+                                                   (["ok", "x", "a\ud800"], "document #2: "),
+                                                   ([], "no text to train on")])
+def test_bad_documents_are_one_line_errors_naming_the_document(documents, needle):
+    for pattern in ("gpt2", CUSTOM):
+        with pytest.raises(BpeError, match=needle):
+            train_bpe_from_iterator(documents, 300, pattern=pattern)

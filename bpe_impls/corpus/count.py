@@ -15,13 +15,13 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from typing import Protocol
 
-from ..base.checks import validate_min_count
+from ..base.checks import one_line, validate_min_count
 from ..base.errors import ConfigError
-from ..base.patterns import GPT2, SplitPattern, resolve_pattern, validate_special_tokens
+from ..base.patterns import GPT2, SplitPattern, resolve_pattern, split_on_special_tokens, validate_special_tokens
 from .dask_backend import DaskBackend
 from .local import LocalBackend
 from .planning import plan_inputs
-from .tally import Tally
+from .tally import Tally, drop_rare, has_compiled_counter, pretoken_counter
 from .units import Unit
 
 
@@ -68,6 +68,40 @@ def count_units(
         raise ConfigError("a scheduler address is only used with the dask backend (--backend dask)")
     counter = BACKENDS[backend](num_workers, scheduler)
     return counter.count(units, special_tokens, progress=progress, min_count=min_count, pattern=pattern)
+
+
+def count_texts(
+    texts: Iterable[str],
+    special_tokens: Iterable[str] | None = None,
+    *,
+    pattern: str | SplitPattern | None = None,
+    min_pretoken_count: int = 1,
+) -> Counter[bytes]:
+    """Count the pre-tokens of an iterable of documents (a generator, a `datasets` column), streamed.
+
+    Each document is a hard boundary, as a special token is, so this equals `count_pretokens` of a
+    file holding the same documents separated by a special token. Memory follows the distinct
+    pre-tokens, not the number of documents. A document that is not a str, or holds a lone
+    surrogate, is a ConfigError naming its index.
+    """
+    specials = validate_special_tokens(special_tokens)
+    validate_min_count(min_pretoken_count)
+    split = resolve_pattern(pattern)
+    counter = pretoken_counter(pattern=split)
+    checked_in_c = has_compiled_counter(split)  # the compiled counter rejects lone surrogates itself
+    for index, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise ConfigError(f"document #{index} is {type(text).__name__}, not str")
+        try:
+            if not checked_in_c:
+                text.encode("utf-8")  # a lone surrogate has no UTF-8: say which document holds it
+            for piece in split_on_special_tokens(text, specials):
+                counter.add(piece)
+        except (UnicodeEncodeError, ValueError) as exc:
+            if isinstance(exc, ConfigError):
+                raise
+            raise ConfigError(one_line(f"document #{index}: {exc}")) from None
+    return drop_rare(Counter(counter.to_dict()), min_pretoken_count)
 
 
 def count_pretokens(

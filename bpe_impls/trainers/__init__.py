@@ -7,6 +7,6 @@ share (common: tie-break, token table, vocab layout), and `train_bpe`, the pipel
 
 from .common import Merges, Trainer, Vocab, WordCounts
 from .registry import DEFAULT_IMPL, IMPLEMENTATIONS, get_trainer
-from .train import train_bpe
+from .train import train_bpe, train_bpe_from_iterator
 
-__all__ = ["DEFAULT_IMPL", "IMPLEMENTATIONS", "Merges", "Trainer", "Vocab", "WordCounts", "get_trainer", "train_bpe"]
+__all__ = ["DEFAULT_IMPL", "IMPLEMENTATIONS", "Merges", "Trainer", "Vocab", "WordCounts", "get_trainer", "train_bpe", "train_bpe_from_iterator"]

@@ -1,4 +1,4 @@
-"""The whole training pipeline: count a corpus's pre-tokens, then run a registered trainer."""
+"""The whole training pipeline: count a corpus's (or an iterable's) pre-tokens, then run a registered trainer."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import Iterable, Sequence
 from ..base.checks import validate_min_count
 from ..base.errors import CorpusError
 from ..base.patterns import SplitPattern, resolve_pattern, validate_special_tokens
-from ..corpus import count_pretokens
+from ..corpus import count_pretokens, count_texts
 from .common import Merges, Vocab, merge_budget
 from .registry import get_trainer
 
@@ -53,8 +53,33 @@ def train_bpe(
     return trainer(word_counts, vocab_size, specials, progress=progress)
 
 
+def train_bpe_from_iterator(
+    texts: Iterable[str],
+    vocab_size: int,
+    special_tokens: Iterable[str] | None = None,
+    *,
+    impl: str | None = None,
+    pattern: str | SplitPattern | None = None,
+    min_pretoken_count: int = 1,
+    progress: bool = False,
+) -> tuple[Vocab, Merges]:
+    """Train on an iterable of documents (a generator, a `datasets` column) instead of files.
+
+    The documents are streamed: memory follows the distinct pre-tokens, not the corpus. Each
+    document is a hard boundary, so the result equals `train_bpe` on a file of the same documents
+    separated by a special token. The other arguments are `train_bpe`'s.
+    """
+    specials = validate_special_tokens(special_tokens)
+    merge_budget(vocab_size, specials)
+    trainer = get_trainer(impl)
+    word_counts = count_texts(texts, specials, pattern=pattern, min_pretoken_count=min_pretoken_count)
+    if not word_counts:
+        raise CorpusError(_nothing_to_train_on(["the documents given"], min_pretoken_count))
+    return trainer(word_counts, vocab_size, specials, progress=progress)
+
+
 def _nothing_to_train_on(input_path: object, min_pretoken_count: int) -> str:
-    named = [os.fspath(p) for p in input_path] if isinstance(input_path, (list, tuple)) else [os.fspath(input_path)]
+    named = [str(p) for p in input_path] if isinstance(input_path, (list, tuple)) else [os.fspath(input_path)]
     where = ", ".join(named[:3]) + (f" and {len(named) - 3} more" if len(named) > 3 else "")
     if min_pretoken_count > 1:
         return f"{where}: no pre-token occurs {min_pretoken_count} times or more; nothing to train on"
