@@ -372,14 +372,14 @@ def test_ctrl_c_while_writing_keeps_the_old_tokenizer_whole(small_corpus, tmp_pa
             "--workers", "1", "--out", str(out), "--quiet"]
     assert cli.main(args) == 0
     before = {p.name: p.read_bytes() for p in out.iterdir()}
-    assert sorted(before) == ["merges.txt", "special_tokens.json", "vocab.json"]
+    assert sorted(before) == ["merges.txt", "special_tokens.json", "split_pattern.json", "vocab.json"]
 
     real_fsync = os.fsync
     calls = []
 
     def interrupted_fsync(fd: int) -> None:
         calls.append(fd)
-        if len(calls) == 2:  # the second of the three temp files: one is complete, none renamed
+        if len(calls) == 2:  # the second of the four temp files: one is complete, none renamed
             raise KeyboardInterrupt
         real_fsync(fd)
 
