@@ -25,7 +25,8 @@ from ..base.checks import require_int
 from ..base.errors import ConfigError, EncodeError
 from ..base.patterns import SplitPattern, resolve_pattern, validate_special_tokens
 from .encoders import ENCODERS, default_encoder
-from .formats import gpt2
+from .formats import FORMATS, TokenizerData, detect, gpt2, hf, tiktoken_file
+from .formats.common import special_ids_match
 from .tables import build_tables
 
 # Characters encode_iterable gathers before it encodes: per-call costs vanish, memory stays small.
@@ -101,10 +102,57 @@ class Tokenizer:
             options["pattern"] = gpt2.load_split_pattern(pattern_path)
         return cls.from_files(folder / gpt2.VOCAB_FILE, folder / gpt2.MERGES_FILE, specials, **options)
 
-    def save(self, directory: str | os.PathLike) -> None:
-        """Write vocab.json, merges.txt, special_tokens.json and split_pattern.json into `directory`
-        (none is renamed into place unless all were written)."""
-        gpt2.save_tokenizer_files(directory, self._vocab, self._merges, self.special_tokens, self.pattern)
+    @classmethod
+    def from_hf(cls, path: str | os.PathLike, **options: object) -> Tokenizer:
+        """A tokenizer from a HuggingFace tokenizer.json (the file, or a directory holding it) that
+        bpe_impls reproduces exactly: a BPE model split by a regex and ByteLevel (see formats/hf.py)."""
+        return cls._from_data(hf.load(path), path, options)
+
+    @classmethod
+    def from_tiktoken(
+        cls,
+        path: str | os.PathLike,
+        pattern: str | SplitPattern | None = None,
+        special_tokens: Mapping[str, int] | Sequence[str] | None = None,
+        **options: object,
+    ) -> Tokenizer:
+        """A tokenizer from a .tiktoken ranks file (or a directory holding one), its merges rebuilt
+        from the ranks. Its sidecar NAME.tiktoken.json, if present, gives the pattern and the
+        special tokens with their ids; otherwise `pattern` (default gpt2) and `special_tokens`
+        (text -> id, or a list given ids after the largest rank) do."""
+        return cls._from_data(tiktoken_file.load(path, pattern, special_tokens), path, options)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike, **options: object) -> Tokenizer:
+        """A tokenizer from whatever `save` wrote in any format, told apart by what `path` holds
+        (a directory with vocab.json, a tokenizer.json or a directory holding one, a .tiktoken
+        file or a directory holding one)."""
+        name, where = detect(path)
+        if name == "gpt2":
+            return cls.from_directory(where, **options)
+        return cls._from_data(FORMATS[name].load(where), where, options)
+
+    @classmethod
+    def _from_data(cls, data: TokenizerData, path: str | os.PathLike, options: dict[str, object]) -> Tokenizer:
+        options.setdefault("pattern", data.pattern)
+        tokenizer = cls(data.vocab, data.merges, data.special_tokens, **options)  # type: ignore[arg-type]
+        special_ids_match(data, tokenizer.special_token_ids, path)
+        return tokenizer
+
+    def save(self, directory: str | os.PathLike, format: str = "gpt2") -> tuple[Path, ...]:
+        """Save in a format of FORMATS; returns the paths written (none is renamed into place
+        unless all were written).
+
+        gpt2 (the default): vocab.json, merges.txt, special_tokens.json and split_pattern.json in
+        `directory`. hf: `directory`/tokenizer.json, or the file itself if the path ends in .json.
+        tiktoken: `directory`/tokenizer.tiktoken and tokenizer.tiktoken.json, or NAME.tiktoken and
+        NAME.tiktoken.json if the path ends in .tiktoken; refused (naming the token) where tiktoken's
+        rank-order merging would not give this tokenizer's ids.
+        """
+        if format not in FORMATS:
+            raise ConfigError(f"unknown format {format!r}; choose from {', '.join(FORMATS)}")
+        data = TokenizerData(self._vocab, self._merges, self.special_tokens, self.pattern, self.special_token_ids)
+        return FORMATS[format].save(directory, data)
 
     # --- properties -------------------------------------------------------------------------
 

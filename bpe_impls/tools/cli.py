@@ -1,4 +1,4 @@
-"""The `bpe` command: train, encode, decode, compare trainers, generate corpora.
+"""The `bpe` command: train, encode, decode, export between formats, compare trainers, generate corpora.
 
 Errors on bad input print one line (`bpe: error: ...`) and exit 1; Ctrl-C exits 130. Outputs are
 written atomically, so a failed or interrupted command leaves no partial file. Progress bars go to
@@ -25,6 +25,7 @@ from ..base.errors import BpeError, ConfigError, CorpusError, EncodeError, unrea
 from ..base.patterns import PRESETS, validate_special_tokens
 from ..corpus import SkippedRecordsWarning
 from ..encoding import Tokenizer
+from ..encoding.formats import FORMATS
 from ..encoding.formats.npy import NpyStreamWriter
 from ..fixtures.tinystories import default_corpus, parse_size, write_corpus
 from ..trainers import DEFAULT_IMPL, IMPLEMENTATIONS, train_bpe
@@ -66,18 +67,28 @@ def _add_training_options(parser: argparse.ArgumentParser, vocab_default: int | 
     )
 
 
+_TOKENIZER_HELP = (
+    "a saved tokenizer in any format: a directory with vocab.json (gpt2), a tokenizer.json or a directory "
+    "holding one (hf), a .tiktoken file or a directory holding one (tiktoken)"
+)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="bpe", description="Byte-level BPE trainers, side by side.")
     commands = parser.add_subparsers(dest="command", required=True)
 
-    train = commands.add_parser("train", help="train a tokenizer; writes vocab.json + merges.txt")
+    train = commands.add_parser("train", help="train a tokenizer and save it (--format gpt2, hf or tiktoken)")
     train.add_argument(
         "corpus", nargs="+",
         help="corpus files, globs or directories: .txt, .jsonl (each optionally .gz or .zst), .parquet",
     )
     _add_training_options(train, vocab_default=None)
     train.add_argument("--impl", choices=list(IMPLEMENTATIONS), default=DEFAULT_IMPL, help="trainer")
-    train.add_argument("--out", type=Path, required=True, help="output directory")
+    train.add_argument("--out", type=Path, required=True,
+                       help="output directory (hf: or a .json file; tiktoken: or a .tiktoken file)")
+    train.add_argument("--format", choices=list(FORMATS), default="gpt2",
+                       help="how to save: gpt2 (vocab.json + merges.txt), hf (tokenizer.json), "
+                            "tiktoken (.tiktoken ranks + .tiktoken.json); default gpt2")
     train.add_argument("--backend", choices=["local", "dask"], default="local",
                        help="where pre-tokens are counted: this machine's processes, or Dask tasks")
     train.add_argument("--scheduler", default=None, metavar="tcp://HOST:PORT",
@@ -92,16 +103,23 @@ def build_parser() -> argparse.ArgumentParser:
     _add_common(train)
 
     encode = commands.add_parser("encode", help="encode a text file to a .npy array of token ids")
-    encode.add_argument("--tokenizer", type=Path, required=True, help="directory written by `bpe train`")
+    encode.add_argument("--tokenizer", type=Path, required=True, help=_TOKENIZER_HELP)
     encode.add_argument("input", type=Path, help="UTF-8 text file")
     encode.add_argument("--out", type=Path, required=True, help="output .npy (uint16 if the vocab fits)")
     _add_common(encode)
 
     decode = commands.add_parser("decode", help="decode a .npy array of token ids to text")
-    decode.add_argument("--tokenizer", type=Path, required=True, help="directory written by `bpe train`")
+    decode.add_argument("--tokenizer", type=Path, required=True, help=_TOKENIZER_HELP)
     decode.add_argument("input", type=Path, help=".npy file of token ids")
     decode.add_argument("--out", type=Path, default=None, help="output text file (default: stdout)")
     _add_common(decode)
+
+    export = commands.add_parser("export", help="save a tokenizer in another format (gpt2, hf, tiktoken)")
+    export.add_argument("--tokenizer", type=Path, required=True, help=_TOKENIZER_HELP)
+    export.add_argument("--format", choices=list(FORMATS), required=True, help="the format to write")
+    export.add_argument("--out", type=Path, required=True,
+                        help="output directory (hf: or a .json file; tiktoken: or a .tiktoken file)")
+    _add_common(export)
 
     compare = commands.add_parser("compare", help="run every trainer on one corpus; time, memory, identical?")
     compare.add_argument(
@@ -130,7 +148,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     handler = {
-        "train": cmd_train, "encode": cmd_encode, "decode": cmd_decode,
+        "train": cmd_train, "encode": cmd_encode, "decode": cmd_decode, "export": cmd_export,
         "compare": cmd_compare, "gen-corpus": cmd_gen_corpus,
     }[args.command]
     try:
@@ -166,12 +184,24 @@ def cmd_train(args: argparse.Namespace) -> int:
         else:
             warnings.showwarning(warning.message, warning.category, warning.filename, warning.lineno)
     seconds = time.perf_counter() - start
-    args.out.mkdir(parents=True, exist_ok=True)
-    Tokenizer(vocab, merges, args.special_tokens, pattern=args.pattern).save(args.out)
+    written = Tokenizer(vocab, merges, args.special_tokens, pattern=args.pattern).save(args.out, args.format)
     print(
         f"trained {len(merges)} merges (vocab {len(vocab)}) with {args.impl} in {seconds:.2f} s; "
-        f"peak RSS of the main process {_peak_rss_mb():.0f} MB; wrote {args.out}/vocab.json, merges.txt"
+        f"peak RSS of the main process {_peak_rss_mb():.0f} MB; wrote {_listing(written)}"
     )
+    return 0
+
+
+def _listing(paths: Sequence[Path]) -> str:
+    """`dir/a, b, c` for files in one directory."""
+    return f"{paths[0]}" + "".join(f", {path.name}" for path in paths[1:])
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    tokenizer = Tokenizer.load(args.tokenizer)
+    written = tokenizer.save(args.out, args.format)
+    print(f"wrote {_listing(written)} ({args.format} format, vocab {len(tokenizer.vocab)}, "
+          f"pattern {tokenizer.pattern.name})")
     return 0
 
 
@@ -201,7 +231,7 @@ def _read_text_blocks(path: Path, bar) -> Iterator[str]:
 
 
 def cmd_encode(args: argparse.Namespace) -> int:
-    tokenizer = Tokenizer.from_directory(args.tokenizer)
+    tokenizer = Tokenizer.load(args.tokenizer)
     dtype = np.uint16 if tokenizer.n_vocab <= 2**16 else np.uint32
     size = args.input.stat().st_size if args.input.is_file() else None
     start = time.perf_counter()
@@ -240,7 +270,7 @@ def _require_npy(path: Path) -> None:
 
 
 def cmd_decode(args: argparse.Namespace) -> int:
-    tokenizer = Tokenizer.from_directory(args.tokenizer)
+    tokenizer = Tokenizer.load(args.tokenizer)
     _require_npy(args.input)
     try:
         ids = np.load(args.input, mmap_mode="r", allow_pickle=False)

@@ -185,9 +185,9 @@ def check_every_token_made(
 
     A merges.txt cut short at a line boundary parses cleanly; this is what notices it.
     """
-    made = {left + right for left, right in merges}
-    specials = {token.encode("utf-8") for token in special_tokens}
-    unmade = [(i, token) for i, token in sorted(vocab.items()) if len(token) > 1 and token not in made | specials]
+    # One set, built once: `token not in made | specials` would build the union for every token.
+    made = {left + right for left, right in merges} | {token.encode("utf-8") for token in special_tokens}
+    unmade = [(i, token) for i, token in sorted(vocab.items()) if len(token) > 1 and token not in made]
     if unmade:
         token_id, token = unmade[0]
         count = len(unmade)
