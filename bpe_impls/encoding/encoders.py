@@ -26,7 +26,7 @@ import regex
 
 from ..base import compiled
 from ..base.errors import ConfigError
-from ..base.patterns import GPT2, SplitPattern, special_token_regex
+from ..base.patterns import GPT2, PRESETS, SplitPattern, special_token_regex
 from .bpe import BpeFunction, RankTable, bpe_heap, bpe_hybrid, bpe_scan
 
 # Pre-tokens longer than this are not cached: they are rare and would pin large keys in memory.
@@ -177,13 +177,16 @@ class PythonEncoder:
 
 def native_encoder(byte_ids: Sequence[int], ranks: RankTable, cache_size: int, pattern: SplitPattern = GPT2) -> Encoder:
     """The compiled core's Encoder: PythonEncoder with `bpe_hybrid`, in C (its pre-token cache is
-    keyed by UTF-8 bytes, and it never builds a str). Its scanner is GPT-2's."""
-    if pattern is not GPT2:
+    keyed by UTF-8 bytes, and it never builds a str). It scans the presets (gpt2, cl100k, o200k),
+    each with its own settled rule."""
+    scanner = compiled.scanner_name(pattern)
+    if scanner is None:
         raise ConfigError(
-            f"the native encoder scans the gpt2 pattern only, not {pattern.name!r}; choose scan, heap or hybrid"
+            f"the native encoder scans the presets ({', '.join(PRESETS)}) only, not {pattern.name!r}; "
+            "choose scan, heap or hybrid"
         )
     merges = [(left, right, merged) for (left, right), (_, merged) in sorted(ranks.items(), key=lambda kv: kv[1][0])]
-    return compiled.core().Encoder(byte_ids, merges, cache_size)
+    return compiled.core().Encoder(byte_ids, merges, cache_size, scanner)
 
 
 # name -> factory(byte ids, rank table, cache size, split pattern). Every encoder gives identical ids
@@ -202,5 +205,5 @@ DEFAULT_ENCODER = "native" if compiled.AVAILABLE else "hybrid"
 
 
 def default_encoder(pattern: SplitPattern) -> str:
-    """The fastest encoder that scans `pattern`."""
-    return DEFAULT_ENCODER if pattern is GPT2 else "hybrid"
+    """The fastest encoder that scans `pattern`: native for the presets where it was built."""
+    return DEFAULT_ENCODER if compiled.scanner_name(pattern) is not None else "hybrid"
