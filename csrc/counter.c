@@ -321,9 +321,10 @@ Counter_merge(CounterObject *self, PyObject *arg)
 }
 
 /* Count the pre-tokens of `pattern` (PAT_*) in s[0:n] (valid UTF-8, no
- * special token); -2 when out of memory. */
-static int
-count_utf8(BytesMap *counts, const unsigned char *s, size_t n, int pattern)
+ * special token); -2 when out of memory. Inlined into count_utf8 once per
+ * pattern, so each copy calls its own scanner (no switch per pre-token). */
+BPE_ALWAYS_INLINE int
+count_utf8_as(BytesMap *counts, const unsigned char *s, size_t n, int pattern)
 {
     for (size_t i = 0; i < n;) {
         size_t j = bpe_next_end_utf8(s, i, n, pattern);
@@ -338,6 +339,19 @@ count_utf8(BytesMap *counts, const unsigned char *s, size_t n, int pattern)
         i = j;
     }
     return 0;
+}
+
+static int
+count_utf8(BytesMap *counts, const unsigned char *s, size_t n, int pattern)
+{
+    switch (pattern) {
+    case PAT_CL100K:
+        return count_utf8_as(counts, s, n, PAT_CL100K);
+    case PAT_O200K:
+        return count_utf8_as(counts, s, n, PAT_O200K);
+    default:
+        return count_utf8_as(counts, s, n, PAT_GPT2);
+    }
 }
 
 static PyObject *

@@ -41,7 +41,7 @@
 
 /* GPT-2: '(?:[sdmt]|ll|ve|re)| ?\p{L}++| ?\p{N}++| ?[^\s\p{L}\p{N}]++|\s++$|
  * \s+(?!\S)|\s */
-static inline POS_T
+BPE_ALWAYS_INLINE POS_T
 SCAN_NAME(bpe_gpt2_end, SUFFIX)(const CHAR_T *s, POS_T i, POS_T n)
 {
     Py_UCS4 c = s[i]; /* (in UTF-8, the first byte: compared to ASCII only) */
@@ -100,7 +100,7 @@ SCAN_NAME(bpe_gpt2_end, SUFFIX)(const CHAR_T *s, POS_T i, POS_T n)
  * U+017F LATIN SMALL LETTER LONG S, whose simple case folding is s (the
  * `regex` module's (?i) folds simply; tests/test_native_patterns.py checks
  * every code point against it). */
-static inline Py_UCS4
+BPE_ALWAYS_INLINE Py_UCS4
 SCAN_NAME(bpe_contraction_letter, SUFFIX)(const CHAR_T *s, POS_T j, POS_T *len)
 {
     Py_UCS4 d = SCAN_READ(s, j, *len);
@@ -112,7 +112,7 @@ SCAN_NAME(bpe_contraction_letter, SUFFIX)(const CHAR_T *s, POS_T j, POS_T *len)
 
 /* cl100k: '(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+|
  * ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s */
-static inline POS_T
+BPE_ALWAYS_INLINE POS_T
 SCAN_NAME(bpe_cl100k_end, SUFFIX)(const CHAR_T *s, POS_T i, POS_T n)
 {
     Py_UCS4 c = s[i];
@@ -213,7 +213,7 @@ SCAN_NAME(bpe_cl100k_end, SUFFIX)(const CHAR_T *s, POS_T i, POS_T n)
  * both). Returns the end, or 0 when neither matches at p (the caller then
  * tries what comes next; `mark` says the prefix character is a mark, which
  * alternative 1 may also take without the prefix). */
-static inline POS_T
+BPE_ALWAYS_INLINE POS_T
 SCAN_NAME(bpe_o200k_letters, SUFFIX)(const CHAR_T *s, POS_T p, POS_T n,
                                      int mark)
 {
@@ -277,7 +277,7 @@ SCAN_NAME(bpe_o200k_letters, SUFFIX)(const CHAR_T *s, POS_T p, POS_T n,
 /* o200k: [^\r\n\p{L}\p{N}]?UP*LOW+C?|[^\r\n\p{L}\p{N}]?UP+LOW*C?|\p{N}{1,3}|
  * ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+ (see bpe_o200k_letters;
  * no possessive quantifiers: the regex backtracks) */
-static inline POS_T
+BPE_ALWAYS_INLINE POS_T
 SCAN_NAME(bpe_o200k_end, SUFFIX)(const CHAR_T *s, POS_T i, POS_T n)
 {
     const unsigned char *char_class = bpe_char_class;

@@ -95,7 +95,7 @@ bpe_utf8_at(const unsigned char *s, size_t i, size_t *len)
 
 /* The end of the pre-token of `pattern` (PAT_*) that starts at byte i (i < n)
  * of valid UTF-8. */
-static inline size_t
+BPE_ALWAYS_INLINE size_t
 bpe_next_end_utf8(const unsigned char *s, size_t i, size_t n, int pattern)
 {
     switch (pattern) {
@@ -141,7 +141,7 @@ BPE_INTERNAL PyObject *bpe_surrogate_error(const Text *t);
 
 /* The end of the pre-token of `pattern` (PAT_*) that starts at i (i <
  * t->n). */
-static inline Py_ssize_t
+BPE_ALWAYS_INLINE Py_ssize_t
 bpe_text_next_end(const Text *t, Py_ssize_t i, int pattern)
 {
 #define SCAN_KINDS(name)                                                     \
