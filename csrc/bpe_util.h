@@ -21,6 +21,15 @@
 #define BPE_INTERNAL
 #endif
 
+/* A function inlined even where the compiler's size heuristics would not: the
+ * scanners and the loops that call them once per pre-token (each loop is
+ * inlined once per pattern, so each copy calls its own scanner, inlined). */
+#if defined(__GNUC__) || defined(__clang__)
+#define BPE_ALWAYS_INLINE static inline __attribute__((always_inline))
+#else
+#define BPE_ALWAYS_INLINE static inline
+#endif
+
 /* A 64-bit hash of p[0:n], eight bytes at a time. */
 static inline uint64_t
 bpe_hash_bytes(const unsigned char *p, size_t n)

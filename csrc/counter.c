@@ -127,7 +127,11 @@ typedef struct {
      * touches the table checks it first, so no other thread (and no callback)
      * can free, grow or read the table meanwhile. */
     int busy;
+    int pattern; /* the scanner: PAT_GPT2, PAT_CL100K or PAT_O200K */
 } CounterObject;
+
+static const char *const pattern_names[N_PATTERNS] = {"gpt2", "cl100k",
+                                                      "o200k"};
 
 /* 1 if the table may be used now, else 0 with RuntimeError set. */
 static int
@@ -149,8 +153,15 @@ counter_usable(CounterObject *self)
 static int
 Counter_init(CounterObject *self, PyObject *args, PyObject *kwds)
 {
-    static char *kwlist[] = {NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, ":PretokenCounter", kwlist)) {
+    static char *kwlist[] = {"pattern", NULL};
+    const char *name = "gpt2";
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|s:PretokenCounter", kwlist,
+                                     &name))
+    {
+        return -1;
+    }
+    int pattern = bpe_pattern_id(name);
+    if (pattern < 0) {
         return -1;
     }
     if (self->busy) { /* freeing the table under a running add() */
@@ -163,6 +174,7 @@ Counter_init(CounterObject *self, PyObject *args, PyObject *kwds)
         PyErr_NoMemory();
         return -1;
     }
+    self->pattern = pattern;
     return 0;
 }
 
@@ -189,10 +201,11 @@ Counter_add(CounterObject *self, PyObject *arg)
         return NULL;
     }
     int failed = 0; /* -1: lone surrogate, -2: out of memory */
+    int pattern = self->pattern;
     self->busy = 1;
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t i = 0; i < t.n;) {
-        Py_ssize_t j = bpe_text_next_end(&t, i);
+        Py_ssize_t j = bpe_text_next_end(&t, i, pattern);
         Py_ssize_t len;
         const unsigned char *key = bpe_text_utf8(&t, i, j, &len);
         if (key == NULL) {
@@ -277,6 +290,14 @@ Counter_merge(CounterObject *self, PyObject *arg)
                         "cannot merge a counter into itself");
         return NULL;
     }
+    if (other->pattern != self->pattern) {
+        PyErr_Format(PyExc_ValueError,
+                     "cannot merge the %s pre-tokens of another counter into "
+                     "this counter of %s pre-tokens",
+                     pattern_names[other->pattern],
+                     pattern_names[self->pattern]);
+        return NULL;
+    }
     /* (nothing below runs Python code: no other call can start meanwhile) */
     if (!counter_usable(self) || !counter_usable(other)) {
         return NULL;
@@ -299,13 +320,14 @@ Counter_merge(CounterObject *self, PyObject *arg)
     Py_RETURN_NONE;
 }
 
-/* Count the pre-tokens of s[0:n] (valid UTF-8, no special token); -2 when out
- * of memory. */
-static int
-count_utf8(BytesMap *counts, const unsigned char *s, size_t n)
+/* Count the pre-tokens of `pattern` (PAT_*) in s[0:n] (valid UTF-8, no
+ * special token); -2 when out of memory. Inlined into count_utf8 once per
+ * pattern, so each copy calls its own scanner (no switch per pre-token). */
+BPE_ALWAYS_INLINE int
+count_utf8_as(BytesMap *counts, const unsigned char *s, size_t n, int pattern)
 {
     for (size_t i = 0; i < n;) {
-        size_t j = bpe_next_end_utf8(s, i, n);
+        size_t j = bpe_next_end_utf8(s, i, n, pattern);
         uint64_t h = bpe_hash_bytes(s + i, j - i);
         Entry *slot = bpe_bm_get(counts, s + i, j - i, h);
         if (slot != NULL) {
@@ -317,6 +339,19 @@ count_utf8(BytesMap *counts, const unsigned char *s, size_t n)
         i = j;
     }
     return 0;
+}
+
+static int
+count_utf8(BytesMap *counts, const unsigned char *s, size_t n, int pattern)
+{
+    switch (pattern) {
+    case PAT_CL100K:
+        return count_utf8_as(counts, s, n, PAT_CL100K);
+    case PAT_O200K:
+        return count_utf8_as(counts, s, n, PAT_O200K);
+    default:
+        return count_utf8_as(counts, s, n, PAT_GPT2);
+    }
 }
 
 static PyObject *
@@ -351,14 +386,14 @@ Counter_add_utf8(CounterObject *self, PyObject *args)
     if (!counter_usable(self)) {
         goto done;
     }
-    int valid, failed = 0;
+    int valid, failed = 0, pattern = self->pattern;
     self->busy = 1;
     Py_BEGIN_ALLOW_THREADS
     valid = bpe_utf8_valid(s, n);
     for (size_t pos = 0; valid && pos <= n && !failed;) {
         size_t len, which;
         size_t at = bpe_next_special(&sp, s, pos, n, &len, &which);
-        failed = count_utf8(&self->counts, s + pos, at - pos);
+        failed = count_utf8(&self->counts, s + pos, at - pos, pattern);
         pos = at + (len ? len : 1);
     }
     Py_END_ALLOW_THREADS
@@ -383,7 +418,7 @@ Counter_len(CounterObject *self)
 
 static PyMethodDef Counter_methods[] = {
     {"add", (PyCFunction)Counter_add, METH_O,
-     "add(text)\n--\n\nCount the GPT-2 pre-tokens of text (a str holding no "
+     "add(text)\n--\n\nCount the pre-tokens of text (a str holding no "
      "special token)."},
     {"add_utf8", (PyCFunction)Counter_add_utf8, METH_VARARGS,
      "add_utf8(data, special_tokens)\n--\n\nCount the pre-tokens of UTF-8 "
@@ -396,6 +431,18 @@ static PyMethodDef Counter_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
+static PyObject *
+Counter_get_pattern(CounterObject *self, void *closure)
+{
+    return PyUnicode_FromString(pattern_names[self->pattern]);
+}
+
+static PyGetSetDef Counter_getset[] = {
+    {"pattern", (getter)Counter_get_pattern, NULL,
+     "The split pattern it scans: 'gpt2', 'cl100k' or 'o200k'.", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
 static PySequenceMethods Counter_as_sequence = {
     .sq_length = (lenfunc)Counter_len,
 };
@@ -404,13 +451,16 @@ BPE_INTERNAL PyTypeObject bpe_CounterType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "bpe_impls._native.PretokenCounter",
     .tp_doc =
-        "Counts GPT-2 pre-tokens by their UTF-8 bytes. One thread at a time: "
-        "a call made while another thread's add() runs raises RuntimeError.",
+        "PretokenCounter(pattern='gpt2'): counts the pre-tokens of a preset "
+        "split pattern ('gpt2', 'cl100k' or 'o200k') by their UTF-8 bytes. "
+        "One thread at a time: a call made while another thread's add() runs "
+        "raises RuntimeError.",
     .tp_basicsize = sizeof(CounterObject),
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_new = PyType_GenericNew,
     .tp_init = (initproc)Counter_init,
     .tp_dealloc = (destructor)Counter_dealloc,
     .tp_methods = Counter_methods,
+    .tp_getset = Counter_getset,
     .tp_as_sequence = &Counter_as_sequence,
 };

@@ -74,6 +74,7 @@ typedef struct {
     uint32_t *cache_ids;
     size_t cache_ids_len, cache_ids_cap;
     Py_ssize_t cache_size;
+    int pattern; /* the scanner: PAT_GPT2, PAT_CL100K or PAT_O200K */
 } EncoderObject;
 
 static void
@@ -177,17 +178,25 @@ read_merges(PairMap *pm, PyObject *merges)
 static int
 Encoder_init(EncoderObject *self, PyObject *args, PyObject *kwds)
 {
-    static char *kwlist[] = {"byte_ids", "merges", "cache_size", NULL};
+    static char *kwlist[] = {"byte_ids", "merges", "cache_size", "pattern",
+                             NULL};
     PyObject *byte_ids_arg, *merges_arg;
+    const char *name = "gpt2";
+    int pattern;
     PyObject *byte_seq = NULL, *merges = NULL;
     Py_ssize_t cache_size = 1 << 16;
     PairMap pm = {0};
     BytesMap cache = {0};
     uint32_t byte_ids[256];
     int result = -1;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO|n:Encoder", kwlist,
-                                     &byte_ids_arg, &merges_arg, &cache_size))
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO|ns:Encoder", kwlist,
+                                     &byte_ids_arg, &merges_arg, &cache_size,
+                                     &name))
     {
+        goto done;
+    }
+    pattern = bpe_pattern_id(name);
+    if (pattern < 0) {
         goto done;
     }
     if (cache_size < 0) {
@@ -226,6 +235,7 @@ Encoder_init(EncoderObject *self, PyObject *args, PyObject *kwds)
     memset(&cache, 0, sizeof(cache));
     memcpy(self->byte_ids, byte_ids, sizeof(byte_ids));
     self->cache_size = cache_size;
+    self->pattern = pattern;
     self->ready = 1;
     result = 0;
 done:
@@ -566,22 +576,52 @@ byte_of_char(const unsigned char *s, size_t n, size_t c)
     return c == 0 ? n : n + 1;
 }
 
-/* True if two whole characters of s follow position j before end (end is a
- * character boundary). */
+/* The settled rule of each pattern (SplitPattern.settle_margin and
+ * settle_run, as PythonEncoder._settled applies them): a pre-token ending at
+ * j, of text known up to `end` (a character boundary), is final once the first
+ * non-whitespace character at or after j (GPT-2: the character at j, whatever
+ * it is; o200k: after the run of letters and marks at j, which a run of
+ * capitals followed by a lower-case letter would join) is known with
+ * margin - 1 whole characters after it. */
+static const struct {
+    int skip_letters;
+    int skip_space;
+    int margin;
+} settle_rule[N_PATTERNS] = {
+    [PAT_GPT2] = {0, 0, 2},
+    [PAT_CL100K] = {0, 1, 2},
+    [PAT_O200K] = {1, 1, 4},
+};
+
 static int
-two_chars_follow(const unsigned char *s, size_t j, size_t end)
+is_settled(const unsigned char *s, size_t j, size_t end, int pattern)
 {
+    const unsigned char *char_class = bpe_char_class;
     size_t len;
-    if (j >= end) {
-        return 0;
+    if (settle_rule[pattern].skip_letters) {
+        while (j < end) {
+            unsigned char c = char_class[bpe_utf8_at(s, j, &len)];
+            if ((c & CLS_BASE) != CLS_LETTER && !(c & (CLS_UP | CLS_LOW))) {
+                break; /* \p{M} is in both of o200k's letter sets */
+            }
+            j += len;
+        }
     }
-    bpe_utf8_at(s, j, &len);
-    j += len;
-    if (j >= end) {
-        return 0;
+    if (settle_rule[pattern].skip_space) {
+        while (j < end &&
+               (char_class[bpe_utf8_at(s, j, &len)] & CLS_BASE) == CLS_SPACE)
+        {
+            j += len;
+        }
     }
-    bpe_utf8_at(s, j, &len);
-    return j + len <= end;
+    for (int k = 0; k < settle_rule[pattern].margin; k++) {
+        if (j >= end) {
+            return 0;
+        }
+        bpe_utf8_at(s, j, &len);
+        j += len;
+    }
+    return j <= end;
 }
 
 /* encode_utf8(data, special_tokens, special_ids, settled=False): the whole of
@@ -592,7 +632,8 @@ two_chars_follow(const unsigned char *s, size_t j, size_t end)
  * encode_iterable: encode only what more data could not change and return
  * (ids, cut), cut a byte offset: special tokens that start where the longest
  * one still fits, then the pre-tokens after the last of them that end before
- * the unsettled region and have two whole characters after them. */
+ * the unsettled region and are settled by their pattern's rule (is_settled).
+ */
 static PyObject *
 Encoder_encode_utf8(EncoderObject *self, PyObject *args)
 {
@@ -677,8 +718,8 @@ Encoder_encode_utf8(EncoderObject *self, PyObject *args)
             size_t known = settle < n ? settle : n;
             size_t cut = pos;
             for (size_t i = pos; i < known;) {
-                size_t j = bpe_next_end_utf8(s, i, known);
-                if (!two_chars_follow(s, j, known)) {
+                size_t j = bpe_next_end_utf8(s, i, known, self->pattern);
+                if (!is_settled(s, j, known, self->pattern)) {
                     break;
                 }
                 if (encode_token(self, s + i, j - i, &out) < 0) {
@@ -693,7 +734,7 @@ Encoder_encode_utf8(EncoderObject *self, PyObject *args)
             goto done;
         }
         for (size_t i = pos; i < at;) {
-            size_t j = bpe_next_end_utf8(s, i, at);
+            size_t j = bpe_next_end_utf8(s, i, at, self->pattern);
             if (encode_token(self, s + i, j - i, &out) < 0) {
                 goto done;
             }
@@ -766,9 +807,11 @@ static PyMethodDef Encoder_methods[] = {
 BPE_INTERNAL PyTypeObject bpe_EncoderType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "bpe_impls._native.Encoder",
-    .tp_doc = "Encoder(byte_ids, merges, cache_size=65536): BPE with a rank "
-              "table and a cache.\n\nbyte_ids: the id of each byte 0..255; "
-              "merges: (left, right, merged) ids in rank order.",
+    .tp_doc = "Encoder(byte_ids, merges, cache_size=65536, pattern='gpt2'): "
+              "BPE with a rank table and a cache.\n\nbyte_ids: the id of each "
+              "byte 0..255; merges: (left, right, merged) ids in rank order; "
+              "pattern: the split pattern of the text, 'gpt2', 'cl100k' or "
+              "'o200k'.",
     .tp_basicsize = sizeof(EncoderObject),
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_new = PyType_GenericNew,

@@ -1,12 +1,12 @@
-/* bpe_impls._native: the GPT-2 pre-tokenizer, a pre-token counter and a BPE
- * encoder, in C.
+/* bpe_impls._native: the pre-tokenizers of the preset split patterns (GPT-2,
+ * cl100k, o200k), a pre-token counter and a BPE encoder, in C.
  *
  * Each piece does exactly what the pure-Python path does (bpe_impls/corpus/
  * tally.py and bpe_impls/encoding/encoders.py); tests/test_native.py and the
  * registry-wide suites prove it.
  *
- *   scanner.h, scan_kind.h, scanner.c  the GPT-2 pre-tokenizer, over str and
- *                                      over UTF-8
+ *   scanner.h, scan_kind.h, scanner.c  the pre-tokenizers, over str and over
+ *                                      UTF-8
  *   counter.h, counter.c               PretokenCounter and its bytes map
  *   encoder.h, encoder.c               Encoder
  *   native_module.c                    this module: its functions and
@@ -37,12 +37,24 @@ set_char_classes(PyObject *module, PyObject *arg)
                      view.len);
         goto done;
     }
+    /* The entries the scanners rely on (scanner.h): a letter is in one or
+     * both of o200k's sets, a mark (other) in both, nothing else in either. */
+    static const unsigned char valid[256] = {
+        [CLS_OTHER] = 1,
+        [CLS_NUMBER] = 1,
+        [CLS_SPACE] = 1,
+        [CLS_LETTER | CLS_UP] = 1,
+        [CLS_LETTER | CLS_LOW] = 1,
+        [CLS_LETTER | CLS_UP | CLS_LOW] = 1,
+        [CLS_OTHER | CLS_UP | CLS_LOW] = 1,
+    };
     const unsigned char *classes = view.buf;
     for (Py_ssize_t k = 0; k < view.len; k++) {
-        if (classes[k] > CLS_SPACE) {
+        if (!valid[classes[k]]) {
             PyErr_Format(PyExc_ValueError,
-                         "class table entry %zd is %d, not 0-3", k,
-                         (int)classes[k]);
+                         "class table entry %zd is %d, not one of 0, 2, 3, "
+                         "5, 9, 12, 13",
+                         k, (int)classes[k]);
             goto done;
         }
     }
@@ -85,11 +97,54 @@ every_code_point(PyObject *module, PyObject *unused)
     return out;
 }
 
+/* pretokenize(data, pattern) of UTF-8 bytes: the pre-tokens as bytes, cut
+ * by the UTF-8 scanners the counter and the encoder use. */
 static PyObject *
-pretokenize(PyObject *module, PyObject *arg)
+pretokenize_utf8(PyObject *arg, int pattern)
 {
-    if (!bpe_classes_ready()) {
+    Utf8Data d;
+    if (bpe_data_open(&d, arg) < 0) {
+        bpe_data_close(&d);
         return NULL;
+    }
+    PyObject *out = NULL;
+    if (!bpe_utf8_valid(d.buf, d.len)) {
+        PyErr_SetString(PyExc_ValueError, "data is not valid UTF-8");
+        goto done;
+    }
+    out = PyList_New(0);
+    for (size_t i = 0; out != NULL && i < d.len;) {
+        size_t j = bpe_next_end_utf8(d.buf, i, d.len, pattern);
+        PyObject *piece = PyBytes_FromStringAndSize((const char *)d.buf + i,
+                                                    (Py_ssize_t)(j - i));
+        if (piece == NULL || PyList_Append(out, piece) < 0) {
+            Py_CLEAR(out);
+        }
+        Py_XDECREF(piece);
+        i = j;
+    }
+done:
+    bpe_data_close(&d);
+    return out;
+}
+
+static PyObject *
+pretokenize(PyObject *module, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"text", "pattern", NULL};
+    PyObject *arg;
+    const char *name = "gpt2";
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|s:pretokenize", kwlist,
+                                     &arg, &name))
+    {
+        return NULL;
+    }
+    int pattern = bpe_pattern_id(name);
+    if (pattern < 0 || !bpe_classes_ready()) {
+        return NULL;
+    }
+    if (!PyUnicode_Check(arg) && PyObject_CheckBuffer(arg)) {
+        return pretokenize_utf8(arg, pattern);
     }
     Text t;
     if (bpe_text_open(&t, arg) < 0) {
@@ -100,7 +155,7 @@ pretokenize(PyObject *module, PyObject *arg)
         return NULL;
     }
     for (Py_ssize_t i = 0; i < t.n;) {
-        Py_ssize_t j = bpe_text_next_end(&t, i);
+        Py_ssize_t j = bpe_text_next_end(&t, i, pattern);
         PyObject *piece = PyUnicode_Substring(arg, i, j);
         if (piece == NULL || PyList_Append(out, piece) < 0) {
             Py_XDECREF(piece);
@@ -115,14 +170,19 @@ pretokenize(PyObject *module, PyObject *arg)
 
 static PyMethodDef module_methods[] = {
     {"set_char_classes", set_char_classes, METH_O,
-     "set_char_classes(table)\n--\n\nThe class of every code point "
-     "(0 other, 1 letter, 2 number, 3 whitespace), 0x110000 bytes."},
+     "set_char_classes(table)\n--\n\nThe class of every code point, "
+     "0x110000 bytes: 0 other, 2 number, 3 whitespace, 5 Lu or Lt, 9 Ll, 13 "
+     "Lm or Lo, 12 mark (bit 4: in o200k's upper letter set, bit 8: in its "
+     "lower set)."},
     {"every_code_point", every_code_point, METH_NOARGS,
      "every_code_point()\n--\n\nA str of every code point in order, "
      "surrogates included."},
-    {"pretokenize", pretokenize, METH_O,
-     "pretokenize(text)\n--\n\nThe GPT-2 pre-tokens of text, as a list of "
-     "str."},
+    {"pretokenize", (PyCFunction)(void (*)(void))pretokenize,
+     METH_VARARGS | METH_KEYWORDS,
+     "pretokenize(text, pattern='gpt2')\n--\n\nThe pre-tokens of text by a "
+     "preset split pattern ('gpt2', 'cl100k' or 'o200k'): a list of str; "
+     "of bytes (or any buffer) holding valid UTF-8, a list of bytes (the "
+     "scanners the counter and the encoder run)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -130,7 +190,8 @@ static struct PyModuleDef native_module = {
     PyModuleDef_HEAD_INIT,
     .m_name = "bpe_impls._native",
     .m_doc =
-        "The GPT-2 pre-tokenizer, a pre-token counter and a BPE encoder in C.",
+        "The preset pre-tokenizers, a pre-token counter and a BPE encoder in "
+        "C.",
     .m_size = -1,
     .m_methods = module_methods,
 };

@@ -1,4 +1,4 @@
-/* The parts of the GPT-2 scanner that do not run in the counter's and the
+/* The parts of the scanners that do not run in the counter's and the
  * encoder's inner loops (see scanner.h): the class table, UTF-8 validation,
  * the str view and reading the special tokens. */
 #define PY_SSIZE_T_CLEAN
@@ -259,4 +259,20 @@ bpe_data_close(Utf8Data *d)
     free(d->own);
     Py_XDECREF(d->obj);
     memset(d, 0, sizeof(*d));
+}
+
+BPE_INTERNAL int
+bpe_pattern_id(const char *name)
+{
+    static const char *names[N_PATTERNS] = {"gpt2", "cl100k", "o200k"};
+    for (int k = 0; k < N_PATTERNS; k++) {
+        if (strcmp(name, names[k]) == 0) {
+            return k;
+        }
+    }
+    PyErr_Format(PyExc_ValueError,
+                 "no scanner for pattern '%.100s': expected 'gpt2', 'cl100k' "
+                 "or 'o200k'",
+                 name);
+    return -1;
 }

@@ -1,10 +1,11 @@
-/* The GPT-2 pre-tokenizer: a hand-written scanner for the pattern
- *     '(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
- * over a str's code points (each PEP 393 kind) and over valid UTF-8 bytes. It
- * needs only four character classes (letter, number, whitespace, other); their
- * table is built by bpe_impls/base/compiled.py from the `regex` module itself and
- * handed in with set_char_classes(), so the C and the pure-Python paths use
- * the same Unicode data.
+/* The pre-tokenizers: hand-written scanners for the three preset split
+ * patterns of bpe_impls/base/patterns.py (GPT-2's, cl100k's and o200k's,
+ * tiktoken's strings), each over a str's code points (each PEP 393 kind) and
+ * over valid UTF-8 bytes, all from one template (scan_kind.h). They need a
+ * few character classes (letter, number, whitespace, other, and o200k's
+ * letter sets); their table is built by bpe_impls/base/compiled.py from the
+ * `regex` module itself and handed in with set_char_classes(), so the C and
+ * the pure-Python paths use the same Unicode data.
  *
  * The functions called inside the counter's and the encoder's loops are
  * `static inline` here rather than in scanner.c: a call across .c files cannot
@@ -18,8 +19,26 @@
 
 #include "bpe_util.h"
 
-enum { CLS_OTHER = 0, CLS_LETTER = 1, CLS_NUMBER = 2, CLS_SPACE = 3 };
+/* The class table: one byte per code point. The low two bits (CLS_BASE) are
+ * the class every pattern uses: other, \p{L}, \p{N} or \s. CLS_UP and
+ * CLS_LOW are o200k's two letter sets, [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}] and
+ * [\p{Ll}\p{Lm}\p{Lo}\p{M}]: a letter is in one or both, a mark (\p{M}, of
+ * base class other) in both, anything else in neither. So the entries are 0
+ * (other), 2 (number), 3 (whitespace), 5 (Lu, Lt), 9 (Ll), 13 (Lm, Lo) and 12
+ * (mark); set_char_classes() accepts no other value. */
+enum {
+    CLS_OTHER = 0,
+    CLS_LETTER = 1,
+    CLS_NUMBER = 2,
+    CLS_SPACE = 3,
+    CLS_BASE = 3,
+    CLS_UP = 4,
+    CLS_LOW = 8,
+};
 #define N_CODEPOINTS 0x110000
+
+/* The split patterns that have a scanner: the presets of base/patterns.py. */
+enum { PAT_GPT2 = 0, PAT_CL100K = 1, PAT_O200K = 2, N_PATTERNS = 3 };
 
 /* One class per code point (1.1 MB); NULL until set_char_classes() is called.
  * Once set, it is never freed or changed: scans in other threads read it
@@ -28,19 +47,6 @@ extern BPE_INTERNAL unsigned char *bpe_char_class;
 
 /* 1 if the class table is set, else 0 with RuntimeError set. */
 BPE_INTERNAL int bpe_classes_ready(void);
-
-/* bpe_next_end_1/2/4 and bpe_utf8_1/2/4, one pair per str kind. */
-#define CHAR_T Py_UCS1
-#define SUFFIX _1
-#include "scan_kind.h"
-
-#define CHAR_T Py_UCS2
-#define SUFFIX _2
-#include "scan_kind.h"
-
-#define CHAR_T Py_UCS4
-#define SUFFIX _4
-#include "scan_kind.h"
 
 /* The code point at byte i of valid UTF-8, and its length in *len. */
 static inline Py_UCS4
@@ -65,57 +71,46 @@ bpe_utf8_at(const unsigned char *s, size_t i, size_t *len)
             (Py_UCS4)(s[i + 2] & 0x3F) << 6 | (s[i + 3] & 0x3F));
 }
 
-/* The scanner over valid UTF-8 bytes (positions are byte offsets): counting a
- * file's bytes directly skips decoding it to a str, and the pre-token's bytes
- * are then its key as they stand. The end of the pre-token that starts at i (i
- * < n). */
-static inline size_t
-bpe_next_end_utf8(const unsigned char *s, size_t i, size_t n)
+/* bpe_{gpt2,cl100k,o200k}_end_{1,2,4} and bpe_utf8_{1,2,4}, per str kind. */
+#define CHAR_T Py_UCS1
+#define SUFFIX _1
+#include "scan_kind.h"
+
+#define CHAR_T Py_UCS2
+#define SUFFIX _2
+#include "scan_kind.h"
+
+#define CHAR_T Py_UCS4
+#define SUFFIX _4
+#include "scan_kind.h"
+
+/* bpe_{gpt2,cl100k,o200k}_end_utf8: the scanners over valid UTF-8 bytes
+ * (positions are byte offsets): counting a file's bytes directly skips
+ * decoding it to a str, and the pre-token's bytes are then its key as they
+ * stand. */
+#define CHAR_T unsigned char
+#define SUFFIX _utf8
+#define SCAN_UTF8
+#include "scan_kind.h"
+
+/* The end of the pre-token of `pattern` (PAT_*) that starts at byte i (i < n)
+ * of valid UTF-8. */
+BPE_ALWAYS_INLINE size_t
+bpe_next_end_utf8(const unsigned char *s, size_t i, size_t n, int pattern)
 {
-    unsigned char c = s[i];
-    if (c == '\'' && i + 1 < n) {
-        unsigned char d = s[i + 1];
-        if (d == 's' || d == 'd' || d == 'm' || d == 't') {
-            return i + 2;
-        }
-        if (i + 2 < n) {
-            unsigned char e = s[i + 2];
-            if ((d == 'l' && e == 'l') || (d == 'v' && e == 'e') ||
-                (d == 'r' && e == 'e'))
-            {
-                return i + 3;
-            }
-        }
+    switch (pattern) {
+    case PAT_CL100K:
+        return bpe_cl100k_end_utf8(s, i, n);
+    case PAT_O200K:
+        return bpe_o200k_end_utf8(s, i, n);
+    default:
+        return bpe_gpt2_end_utf8(s, i, n);
     }
-    const unsigned char *char_class = bpe_char_class;
-    size_t len;
-    int cls = char_class[bpe_utf8_at(s, i, &len)];
-    size_t j = i + len;
-    if (c == ' ' && j < n) {
-        int next_cls = char_class[bpe_utf8_at(s, j, &len)];
-        if (next_cls != CLS_SPACE) {
-            cls = next_cls;
-            j += len;
-        }
-    }
-    if (cls != CLS_SPACE) {
-        while (j < n && char_class[bpe_utf8_at(s, j, &len)] == cls) {
-            j += len;
-        }
-        return j;
-    }
-    /* Whitespace: as bpe_next_end_1 etc., with `last` the start of the run's
-     * last character. */
-    size_t last = i;
-    while (j < n && char_class[bpe_utf8_at(s, j, &len)] == CLS_SPACE) {
-        last = j;
-        j += len;
-    }
-    if (j == n || last == i) {
-        return j;
-    }
-    return last;
 }
+
+/* The PAT_* of a pattern name ("gpt2", "cl100k", "o200k"), or -1 with
+ * ValueError set. */
+BPE_INTERNAL int bpe_pattern_id(const char *name);
 
 /* True if s[0:n] is valid UTF-8 as Python's strict decoder defines it (no
  * surrogates, nothing overlong, nothing above U+10FFFF, no truncated
@@ -144,18 +139,29 @@ BPE_INTERNAL void bpe_text_close(Text *t);
  * NULL. */
 BPE_INTERNAL PyObject *bpe_surrogate_error(const Text *t);
 
-/* The end of the pre-token that starts at i (i < t->n). */
-static inline Py_ssize_t
-bpe_text_next_end(const Text *t, Py_ssize_t i)
+/* The end of the pre-token of `pattern` (PAT_*) that starts at i (i <
+ * t->n). */
+BPE_ALWAYS_INLINE Py_ssize_t
+bpe_text_next_end(const Text *t, Py_ssize_t i, int pattern)
 {
-    switch (t->kind) {
-    case PyUnicode_1BYTE_KIND:
-        return bpe_next_end_1((const Py_UCS1 *)t->data, i, t->n);
-    case PyUnicode_2BYTE_KIND:
-        return bpe_next_end_2((const Py_UCS2 *)t->data, i, t->n);
-    default:
-        return bpe_next_end_4((const Py_UCS4 *)t->data, i, t->n);
+#define SCAN_KINDS(name)                                                     \
+    switch (t->kind) {                                                       \
+    case PyUnicode_1BYTE_KIND:                                               \
+        return name##_1((const Py_UCS1 *)t->data, i, t->n);                  \
+    case PyUnicode_2BYTE_KIND:                                               \
+        return name##_2((const Py_UCS2 *)t->data, i, t->n);                  \
+    default:                                                                 \
+        return name##_4((const Py_UCS4 *)t->data, i, t->n);                  \
     }
+    switch (pattern) {
+    case PAT_CL100K:
+        SCAN_KINDS(bpe_cl100k_end)
+    case PAT_O200K:
+        SCAN_KINDS(bpe_o200k_end)
+    default:
+        SCAN_KINDS(bpe_gpt2_end)
+    }
+#undef SCAN_KINDS
 }
 
 /* The UTF-8 bytes of text[i:j]; NULL with *len = -1 at a lone surrogate, -2

@@ -81,15 +81,19 @@ def test_pretokenize_real_text(name):
 def test_class_table_has_the_size_and_values_the_scanner_needs():
     table = compiled.char_classes()
     assert len(table) == 0x110000
-    assert set(table) == {0, 1, 2, 3}
-    assert (table[ord("a")], table[ord("7")], table[ord(" ")], table[ord("!")]) == (1, 2, 3, 0)
+    # other, number, whitespace; Lu/Lt, Ll, Lm/Lo (letters: base 1, in o200k's upper and/or lower
+    # set); marks (base other, in both sets)
+    assert set(table) == {0, 2, 3, 5, 9, 12, 13}
+    assert [table[ord(c)] for c in "a7 !AǅʰЖ\u0301中"] == [9, 2, 3, 0, 5, 5, 13, 5, 12, 13]
+    assert {value & 3 for value in table} == {0, 1, 2, 3}  # the base classes GPT-2's scanner uses
     core.set_char_classes(table)  # the same table again: accepted (it is already in use)
     with pytest.raises(ValueError, match="a different class table is already set"):
         core.set_char_classes(table[: ord("a")] + bytes([0]) + table[ord("a") + 1 :])
     with pytest.raises(ValueError, match="must have 1114112 entries"):
         core.set_char_classes(b"\x00" * 10)
-    with pytest.raises(ValueError, match="entry 0 is 9"):
-        core.set_char_classes(b"\x09" + table[1:])
+    for bad in (1, 4, 7, 8, 14, 255):  # a letter in neither set, a set bit on a non-letter, ...
+        with pytest.raises(ValueError, match=f"entry 0 is {bad}, not one of"):
+            core.set_char_classes(bytes([bad]) + table[1:])
 
 
 # --- the counter --------------------------------------------------------------------------------

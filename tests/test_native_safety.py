@@ -30,6 +30,7 @@ from hypothesis import strategies as st
 import bpe_impls
 from bpe_impls.base import compiled
 from bpe_impls.base.errors import ConfigError
+from bpe_impls.base.patterns import PRESETS
 from bpe_impls.corpus.tally import RegexCounter
 from bpe_impls.encoding.bpe import bpe_hybrid
 from bpe_impls.encoding.encoders import ENCODERS, PythonEncoder
@@ -54,18 +55,21 @@ MERGES_B = [(99, 100, 256), (32, 99, 257), (257, 100, 258), (97, 97, 259)]
 EOT = b"<|endoftext|>"
 
 
-def twin(merges=MERGES_A, cache_size=1 << 16) -> PythonEncoder:
+PATTERNS = list(PRESETS)  # each preset has its own compiled scanner
+
+
+def twin(merges=MERGES_A, cache_size=1 << 16, pattern="gpt2") -> PythonEncoder:
     """The pure-Python encoder over the same tables (a repeated pair keeps its first rank)."""
     ranks: dict[tuple[int, int], tuple[int, int]] = {}
     for rank, (left, right, merged) in enumerate(merges):
         ranks.setdefault((left, right), (rank, merged))
-    return PythonEncoder(bpe_hybrid, BYTE_IDS, ranks, cache_size)
+    return PythonEncoder(bpe_hybrid, BYTE_IDS, ranks, cache_size, PRESETS[pattern])
 
 
-def twin_encode(data: bytes, specials=(), ids=(), settled=False, merges=MERGES_A):
+def twin_encode(data: bytes, specials=(), ids=(), settled=False, merges=MERGES_A, pattern="gpt2"):
     """What PythonEncoder gives, or the exception type it raises."""
     try:
-        return twin(merges).encode_utf8(bytes(data), list(specials), [int(i) for i in ids], settled)
+        return twin(merges, pattern=pattern).encode_utf8(bytes(data), list(specials), [int(i) for i in ids], settled)
     except ValueError:
         return ValueError
 
@@ -299,15 +303,27 @@ def test_counter_add_while_another_thread_adds_is_refused_or_counted():
 # --- 3. settled encoding reads nothing past the data ---------------------------------------------
 
 
-@pytest.mark.parametrize("text", ["ab", "a b", "é", "ab cd  ", "x\u00e9\u00e9", "abc ab"])
-def test_settled_encoding_reads_nothing_past_the_end_of_the_data(text):
-    encoder = Encoder(BYTE_IDS, MERGES_A)
+@pytest.mark.parametrize("pattern", PATTERNS)
+@pytest.mark.parametrize(
+    "text",
+    # (the scanners look ahead: contractions, o200k's contraction suffix and letter sets, marks,
+    # runs of digits, whitespace up to its last newline, [\r\n/] after punctuation)
+    ["ab", "a b", "é", "ab cd  ", "x\u00e9\u00e9", "abc ab", "'", "'l", "'ſ", "a'", "a'l", "a'r", "x'ſ", "AB",
+     "A\u0301", "\u0301", " \u0301", "12", "1234", "  \n", " \r\n ", ".\n", "./", "\u3000", "中"],
+)
+def test_settled_encoding_reads_nothing_past_the_end_of_the_data(text, pattern):
+    encoder = Encoder(BYTE_IDS, MERGES_A, 65536, pattern)
     data = text.encode()
-    assert encoder.encode_utf8(guarded(data), [], [], True) == twin_encode(data, settled=True)
-    assert encoder.encode_utf8(guarded(data), [EOT], [300], True) == twin_encode(data, [EOT], [300], True)
-    assert encoder.encode_utf8(guarded(data), [], []) == twin_encode(data)
+    expect = dict(pattern=pattern)
+    assert encoder.encode_utf8(guarded(data), [], [], True) == twin_encode(data, settled=True, **expect)
+    assert encoder.encode_utf8(guarded(data), [EOT], [300], True) == twin_encode(data, [EOT], [300], True, **expect)
+    assert encoder.encode_utf8(guarded(data), [], []) == twin_encode(data, **expect)
     view = memoryview(bytearray(data + b"xyz"))[: len(data)]  # a slice: the next byte is not the data's
-    assert encoder.encode_utf8(view, [], [], True) == twin_encode(data, settled=True)
+    assert encoder.encode_utf8(view, [], [], True) == twin_encode(data, settled=True, **expect)
+    counter, mirror = PretokenCounter(pattern), RegexCounter(PRESETS[pattern])
+    assert counter.add_utf8(guarded(data), []) is mirror.add_utf8(data, []) is True
+    assert counter.to_dict() == mirror.to_dict()
+    assert core.pretokenize(guarded(data), pattern) == [t.encode() for t in PRESETS[pattern].compiled.findall(text)]
 
 
 # --- 4. buffers written while they are scanned ----------------------------------------------------
@@ -492,7 +508,10 @@ def test_ids_beyond_32_bits_are_refused_alike_by_every_encoder():
 
 SPECIAL_POOL = [EOT, b"<|", b"|>", "é".encode(), "ée".encode(), b"a|>x", b"ab", b"\xe2", b"\x82\xac"]
 pieces = st.sampled_from(
-    ["a", "b", "c", "d", "ab", "cd", " ", "  ", "é", "e", "中", "🙂", "1", ".", "'s", "\n", "<|", "|>", "<|endoftext|>"]
+    ["a", "b", "c", "d", "ab", "cd", " ", "  ", "é", "e", "中", "🙂", "1", ".", "'s", "\n", "<|", "|>",
+     "<|endoftext|>",
+     # (what the cl100k and o200k scanners look ahead for)
+     "A", "'", "'L", "'ſ", "\u0301", "/", "\r\n", "123", "\u3000"]
 )
 raw_data = st.one_of(st.lists(pieces, max_size=40).map("".join).map(str.encode), st.binary(max_size=24))
 CONTAINERS = ["bytes", "bytearray", "memoryview", "slice", "guarded"]
@@ -556,9 +575,12 @@ ENCODER_ACTIONS = ["clear_specials", "append_special", "scribble", "reinit_a", "
     actions=st.lists(st.sampled_from(ENCODER_ACTIONS), max_size=3),
     evil=st.booleans(),
     settled=st.booleans(),
+    pattern=st.sampled_from(PATTERNS),
 )
-def test_encoder_with_hostile_arguments_equals_the_twin_or_raises_cleanly(data, kind, specials, actions, evil, settled):
-    encoder = Encoder(BYTE_IDS, MERGES_A, 5)
+def test_encoder_with_hostile_arguments_equals_the_twin_or_raises_cleanly(
+    data, kind, specials, actions, evil, settled, pattern
+):
+    encoder = Encoder(BYTE_IDS, MERGES_A, 5, pattern)
     encoder.encode_utf8(b"ab cd ab", [], [])  # something in the cache
     tokens = [(EvilBytes if evil else bytes)(_fresh(token)) for token in specials]
     EvilBytes.victim = tokens
@@ -566,7 +588,7 @@ def test_encoder_with_hostile_arguments_equals_the_twin_or_raises_cleanly(data, 
     tables = ["a"]  # the tables in force after each action
 
     def reinit(merges, name):
-        encoder.__init__(BYTE_IDS, merges, 3)
+        encoder.__init__(BYTE_IDS, merges, 3, pattern)
         tables.append(name)
 
     def reinit_bad():
@@ -593,10 +615,12 @@ def test_encoder_with_hostile_arguments_equals_the_twin_or_raises_cleanly(data, 
         assert "not initialised" in str(exc)
         result = RuntimeError
     # The call reads the data and the special tokens as they were when it started.
-    expected = twin_encode(data, specials, range(300, 300 + len(specials)), settled)
+    expected = twin_encode(data, specials, range(300, 300 + len(specials)), settled, pattern=pattern)
     if expected is not ValueError and tables[-1] != "a":
         expected = (
-            RuntimeError if tables[-1] == "bad" else twin_encode(data, specials, range(300, 300 + len(specials)), settled, MERGES_B)
+            RuntimeError
+            if tables[-1] == "bad"
+            else twin_encode(data, specials, range(300, 300 + len(specials)), settled, MERGES_B, pattern)
         )
     assert result == expected
 
@@ -629,9 +653,10 @@ COUNTER_ACTIONS = ["scribble", "reinit", "add", "to_dict", "len", "clear_tokens"
     kind=st.sampled_from(CONTAINERS),
     specials=st.lists(st.sampled_from(SPECIAL_POOL), min_size=1, max_size=3, unique=True),
     actions=st.lists(st.sampled_from(COUNTER_ACTIONS), max_size=3),
+    pattern=st.sampled_from(PATTERNS),
 )
-def test_counter_with_hostile_arguments_equals_the_twin_or_raises_cleanly(data, kind, specials, actions):
-    counter, mirror = PretokenCounter(), RegexCounter()
+def test_counter_with_hostile_arguments_equals_the_twin_or_raises_cleanly(data, kind, specials, actions, pattern):
+    counter, mirror = PretokenCounter(pattern), RegexCounter(PRESETS[pattern])
     for each in (counter, mirror):
         each.add(" already here")
     container = wrap(data, kind)
@@ -648,7 +673,7 @@ def test_counter_with_hostile_arguments_equals_the_twin_or_raises_cleanly(data, 
     tokens = HostileTokens([_fresh(token) for token in specials], actions, {})
     tokens.env.update(
         scribble=act("scribble", lambda: scribble(container)),
-        reinit=act("reinit", counter.__init__),
+        reinit=act("reinit", lambda: counter.__init__(pattern)),
         add=act("add", lambda: counter.add(" hostile")),
         to_dict=act("to_dict", counter.to_dict),
         len=act("len", lambda: len(counter)),
@@ -663,7 +688,7 @@ def test_counter_with_hostile_arguments_equals_the_twin_or_raises_cleanly(data, 
     # at all, while the tokens were read), the counter as the actions left it.
     for name in done:
         if name == "reinit":
-            mirror = RegexCounter()
+            mirror = RegexCounter(PRESETS[pattern])
         elif name == "add":
             mirror.add(" hostile")
     try:

@@ -1,4 +1,4 @@
-"""The compiled core, when it was built: the GPT-2 pre-tokenizer, pre-token counting, BPE encoding.
+"""The compiled core, when it was built: the presets' pre-tokenizers, pre-token counting, BPE encoding.
 
 `bpe_impls._native` (C, built by setup.py when a compiler is there) does exactly what
 corpus/tally.py and encoding/encoders.py do in Python, many times faster; tests/test_native.py proves them
@@ -6,9 +6,10 @@ equal. Everything that uses it asks `AVAILABLE` first and otherwise takes the pu
 the package works without a compiler. Setting BPE_IMPLS_PURE=1 turns the core off, to measure or
 test the pure-Python path on a machine that has it.
 
-The C scanner needs the class of each code point (letter, number, whitespace, other), which it
-gets from here, computed by the same `regex` module and the same class names as GPT2_PATTERN:
-whatever Unicode version `regex` has, both paths split text identically.
+The C scanners need the class of each code point (letter, number, whitespace, other, and o200k's
+two letter sets), which they get from here, computed by the same `regex` module and the same class
+names as the preset patterns: whatever Unicode version `regex` has, both paths split text
+identically.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import os
 import threading
 
 import regex
+
+from .patterns import PRESETS, SplitPattern
 
 try:
     from .. import _native
@@ -27,25 +30,62 @@ except ImportError:  # not built (no compiler at install time)
 DISABLED: bool = os.environ.get("BPE_IMPLS_PURE", "") not in ("", "0")
 AVAILABLE: bool = _native is not None and not DISABLED
 
-# Class codes as the C scanner knows them; the regexes are the classes GPT2_PATTERN names.
-_CLASSES = ((3, r"\s"), (2, r"\p{N}"), (1, r"\p{L}"))
+# The class table as the C scanners know it (csrc/scanner.h), one byte per code point. The low two
+# bits are the class all three presets use: 0 other, 1 \p{L}, 2 \p{N}, 3 \s; bit 4 and bit 8 say
+# the code point is in o200k's letter sets [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}] and
+# [\p{Ll}\p{Lm}\p{Lo}\p{M}]. Each regex below names a class exactly as the patterns do.
+_BASE = ((3, r"\s"), (2, r"\p{N}"), (1, r"\p{L}"))
+_UP, _LOW = 4, 8
+_SETS = ((_UP, r"[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]"), (_LOW, r"[\p{Ll}\p{Lm}\p{Lo}\p{M}]"))
+# What the scanners assume of these sets, checked as the table is built: every letter is in one
+# of them or both (in both exactly when Lm or Lo), a mark is in both and is no letter, number or
+# whitespace, and nothing else is in either.
+_EXPECTED = {
+    r"\p{Lu}": 1 | _UP, r"\p{Lt}": 1 | _UP, r"\p{Ll}": 1 | _LOW, r"\p{Lm}": 1 | _UP | _LOW,
+    r"\p{Lo}": 1 | _UP | _LOW, r"\p{M}": _UP | _LOW,
+}
 _CODEPOINTS = 0x110000
 
 
+def _spans(name: str, every: str):
+    for match in regex.finditer(name + "+", every):
+        yield match.span()
+
+
 def char_classes() -> bytes:
-    """The class of every code point: 0 other, 1 \\p{L}, 2 \\p{N}, 3 \\s (about 30 ms to build)."""
+    """The class of every code point (see above; about 0.2 s to build)."""
     every = _native.every_code_point()  # one str of every code point, surrogates included
     table = bytearray(_CODEPOINTS)
     claimed = bytearray(_CODEPOINTS)
-    for code, name in _CLASSES:
-        for match in regex.finditer(name + "+", every):
-            start, end = match.span()
+    for code, name in _BASE:
+        for start, end in _spans(name, every):
             if any(claimed[start:end]):
-                # The scanner assumes the classes are disjoint, as they are in Unicode.
+                # The scanners assume the classes are disjoint, as they are in Unicode.
                 raise RuntimeError(f"code points {start:#x}-{end:#x} are in more than one class")
             table[start:end] = bytes([code]) * (end - start)
             claimed[start:end] = b"\x01" * (end - start)
+    for bit, name in _SETS:
+        for start, end in _spans(name, every):
+            for cp in range(start, end):
+                table[cp] |= bit
+    # Each category gives exactly its expected entry, and those are all the letters and marks.
+    covered = 0
+    for name, expected in _EXPECTED.items():
+        for start, end in _spans(name, every):
+            covered += end - start
+            if table[start:end] != bytes([expected]) * (end - start):
+                raise RuntimeError(f"code points {start:#x}-{end:#x} ({name}) are not all class {expected}")
+    if covered != sum(1 for value in table if value & (_UP | _LOW)):
+        raise RuntimeError("o200k's letter sets hold more than the letters and the marks")
     return bytes(table)
+
+
+def scanner_name(pattern: SplitPattern) -> str | None:
+    """The name of the compiled scanner that splits text as `pattern` does ("gpt2", "cl100k" or
+    "o200k": the presets, each with its settle rule), or None for any other pattern (the regex
+    path)."""
+    preset = PRESETS.get(pattern.name)
+    return pattern.name if preset is not None and preset == pattern else None
 
 
 _loading = threading.Lock()

@@ -50,19 +50,24 @@ class SplitPattern:
     non-whitespace character at or after e is at an index q with q + settle_margin <= n (GPT-2:
     once e + 2 <= n, the rule the compiled encoder applies); None for a custom pattern, whose
     pre-tokens more text can always change.
+    settle_run: characters a pre-token ending at e may still take in if more of them follow (o200k:
+    a run of capitals is one pre-token with the lower-case letter after it, `[A-Z]*[a-z]+`, so a
+    match ending inside a run of letters and marks waits for the run's end); q is then the first
+    non-whitespace character after that run.
     """
 
     name: str  # "gpt2", "cl100k", "o200k" or "custom"
     regex: str
     prose_cuts: str | None = None
     settle_margin: int | None = None
+    settle_run: str | None = None
     compiled: regex.Pattern = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "compiled", _compile(self.regex))
 
     def __reduce__(self):  # pickled by name and regex (to worker processes), compiled again there
-        return (SplitPattern, (self.name, self.regex, self.prose_cuts, self.settle_margin))
+        return (SplitPattern, (self.name, self.regex, self.prose_cuts, self.settle_margin, self.settle_run))
 
 
 @lru_cache(maxsize=32)
@@ -86,7 +91,8 @@ PRESETS: dict[str, SplitPattern] = {
     "gpt2": SplitPattern("gpt2", GPT2_PATTERN, f"{_LETTER_PUNCT}|{_LINE}", 2),
     "cl100k": SplitPattern("cl100k", CL100K_PATTERN, f"{_LETTER_PUNCT}|{_LINE}", 2),
     "o200k": SplitPattern(
-        "o200k", O200K_PATTERN, r"(?<=[A-Za-z])(?=[!-&(-/:-@\[-`{-~])|(?<=[!-~]\n)(?=[!-.0-~])", 4
+        "o200k", O200K_PATTERN, r"(?<=[A-Za-z])(?=[!-&(-/:-@\[-`{-~])|(?<=[!-~]\n)(?=[!-.0-~])", 4,
+        r"[\p{L}\p{M}]*",
     ),
 }
 GPT2 = PRESETS["gpt2"]

@@ -18,7 +18,7 @@ from typing import Protocol
 from ..base import compiled as compiled_core
 from ..base.checks import one_line, validate_min_count
 from ..base.errors import ConfigError, WorkerError
-from ..base.patterns import GPT2, SplitPattern, iter_pretokens, split_on_special_tokens
+from ..base.patterns import GPT2, PRESETS, SplitPattern, iter_pretokens, split_on_special_tokens
 from .units import SkipReport, Unit, Utf8Unit
 
 
@@ -72,8 +72,8 @@ class RegexCounter:
 
 
 def has_compiled_counter(pattern: SplitPattern) -> bool:
-    """Whether the compiled core is there and has a scanner for `pattern` (GPT-2's)."""
-    return compiled_core.AVAILABLE and pattern is GPT2
+    """Whether the compiled core is there and has a scanner for `pattern` (the presets')."""
+    return compiled_core.AVAILABLE and compiled_core.scanner_name(pattern) is not None
 
 
 def pretoken_counter(compiled: bool | None = None, pattern: SplitPattern = GPT2) -> PretokenCounter:
@@ -85,9 +85,13 @@ def pretoken_counter(compiled: bool | None = None, pattern: SplitPattern = GPT2)
     """
     if compiled is None:
         compiled = has_compiled_counter(pattern)
-    elif compiled and pattern is not GPT2:
-        raise ConfigError(f"the compiled counter scans the gpt2 pattern only, not {pattern.name!r}")
-    return compiled_core.core().PretokenCounter() if compiled else RegexCounter(pattern)
+    elif compiled and compiled_core.scanner_name(pattern) is None:
+        raise ConfigError(
+            f"the compiled counter scans the presets ({', '.join(PRESETS)}) only, not {pattern.name!r}"
+        )
+    if not compiled:
+        return RegexCounter(pattern)
+    return compiled_core.core().PretokenCounter(compiled_core.scanner_name(pattern))
 
 
 def count_text(

@@ -19,7 +19,7 @@ ids for every input: tests prove each one against the others and against tiktoke
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from functools import partial
+from functools import lru_cache, partial
 from itertools import chain
 from typing import Literal, Protocol, overload
 
@@ -27,12 +27,17 @@ import regex
 
 from ..base import compiled
 from ..base.errors import ConfigError
-from ..base.patterns import GPT2, SplitPattern, iter_pretokens, special_token_regex
+from ..base.patterns import GPT2, PRESETS, SplitPattern, iter_pretokens, special_token_regex
 from .bpe import BpeFunction, RankTable, bpe_heap, bpe_hybrid, bpe_scan
 
 # Pre-tokens longer than this are not cached: they are rare and would pin large keys in memory.
 _MAX_CACHED_LEN = 256
 _NON_SPACE = regex.compile(r"\S")
+
+
+@lru_cache(maxsize=8)
+def _compile_run(run: str) -> regex.Pattern:
+    return regex.compile(run)
 
 
 class Encoder(Protocol):
@@ -127,8 +132,9 @@ class PythonEncoder:
         after them; `\\s+(?!\\S)` backs off one space before a non-space at e + 1), so a match
         with e + 2 <= the end of the known text is final. cl100k and o200k also end a match inside
         a run of whitespace by where the run ends (`\\s*[\\r\\n]` takes the run up to its last
-        newline), and o200k's letter runs take a contraction of up to 3 characters after them: a
-        match is final once the first non-space character at or after e is known, with
+        newline), and o200k's letter runs take a contraction of up to 3 characters after them and
+        a run of capitals waits for the lower-case letter after it (`settle_run`): a match is final
+        once the first non-space character at or after e (after the run, for o200k) is known, with
         `settle_margin` - 1 characters after it. A custom pattern settles nothing before a special
         token. The first match that is not final, and everything after it, is carried over. The cut
         is then both a special-token and a pre-token boundary, so encoding the rest separately
@@ -159,7 +165,8 @@ class PythonEncoder:
                 if end + 2 > n:
                     break
             else:
-                after = _NON_SPACE.search(known, end)
+                run_end = _compile_run(self._pattern.settle_run).match(known, end).end() if self._pattern.settle_run else end
+                after = _NON_SPACE.search(known, run_end)
                 if after is None or after.start() + margin > n:
                     break
             piece = match.group()
@@ -185,13 +192,16 @@ class PythonEncoder:
 
 def native_encoder(byte_ids: Sequence[int], ranks: RankTable, cache_size: int, pattern: SplitPattern = GPT2) -> Encoder:
     """The compiled core's Encoder: PythonEncoder with `bpe_hybrid`, in C (its pre-token cache is
-    keyed by UTF-8 bytes, and it never builds a str). Its scanner is GPT-2's."""
-    if pattern is not GPT2:
+    keyed by UTF-8 bytes, and it never builds a str). It scans the presets (gpt2, cl100k, o200k),
+    each with its own settled rule."""
+    scanner = compiled.scanner_name(pattern)
+    if scanner is None:
         raise ConfigError(
-            f"the native encoder scans the gpt2 pattern only, not {pattern.name!r}; choose scan, heap or hybrid"
+            f"the native encoder scans the presets ({', '.join(PRESETS)}) only, not {pattern.name!r}; "
+            "choose scan, heap or hybrid"
         )
     merges = [(left, right, merged) for (left, right), (_, merged) in sorted(ranks.items(), key=lambda kv: kv[1][0])]
-    return compiled.core().Encoder(byte_ids, merges, cache_size)
+    return compiled.core().Encoder(byte_ids, merges, cache_size, scanner)
 
 
 # name -> factory(byte ids, rank table, cache size, split pattern). Every encoder gives identical ids
@@ -210,5 +220,5 @@ DEFAULT_ENCODER = "native" if compiled.AVAILABLE else "hybrid"
 
 
 def default_encoder(pattern: SplitPattern) -> str:
-    """The fastest encoder that scans `pattern`."""
-    return DEFAULT_ENCODER if pattern is GPT2 else "hybrid"
+    """The fastest encoder that scans `pattern`: native for the presets where it was built."""
+    return DEFAULT_ENCODER if compiled.scanner_name(pattern) is not None else "hybrid"
