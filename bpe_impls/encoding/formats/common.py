@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
@@ -42,14 +42,18 @@ def read_text(path: Path) -> str:
         raise TokenizerFileError(f"{path}: cannot read: {exc.strerror or exc}") from None
 
 
-def read_json(path: Path) -> object:
-    """A JSON file's value; two equal keys in one object are refused (json would keep the last)."""
+def read_json(path: Path, twice: Callable[[str, object, object], str] | None = None) -> object:
+    """A JSON file's value; two equal keys in one object are refused (json would keep the last).
+
+    `twice(key, first value, second value)` words that error, after the path.
+    """
 
     def hook(pairs: list[tuple[str, object]]) -> dict[str, object]:
         result: dict[str, object] = {}
         for key, value in pairs:
             if key in result:
-                raise TokenizerFileError(f"{path}: key {key!r} appears twice in one object")
+                message = twice(key, result[key], value) if twice else f"key {key!r} appears twice in one object"
+                raise TokenizerFileError(f"{path}: {message}")
             result[key] = value
         return result
 

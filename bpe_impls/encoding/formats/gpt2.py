@@ -22,6 +22,7 @@ from ...base.atomic import atomic_write_many
 from ...base.errors import ConfigError, TokenizerFileError
 from ...base.patterns import GPT2, PRESETS, SplitPattern, resolve_pattern
 from .. import tables
+from .common import read_json, read_text
 
 VOCAB_FILE = "vocab.json"
 MERGES_FILE = "merges.txt"
@@ -85,38 +86,11 @@ def str_to_token(text: str, where: str) -> bytes:
 # --- reading ----------------------------------------------------------------------------------
 
 
-def _read_text(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise TokenizerFileError(f"{path}: file not found") from None
-    except UnicodeDecodeError as exc:
-        raise TokenizerFileError(f"{path}: not valid UTF-8 at byte {exc.start}") from None
-    except OSError as exc:
-        raise TokenizerFileError(f"{path}: cannot read: {exc.strerror or exc}") from None
-
-
-def _reject_duplicate_keys(path: Path):
-    # json keeps the last of two equal keys silently, which would drop an id; refuse instead.
-    def hook(pairs: list[tuple[str, object]]) -> dict[str, object]:
-        result: dict[str, object] = {}
-        for key, value in pairs:
-            if key in result:
-                raise TokenizerFileError(f"{path}: token {key!r} appears twice (ids {result[key]!r} and {value!r})")
-            result[key] = value
-        return result
-
-    return hook
-
-
 def load_vocab(vocab_path: str | os.PathLike) -> dict[int, bytes]:
     """Read a GPT-2 vocab.json (token string -> id) as id -> token bytes."""
     path = Path(vocab_path)
-    text = _read_text(path)
-    try:
-        data = json.loads(text, object_pairs_hook=_reject_duplicate_keys(path))
-    except json.JSONDecodeError as exc:
-        raise TokenizerFileError(f"{path}: not valid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+    # json keeps the last of two equal keys silently, which would drop an id; refuse instead.
+    data = read_json(path, lambda token, first, second: f"token {token!r} appears twice (ids {first!r} and {second!r})")
     if not isinstance(data, dict):
         raise TokenizerFileError(f"{path}: expected a JSON object of token string -> id, got {type(data).__name__}")
     vocab: dict[int, bytes] = {}
@@ -155,7 +129,7 @@ def load_merges(merges_path: str | os.PathLike, vocab: Mapping[int, bytes]) -> l
     known = set(vocab.values())
     made: set[bytes] = set()
     merges: list[tuple[bytes, bytes]] = []
-    for number, raw in enumerate(_read_text(path).split("\n"), start=1):
+    for number, raw in enumerate(read_text(path).split("\n"), start=1):
         line = raw.rstrip("\r")
         if number == 1 and line.startswith("#version"):
             continue
@@ -201,10 +175,7 @@ def check_every_token_made(
 def load_special_tokens(path: str | os.PathLike) -> list[str]:
     """Read special_tokens.json: a JSON list of non-empty, distinct strings."""
     path = Path(path)
-    try:
-        data = json.loads(_read_text(path))
-    except json.JSONDecodeError as exc:
-        raise TokenizerFileError(f"{path}: not valid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+    data = read_json(path)
     if not isinstance(data, list):
         raise TokenizerFileError(f"{path}: expected a JSON list of strings, got {type(data).__name__}")
     for index, token in enumerate(data):
@@ -310,10 +281,7 @@ def save_tokenizer_files(
 def load_split_pattern(path: str | os.PathLike) -> SplitPattern:
     """Read split_pattern.json: {"name": a preset or "custom", "regex": the pattern}."""
     path = Path(path)
-    try:
-        data = json.loads(_read_text(path))
-    except json.JSONDecodeError as exc:
-        raise TokenizerFileError(f"{path}: not valid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+    data = read_json(path)
     if not isinstance(data, dict) or not isinstance(data.get("name"), str) or not isinstance(data.get("regex"), str):
         raise TokenizerFileError(f'{path}: expected {{"name": ..., "regex": ...}} with two strings')
     name, regex_text = data["name"], data["regex"]
