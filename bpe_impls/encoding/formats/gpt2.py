@@ -18,11 +18,10 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
-from ...base.atomic import atomic_write_many
 from ...base.errors import ConfigError, TokenizerFileError
 from ...base.patterns import GPT2, PRESETS, SplitPattern, resolve_pattern
 from .. import tables
-from .common import read_json, read_text
+from .common import read_json, read_text, write_files
 
 VOCAB_FILE = "vocab.json"
 MERGES_FILE = "merges.txt"
@@ -224,26 +223,16 @@ def _merges_txt(merges: Iterable[tuple[bytes, bytes]], vocab: Mapping[int, bytes
     return "\n".join(lines) + "\n"
 
 
-def _write_all_atomically(files: Sequence[tuple[Path, str]]) -> None:
-    """Write every (path, text); none is renamed into place unless all were written."""
-    try:
-        with atomic_write_many([path for path, _ in files], "w", encoding="utf-8") as handles:
-            for handle, (_, text) in zip(handles, files):
-                handle.write(text)
-    except OSError as exc:
-        raise TokenizerFileError(f"cannot write {exc.filename or files[0][0].parent}: {exc.strerror or exc}") from None
-
-
 def save_vocab(vocab_path: str | os.PathLike, vocab: Mapping[int, bytes]) -> None:
     """Write id -> bytes as a GPT-2 vocab.json (atomically)."""
-    _write_all_atomically([(Path(vocab_path), _vocab_json(vocab))])
+    write_files([(Path(vocab_path), _vocab_json(vocab))])
 
 
 def save_merges(
     merges_path: str | os.PathLike, merges: Iterable[tuple[bytes, bytes]], vocab: Mapping[int, bytes]
 ) -> None:
     """Write merges as a GPT-2 merges.txt with its `#version: 0.2` header (atomically)."""
-    _write_all_atomically([(Path(merges_path), _merges_txt(merges, vocab))])
+    write_files([(Path(merges_path), _merges_txt(merges, vocab))])
 
 
 def save_tokenizer_files(
@@ -274,7 +263,7 @@ def save_tokenizer_files(
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise TokenizerFileError(f"cannot create directory {folder}: {exc.strerror or exc}") from None
-    _write_all_atomically(contents)
+    write_files(contents)
     return tuple(path for path, _ in contents)
 
 
