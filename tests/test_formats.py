@@ -115,7 +115,7 @@ def test_tiktoken_gives_our_ids(tokenizer, text, tmp_path):
 
 def test_transformers_gives_our_ids(tokenizer, text, tmp_path):
     transformers = pytest.importorskip(
-        "transformers", reason="transformers is not installed (not a test dependency: pip install transformers)"
+        "transformers", reason="transformers is not installed (it is in the test extra: pip install -e .[test])"
     )
     (path,) = tokenizer.save(tmp_path, "hf")
     fast = transformers.PreTrainedTokenizerFast(tokenizer_file=str(path))  # reads the file: no download
