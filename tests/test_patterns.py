@@ -302,3 +302,12 @@ def test_bad_documents_are_one_line_errors_naming_the_document(documents, needle
     for pattern in ("gpt2", CUSTOM):
         with pytest.raises(BpeError, match=needle):
             train_bpe_from_iterator(documents, 300, pattern=pattern)
+
+
+def test_patterns_reach_worker_processes_as_themselves():
+    import pickle
+
+    for pattern in PATTERNS.values():
+        again = pickle.loads(pickle.dumps(pattern))
+        assert again == pattern and again.compiled.pattern == pattern.regex
+        assert (again is pattern) == (pattern.name != "custom")  # a preset stays the preset object

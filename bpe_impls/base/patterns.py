@@ -66,8 +66,16 @@ class SplitPattern:
     def __post_init__(self) -> None:
         object.__setattr__(self, "compiled", _compile(self.regex))
 
-    def __reduce__(self):  # pickled by name and regex (to worker processes), compiled again there
+    def __reduce__(self):
+        # To worker processes: a preset as its name, so it arrives as the same object (tests of
+        # `pattern is GPT2` hold there too); any other pattern by its fields, compiled again there.
+        if PRESETS.get(self.name) == self:
+            return (_preset, (self.name,))
         return (SplitPattern, (self.name, self.regex, self.prose_cuts, self.settle_margin, self.settle_run))
+
+
+def _preset(name: str) -> SplitPattern:
+    return PRESETS[name]
 
 
 @lru_cache(maxsize=32)
