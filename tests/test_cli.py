@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -225,3 +226,23 @@ def test_a_corpus_with_nothing_to_train_on_is_a_one_line_error(tmp_path, content
     result = run("train", str(path), "--vocab-size", "300", "--special-token", EOT, "--out", str(out))
     assert_one_line_error(result, "empty.txt", "no text to train on")
     assert not out.exists()
+
+
+def test_plot_without_matplotlib_fails_before_the_run_naming_the_extra(corpus, tmp_path, monkeypatch, capsys):
+    # A module that cannot be found, as on a machine without matplotlib (find_spec returns None).
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "matplotlib" else real_find_spec(name, *a))
+    started = []
+    monkeypatch.setattr(cli, "run_compare", lambda *a, **k: started.append(1))
+    assert cli.main(["compare", str(corpus), "--vocab-size", "300", "--plot", str(tmp_path / "r.png"), "--quiet"]) == 1
+    assert capsys.readouterr().err.strip() == "bpe: error: --plot needs matplotlib: pip install 'bpe_impls[plot]'"
+    assert started == [] and not (tmp_path / "r.png").exists()
+
+
+def test_missing_peers_are_named_not_silently_dropped(corpus, monkeypatch, capsys):
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "rustbpe" else real_find_spec(name, *a))
+    monkeypatch.setattr(cli, "run_compare", lambda *a, **k: (_ for _ in ()).throw(KeyboardInterrupt))
+    assert cli.main(["compare", str(corpus), "--vocab-size", "300", "--peers", "--quiet"]) == 130
+    err = capsys.readouterr().err
+    assert "bpe: note: peers not installed, left out: rustbpe (pip install 'bpe_impls[peers]')" in err

@@ -30,6 +30,7 @@ from ..encoding.formats.npy import NpyStreamWriter
 from ..fixtures.tinystories import default_corpus, parse_size, write_corpus
 from ..trainers import DEFAULT_IMPL, IMPLEMENTATIONS, train_bpe
 from ..trainers.common import merge_budget
+from . import peers as peer_adapters
 from .compare import format_report, plot, run_compare, write_json
 
 READ_BLOCK = 1 << 20
@@ -312,6 +313,13 @@ def cmd_compare(args: argparse.Namespace) -> int:
     elif not args.corpus.is_file():
         raise CorpusError(f"{args.corpus}: no such file")
     merge_budget(args.vocab_size, specials)
+    if args.plot and not peer_adapters.installed("matplotlib"):  # say so before a run of minutes
+        raise ConfigError("--plot needs matplotlib: pip install 'bpe_impls[plot]'")
+    if args.peers:
+        missing = peer_adapters.missing_peers()
+        if missing:
+            print(f"bpe: note: peers not installed, left out: {', '.join(missing)} "
+                  "(pip install 'bpe_impls[peers]')", file=sys.stderr)
 
     def log(message: str) -> None:
         if not args.quiet:
