@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -246,3 +247,17 @@ def test_missing_peers_are_named_not_silently_dropped(corpus, monkeypatch, capsy
     assert cli.main(["compare", str(corpus), "--vocab-size", "300", "--peers", "--quiet"]) == 130
     err = capsys.readouterr().err
     assert "bpe: note: peers not installed, left out: rustbpe (pip install 'bpe_impls[peers]')" in err
+
+
+def test_compare_leaves_out_naive_where_it_would_take_minutes_unless_named(corpus, monkeypatch, capsys):
+    from bpe_impls.tools import compare
+
+    monkeypatch.setattr(compare, "NAIVE_BUDGET", 0.0)  # every corpus is "too slow" for naive now
+    assert cli.main(["compare", str(corpus), "--vocab-size", "300", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "naive left out: it would take about" in out and "name it with --impl" in out
+    assert "identical to route_a" in out and not re.search(r"^naive +\d", out, re.M)  # no naive row
+    # Named, it runs whatever the prediction.
+    assert cli.main(["compare", str(corpus), "--vocab-size", "300", "--impl", "naive", "bucket", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "left out" not in out and "identical to naive" in out

@@ -328,6 +328,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     report = run_compare(
         args.corpus, args.vocab_size, specials, impls=args.impls or list(IMPLEMENTATIONS),
         workers=args.workers, peers=args.peers, progress=_progress_enabled(args), log=log, pattern=args.pattern,
+        leave_out_slow_naive=args.impls is None,
     )
     print(format_report(report))
     if args.json:
