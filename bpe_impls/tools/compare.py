@@ -44,7 +44,7 @@ from .measure import Measured, measure_in_child, measure_tree
 
 ENCODE_SAMPLE_BYTES = 8 << 20  # encode at most this much of the corpus: MB/s settles long before
 # The naive trainer rescans every byte of every distinct pre-token once per merge; measured here at
-# about 4.5e-7 s per byte per merge (34.5 s for 743 merges over the default 4 MB corpus's 14600
+# about 4.5e-7 s per byte per merge (34.5 s for 743 merges over a generated 4 MB corpus's 14600
 # distinct pre-tokens, 26 s for 1743 over corpus.en's 4700). Where that predicts more than
 # NAIVE_BUDGET seconds, and naive was not asked for by name, it is left out, and the report says so.
 NAIVE_SECONDS_PER_BYTE_MERGE = 4.5e-7
