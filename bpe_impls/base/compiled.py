@@ -53,7 +53,7 @@ def _spans(name: str, every: str):
 
 
 def char_classes() -> bytes:
-    """The class of every code point (see above; about 0.2 s to build)."""
+    """The class of every code point (see above)."""
     every = _native.every_code_point()  # one str of every code point, surrogates included
     table = bytearray(_CODEPOINTS)
     claimed = bytearray(_CODEPOINTS)
@@ -65,9 +65,9 @@ def char_classes() -> bytes:
             table[start:end] = bytes([code]) * (end - start)
             claimed[start:end] = b"\x01" * (end - start)
     for bit, name in _SETS:
+        with_bit = bytes(value | bit for value in range(256))
         for start, end in _spans(name, every):
-            for cp in range(start, end):
-                table[cp] |= bit
+            table[start:end] = table[start:end].translate(with_bit)  # OR the bit in, at C speed
     # Each category gives exactly its expected entry, and those are all the letters and marks.
     covered = 0
     for name, expected in _EXPECTED.items():
@@ -75,7 +75,8 @@ def char_classes() -> bytes:
             covered += end - start
             if table[start:end] != bytes([expected]) * (end - start):
                 raise RuntimeError(f"code points {start:#x}-{end:#x} ({name}) are not all class {expected}")
-    if covered != sum(1 for value in table if value & (_UP | _LOW)):
+    in_a_set = bytes(1 if value & (_UP | _LOW) else 0 for value in range(256))
+    if covered != table.translate(in_a_set).count(1):
         raise RuntimeError("o200k's letter sets hold more than the letters and the marks")
     return bytes(table)
 
