@@ -95,12 +95,10 @@ class Tokenizer:
         """A tokenizer from what `save` wrote (special_tokens.json is optional: none if absent;
         split_pattern.json too: GPT-2's pattern if absent)."""
         folder = Path(directory)
-        specials_path = folder / gpt2.SPECIAL_TOKENS_FILE
-        specials = gpt2.load_special_tokens(specials_path) if specials_path.exists() else []
-        pattern_path = folder / gpt2.PATTERN_FILE
-        if pattern_path.exists() and "pattern" not in options:
-            options["pattern"] = gpt2.load_split_pattern(pattern_path)
-        return cls.from_files(folder / gpt2.VOCAB_FILE, folder / gpt2.MERGES_FILE, specials, **options)
+        specials, pattern = gpt2.load_sidecars(folder)
+        if pattern is not None:
+            options.setdefault("pattern", pattern)
+        return cls.from_files(folder / gpt2.VOCAB_FILE, folder / gpt2.MERGES_FILE, list(specials), **options)
 
     @classmethod
     def from_hf(cls, path: str | os.PathLike, **options: object) -> Tokenizer:

@@ -26,14 +26,11 @@ def _save_gpt2(directory: str | os.PathLike, data: TokenizerData) -> tuple[Path,
 
 def _load_gpt2(directory: str | os.PathLike) -> TokenizerData:
     folder = Path(directory)
-    specials_path = folder / gpt2.SPECIAL_TOKENS_FILE
-    specials = tuple(gpt2.load_special_tokens(specials_path)) if specials_path.exists() else ()
-    pattern_path = folder / gpt2.PATTERN_FILE
-    pattern = gpt2.load_split_pattern(pattern_path) if pattern_path.exists() else gpt2.GPT2
+    specials, pattern = gpt2.load_sidecars(folder)
     vocab_path, merges_path = folder / gpt2.VOCAB_FILE, folder / gpt2.MERGES_FILE
     vocab, merges = gpt2.load_tokenizer_files(vocab_path, merges_path)
     gpt2.check_every_token_made(vocab, merges, specials, vocab_path, merges_path)
-    return TokenizerData(vocab, merges, specials, pattern, {})
+    return TokenizerData(vocab, merges, specials, pattern or gpt2.GPT2, {})
 
 
 class Format(NamedTuple):

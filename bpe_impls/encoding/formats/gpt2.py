@@ -267,6 +267,15 @@ def save_tokenizer_files(
     return tuple(path for path, _ in contents)
 
 
+def load_sidecars(directory: str | os.PathLike) -> tuple[tuple[str, ...], SplitPattern | None]:
+    """(special tokens, split pattern) of a saved directory: none, and None (the caller's choice,
+    GPT-2's by default), where special_tokens.json or split_pattern.json is absent."""
+    folder = Path(directory)
+    specials_path, pattern_path = folder / SPECIAL_TOKENS_FILE, folder / PATTERN_FILE
+    specials = tuple(load_special_tokens(specials_path)) if specials_path.exists() else ()
+    return specials, load_split_pattern(pattern_path) if pattern_path.exists() else None
+
+
 def load_split_pattern(path: str | os.PathLike) -> SplitPattern:
     """Read split_pattern.json: {"name": a preset or "custom", "regex": the pattern}."""
     path = Path(path)
