@@ -31,7 +31,7 @@ from ..fixtures.tinystories import default_corpus, parse_size, write_corpus
 from ..trainers import DEFAULT_IMPL, IMPLEMENTATIONS, train_bpe
 from ..trainers.common import merge_budget
 from . import peers as peer_adapters
-from .compare import format_report, plot, run_compare, write_json
+from .compare import PEER_MODULES, format_report, plot, run_compare, write_json
 
 READ_BLOCK = 1 << 20
 IDS_PER_WRITE = 1 << 20
@@ -316,7 +316,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if args.plot and not peer_adapters.installed("matplotlib"):  # say so before a run of minutes
         raise ConfigError("--plot needs matplotlib: pip install 'bpe_impls[plot]'")
     if args.peers:
-        missing = peer_adapters.missing_peers()
+        missing = [module for module in PEER_MODULES if not peer_adapters.installed(module)]
         if missing:
             print(f"bpe: note: peers not installed, left out: {', '.join(missing)} "
                   "(pip install 'bpe_impls[peers]')", file=sys.stderr)

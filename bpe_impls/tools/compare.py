@@ -168,6 +168,8 @@ def _count_seconds(path: str, special_tokens: list[str], workers: int, pattern: 
 
 
 ENCODE_PEERS = {"tiktoken": ("tiktoken", _encode_tiktoken), "huggingface": ("tokenizers", _encode_huggingface)}
+# Every module --peers imports (each is also its package's name on PyPI).
+PEER_MODULES = sorted({module for module, _ in [*peer_adapters.TRAIN_PEERS.values(), *ENCODE_PEERS.values()]})
 
 
 # --- the comparison -----------------------------------------------------------------------------

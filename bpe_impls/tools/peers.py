@@ -126,12 +126,6 @@ def huggingface_tokenizer(vocab: Vocab, merges: Merges, special_tokens: Sequence
     return tokenizer
 
 
-def missing_peers() -> list[str]:
-    """The peers (by their PyPI name) that `bpe compare --peers` would leave out: not installed."""
-    return [package for package, module in {"tokenizers": "tokenizers", "rustbpe": "rustbpe",
-                                            "tiktoken": "tiktoken"}.items() if not installed(module)]
-
-
 # Peer trainers by name: (module to import, train(path, vocab_size, special_tokens, workers) -> merges).
 TRAIN_PEERS: dict[str, tuple[str, Callable[..., int]]] = {
     "huggingface": ("tokenizers", train_huggingface),
