@@ -19,7 +19,7 @@ ids for every input: tests prove each one against the others and against tiktoke
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from functools import lru_cache, partial
+from functools import partial
 from itertools import chain
 from typing import Literal, Protocol, overload
 
@@ -33,11 +33,6 @@ from .bpe import BpeFunction, RankTable, bpe_heap, bpe_hybrid, bpe_scan
 # Pre-tokens longer than this are not cached: they are rare and would pin large keys in memory.
 _MAX_CACHED_LEN = 256
 _NON_SPACE = regex.compile(r"\S")
-
-
-@lru_cache(maxsize=8)
-def _compile_run(run: str) -> regex.Pattern:
-    return regex.compile(run)
 
 
 class Encoder(Protocol):
@@ -70,6 +65,7 @@ class PythonEncoder:
     ):
         self._pattern = pattern
         self._split = pattern.compiled
+        self._settle_run = regex.compile(pattern.settle_run) if pattern.settle_run else None
         self._bpe = bpe
         self._byte_ids = list(byte_ids)
         self._ranks = ranks
@@ -165,7 +161,7 @@ class PythonEncoder:
                 if end + 2 > n:
                     break
             else:
-                run_end = _compile_run(self._pattern.settle_run).match(known, end).end() if self._pattern.settle_run else end
+                run_end = self._settle_run.match(known, end).end() if self._settle_run else end
                 after = _NON_SPACE.search(known, run_end)
                 if after is None or after.start() + margin > n:
                     break
