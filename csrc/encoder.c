@@ -84,15 +84,19 @@ pair_rank(const PairMap *pm, uint32_t a, uint32_t b, uint32_t *merged)
  * 16 bytes (nearly every pre-token) lives in its slot as two integers, zero
  * padded, so a hit compares three integers and copies ids out of the same
  * slot (up to CACHE_INLINE_IDS of them): no allocation, no indirection. Longer
- * keys and longer id lists live in arenas. Full (cache_size entries): cleared,
- * which is cheaper than LRU bookkeeping on every hit and refills quickly. */
+ * keys and longer id lists live in arenas. Full (cache_size entries): the
+ * entries hit since it last filled up are kept and the rest dropped (one pass,
+ * no LRU bookkeeping on a hit; on text with more distinct pre-tokens than
+ * cache_size, as CJK text has, clearing it all would also drop the frequent
+ * ones, and the cache would stop helping). */
 #define CACHE_INLINE_IDS 6
 #define INLINE_KEY_BYTES 16
 
 typedef struct {
     uint64_t k0, k1; /* key bytes (len <= 16); else k0: arena offset, k1: hash */
     uint32_t len;    /* 0: a free slot (a pre-token is never empty) */
-    uint32_t n;      /* number of ids */
+    uint16_t n;      /* number of ids (<= MAX_CACHED_BYTES) */
+    uint16_t hot;    /* hit since the cache last filled up: kept then */
     uint32_t ids[CACHE_INLINE_IDS]; /* else ids[0]: offset in id_arena */
 } CacheSlot; /* 48 bytes */
 
@@ -152,6 +156,17 @@ cache_clear(Cache *c)
 
 /* The key of s[0:len] (len <= 16) as two integers, zero padded. `room`: the
  * bytes readable from s on (at least len): with 16 of them it is two loads. */
+/* pack_mask[len]: the bits of a key of len <= 16 bytes in each half. */
+static const uint64_t pack_mask[17][2] = {
+#define LOW_BYTES(k) ((k) >= 8 ? ~0ull : ((uint64_t)1 << (8 * (k))) - 1)
+#define MASKS(k) {LOW_BYTES(k), (k) <= 8 ? 0 : LOW_BYTES((k) - 8)}
+    MASKS(0),  MASKS(1),  MASKS(2),  MASKS(3),  MASKS(4),  MASKS(5),
+    MASKS(6),  MASKS(7),  MASKS(8),  MASKS(9),  MASKS(10), MASKS(11),
+    MASKS(12), MASKS(13), MASKS(14), MASKS(15), MASKS(16),
+#undef MASKS
+#undef LOW_BYTES
+};
+
 static inline void
 cache_pack(const unsigned char *s, size_t len, size_t room, uint64_t *k0,
            uint64_t *k1)
@@ -160,13 +175,8 @@ cache_pack(const unsigned char *s, size_t len, size_t room, uint64_t *k0,
     if (room >= 16) {
         memcpy(&a, s, 8);
         memcpy(&b, s + 8, 8);
-        if (len < 8) {
-            a &= ((uint64_t)1 << (8 * len)) - 1;
-            b = 0;
-        }
-        else if (len < 16) {
-            b &= ((uint64_t)1 << (8 * (len - 8))) - 1;
-        }
+        a &= pack_mask[len][0];
+        b &= pack_mask[len][1];
     }
     else {
         for (size_t k = 0; k < len && k < 8; k++) {
@@ -250,6 +260,70 @@ cache_grow(Cache *c)
     return 0;
 }
 
+/* Make room in a full cache: keep the entries hit since it last filled up
+ * (unmarked), drop the others. Everything goes when more than half would stay
+ * (each eviction then frees half the cache at least), or when memory for the
+ * new tables is short. */
+static void
+cache_evict(Cache *c)
+{
+    size_t cap = c->mask + 1, kept = 0, key_bytes = 0, id_count = 0;
+    for (size_t k = 0; k < cap; k++) {
+        const CacheSlot *slot = &c->slots[k];
+        if (slot->len && slot->hot) {
+            kept++;
+            key_bytes += slot->len > INLINE_KEY_BYTES ? slot->len : 0;
+            id_count += slot->n > CACHE_INLINE_IDS ? slot->n : 0;
+        }
+    }
+    CacheSlot *slots = NULL;
+    unsigned char *keys = NULL;
+    uint32_t *ids = NULL;
+    if (2 * kept > c->limit ||
+        (slots = calloc(cap, sizeof(CacheSlot))) == NULL ||
+        (key_bytes && (keys = malloc(key_bytes)) == NULL) ||
+        (id_count && (ids = malloc(id_count * sizeof(uint32_t))) == NULL))
+    {
+        free(slots);
+        free(keys);
+        cache_clear(c);
+        return;
+    }
+    size_t key_len = 0, id_len = 0;
+    for (size_t k = 0; k < cap; k++) {
+        CacheSlot slot = c->slots[k];
+        if (!slot.len || !slot.hot) {
+            continue;
+        }
+        slot.hot = 0;
+        if (slot.len > INLINE_KEY_BYTES) {
+            memcpy(keys + key_len, c->key_arena + slot.k0, slot.len);
+            slot.k0 = key_len;
+            key_len += slot.len;
+        }
+        if (slot.n > CACHE_INLINE_IDS) {
+            memcpy(ids + id_len, c->id_arena + slot.ids[0],
+                   slot.n * sizeof(uint32_t));
+            slot.ids[0] = (uint32_t)id_len;
+            id_len += slot.n;
+        }
+        size_t at = (size_t)cache_slot_hash(c, &slot) & c->mask;
+        while (slots[at].len) {
+            at = (at + 1) & c->mask;
+        }
+        slots[at] = slot;
+    }
+    free(c->slots);
+    free(c->key_arena);
+    free(c->id_arena);
+    c->slots = slots;
+    c->key_arena = keys;
+    c->key_len = c->key_cap = key_len;
+    c->id_arena = ids;
+    c->id_len = c->id_cap = id_len;
+    c->used = kept;
+}
+
 /* Remember ids[0:n] for the key (absent from the cache); 0, or -1 when out of
  * memory. */
 static int
@@ -259,8 +333,11 @@ cache_store(Cache *c, const unsigned char *s, size_t len, size_t room,
     if (len > MAX_CACHED_BYTES) {
         return 0;
     }
-    if (c->used >= c->limit || c->id_len + n > UINT32_MAX) {
+    if (c->id_len + n > UINT32_MAX) {
         cache_clear(c); /* (id_arena offsets are 32 bits) */
+    }
+    if (c->used >= c->limit) {
+        cache_evict(c);
     }
     else if (2 * (c->used + 1) > c->mask + 1 && c->mask + 1 < c->max_cap &&
              cache_grow(c) < 0)
@@ -297,7 +374,8 @@ cache_store(Cache *c, const unsigned char *s, size_t len, size_t room,
     slot->k0 = k0;
     slot->k1 = k1;
     slot->len = (uint32_t)len;
-    slot->n = (uint32_t)n;
+    slot->n = (uint16_t)n;
+    slot->hot = 0;
     if (n > CACHE_INLINE_IDS) {
         slot->ids[0] = id_off;
         c->id_len += n;
@@ -660,7 +738,10 @@ BPE_ALWAYS_INLINE int
 encode_token(const Tables *t, Cache *c, const unsigned char *s, size_t len,
              size_t room, IdBuf *out)
 {
-    if (out->len + len > out->cap && idbuf_reserve(out, len) < 0) {
+    /* room for the ids (at most one a byte) and for a whole inline copy */
+    if (out->len + len + CACHE_INLINE_IDS > out->cap &&
+        idbuf_reserve(out, len + CACHE_INLINE_IDS) < 0)
+    {
         return -1;
     }
     if (c != NULL && len <= INLINE_KEY_BYTES) {
@@ -670,12 +751,14 @@ encode_token(const Tables *t, Cache *c, const unsigned char *s, size_t len,
         uint64_t h = cache_hash_short(k0, k1, len);
         CacheSlot *slot = cache_find(c, s, len, k0, k1, h);
         if (slot->len) {
-            uint32_t *dst = out->ids + out->len;
             size_t n = slot->n;
-            const uint32_t *src =
-                n > CACHE_INLINE_IDS ? c->id_arena + slot->ids[0] : slot->ids;
-            for (size_t k = 0; k < n; k++) {
-                dst[k] = src[k];
+            slot->hot = 1;
+            if (n <= CACHE_INLINE_IDS) { /* a fixed-size copy: no loop */
+                memcpy(out->ids + out->len, slot->ids, sizeof(slot->ids));
+            }
+            else {
+                memcpy(out->ids + out->len, c->id_arena + slot->ids[0],
+                       n * sizeof(uint32_t));
             }
             out->len += n;
             return 0;
@@ -686,6 +769,7 @@ encode_token(const Tables *t, Cache *c, const unsigned char *s, size_t len,
         CacheSlot *slot = cache_find(c, s, len, 0, 0, h);
         if (slot->len) {
             size_t n = slot->n;
+            slot->hot = 1;
             memcpy(out->ids + out->len,
                    n > CACHE_INLINE_IDS ? c->id_arena + slot->ids[0]
                                         : slot->ids,
