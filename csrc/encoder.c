@@ -89,16 +89,16 @@ pair_rank(const PairMap *pm, uint32_t a, uint32_t b, uint32_t *merged)
  * no LRU bookkeeping on a hit; on text with more distinct pre-tokens than
  * cache_size, as CJK text has, clearing it all would also drop the frequent
  * ones, and the cache would stop helping). */
-#define CACHE_INLINE_IDS 6
+#define CACHE_INLINE_IDS 3
+#define HOT 0x8000u /* in CacheSlot.n: hit since the cache last filled up */
 #define INLINE_KEY_BYTES 16
 
 typedef struct {
     uint64_t k0, k1; /* key bytes (len <= 16); else k0: arena offset, k1: hash */
-    uint32_t len;    /* 0: a free slot (a pre-token is never empty) */
-    uint16_t n;      /* number of ids (<= MAX_CACHED_BYTES) */
-    uint16_t hot;    /* hit since the cache last filled up: kept then */
+    uint16_t len;    /* 0: a free slot (a pre-token is never empty) */
+    uint16_t n;      /* number of ids (<= MAX_CACHED_BYTES), | HOT */
     uint32_t ids[CACHE_INLINE_IDS]; /* else ids[0]: offset in id_arena */
-} CacheSlot; /* 48 bytes */
+} CacheSlot; /* 32 bytes: two to a cache line (English needs ~1 MB of them) */
 
 typedef struct {
     CacheSlot *slots;
@@ -270,10 +270,11 @@ cache_evict(Cache *c)
     size_t cap = c->mask + 1, kept = 0, key_bytes = 0, id_count = 0;
     for (size_t k = 0; k < cap; k++) {
         const CacheSlot *slot = &c->slots[k];
-        if (slot->len && slot->hot) {
+        size_t n = slot->n & ~HOT;
+        if (slot->len && (slot->n & HOT)) {
             kept++;
             key_bytes += slot->len > INLINE_KEY_BYTES ? slot->len : 0;
-            id_count += slot->n > CACHE_INLINE_IDS ? slot->n : 0;
+            id_count += n > CACHE_INLINE_IDS ? n : 0;
         }
     }
     CacheSlot *slots = NULL;
@@ -292,10 +293,10 @@ cache_evict(Cache *c)
     size_t key_len = 0, id_len = 0;
     for (size_t k = 0; k < cap; k++) {
         CacheSlot slot = c->slots[k];
-        if (!slot.len || !slot.hot) {
+        if (!slot.len || !(slot.n & HOT)) {
             continue;
         }
-        slot.hot = 0;
+        slot.n &= (uint16_t)~HOT;
         if (slot.len > INLINE_KEY_BYTES) {
             memcpy(keys + key_len, c->key_arena + slot.k0, slot.len);
             slot.k0 = key_len;
@@ -373,9 +374,8 @@ cache_store(Cache *c, const unsigned char *s, size_t len, size_t room,
     CacheSlot *slot = cache_find(c, s, len, k0, k1, h);
     slot->k0 = k0;
     slot->k1 = k1;
-    slot->len = (uint32_t)len;
+    slot->len = (uint16_t)len;
     slot->n = (uint16_t)n;
-    slot->hot = 0;
     if (n > CACHE_INLINE_IDS) {
         slot->ids[0] = id_off;
         c->id_len += n;
@@ -389,6 +389,16 @@ cache_store(Cache *c, const unsigned char *s, size_t len, size_t room,
     c->used++;
     return 0;
 }
+
+/* Growable array of ids: the encoder's output. */
+typedef struct {
+    uint32_t *ids;
+    size_t len, cap;
+} IdBuf;
+
+/* A spare output buffer larger than this many ids is not kept for the next
+ * call. */
+#define MAX_SPARE_IDS ((size_t)1 << 24)
 
 /* ---- the tables ---------------------------------------------------------
  *
@@ -414,6 +424,9 @@ typedef struct {
      * the GIL), so filling a list is a store and an INCREF per id. */
     PyObject **id_objects;
     size_t id_objects_len;
+    /* The output buffer of the last call, kept for the next (with the GIL,
+     * as the caches): a warm call then writes to memory already mapped. */
+    IdBuf spare;
 } Tables;
 
 static void
@@ -423,6 +436,7 @@ tables_free(Tables *t)
         return;
     }
     free(t->pairs.slots);
+    free(t->spare.ids);
     for (size_t k = 0; k < t->pool_len; k++) {
         cache_free(t->pool[k]);
     }
@@ -497,11 +511,6 @@ tables_id_object(Tables *t, uint32_t id)
     return PyLong_FromUnsignedLong(id);
 }
 
-/* Growable array of ids: the encoder's output. */
-typedef struct {
-    uint32_t *ids;
-    size_t len, cap;
-} IdBuf;
 
 static inline int
 idbuf_reserve(IdBuf *b, size_t extra)
@@ -751,8 +760,8 @@ encode_token(const Tables *t, Cache *c, const unsigned char *s, size_t len,
         uint64_t h = cache_hash_short(k0, k1, len);
         CacheSlot *slot = cache_find(c, s, len, k0, k1, h);
         if (slot->len) {
-            size_t n = slot->n;
-            slot->hot = 1;
+            size_t n = slot->n & ~HOT;
+            slot->n |= HOT;
             if (n <= CACHE_INLINE_IDS) { /* a fixed-size copy: no loop */
                 memcpy(out->ids + out->len, slot->ids, sizeof(slot->ids));
             }
@@ -768,8 +777,8 @@ encode_token(const Tables *t, Cache *c, const unsigned char *s, size_t len,
         uint64_t h = bpe_hash_bytes(s, len);
         CacheSlot *slot = cache_find(c, s, len, 0, 0, h);
         if (slot->len) {
-            size_t n = slot->n;
-            slot->hot = 1;
+            size_t n = slot->n & ~HOT;
+            slot->n |= HOT;
             memcpy(out->ids + out->len,
                    n > CACHE_INLINE_IDS ? c->id_arena + slot->ids[0]
                                         : slot->ids,
@@ -1143,6 +1152,7 @@ typedef struct {
     uint32_t *special_ids;
     Tables *tables;
     Cache *cache;
+    IdBuf out; /* the ids */
 } Call;
 
 /* The special tokens and their ids, read (and checked) in PythonEncoder's
@@ -1200,6 +1210,9 @@ call_start(Call *call, EncoderObject *self)
     }
     call->tables = t;
     t->refs++;
+    call->out = t->spare;
+    call->out.len = 0;
+    memset(&t->spare, 0, sizeof(t->spare));
     return 0;
 }
 
@@ -1210,8 +1223,15 @@ call_close(Call *call)
 {
     if (call->tables != NULL) {
         tables_give_cache(call->tables, call->cache);
+        if (call->tables->spare.ids == NULL &&
+            call->out.cap <= MAX_SPARE_IDS)
+        {
+            call->tables->spare = call->out;
+            memset(&call->out, 0, sizeof(call->out));
+        }
         tables_decref(call->tables);
     }
+    free(call->out.ids);
     PyMem_Free(call->special_ids);
     Py_XDECREF(call->ids_seq);
     bpe_specials_close(&call->sp);
@@ -1333,15 +1353,15 @@ encode_one(EncoderObject *self, PyObject *data_arg, PyObject *specials_arg,
      * PythonEncoder.encode_utf8's order. */
     Call call;
     Utf8Data d = {0};
-    IdBuf out = {0};
     PyObject *result = NULL;
     size_t cut = 0;
     if (call_open_specials(&call, specials_arg, ids_arg) < 0 ||
         open_utf8(&d, data_arg) < 0 || call_start(&call, self) < 0 ||
-        call_encode(&call, &d, settled, &out, &cut) < 0)
+        call_encode(&call, &d, settled, &call.out, &cut) < 0)
     {
         goto done;
     }
+    const IdBuf out = call.out;
     /* A list's ints come from the tables: they stay until call_close. */
     PyObject *ids = as_buffer ? ids_to_bytearray(out.ids, out.len, as_buffer)
                               : ids_to_list(call.tables, out.ids, out.len);
@@ -1349,7 +1369,6 @@ encode_one(EncoderObject *self, PyObject *data_arg, PyObject *specials_arg,
         result = settled ? Py_BuildValue("(Nn)", ids, (Py_ssize_t)cut) : ids;
     }
 done:
-    free(out.ids);
     call_close(&call);
     bpe_data_close(&d);
     return result;
@@ -1418,7 +1437,6 @@ Encoder_encode_many_buffer(EncoderObject *self, PyObject *args,
         return NULL;
     }
     Call call;
-    IdBuf out = {0};
     PyObject *result = NULL, *held = NULL;
     PyObject **items = NULL; /* our own references: the list may change */
     int64_t *offsets = NULL;
@@ -1452,6 +1470,7 @@ Encoder_encode_many_buffer(EncoderObject *self, PyObject *args,
     }
     Py_ssize_t bad = -1;
     int err = 0;
+    IdBuf out = call.out;
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t k = 0; k < count; k++) {
         const unsigned char *s =
@@ -1470,6 +1489,7 @@ Encoder_encode_many_buffer(EncoderObject *self, PyObject *args,
         offsets[k + 1] = (int64_t)out.len;
     }
     Py_END_ALLOW_THREADS
+    call.out = out; /* (grown: call_close frees or keeps it) */
     if (bad >= 0) {
         PyErr_Format(PyExc_ValueError, "datas[%zd] is not valid UTF-8", bad);
         goto done;
@@ -1492,7 +1512,6 @@ Encoder_encode_many_buffer(EncoderObject *self, PyObject *args,
     Py_DECREF(ids);
     Py_DECREF(offs);
 done:
-    free(out.ids);
     call_close(&call);
     for (Py_ssize_t k = 0; k < taken; k++) {
         Py_DECREF(items[k]);
