@@ -565,16 +565,19 @@ bpe_scan(const PairMap *pm, const uint64_t *byte_pairs,
         merged[k] = (uint32_t)entry;
     }
     for (;;) {
+        /* The lowest rank, then its leftmost position: the first loop has
+         * no branch (it vectorises), where tracking the position as well
+         * would mispredict on every new minimum. */
         uint32_t best = NO_RANK;
-        size_t at = 0;
         for (size_t k = 0; k < m; k++) {
-            if (ranks[k] < best) {
-                best = ranks[k];
-                at = k;
-            }
+            best = ranks[k] < best ? ranks[k] : best;
         }
         if (best == NO_RANK) {
             break;
+        }
+        size_t at = 0;
+        while (ranks[at] != best) {
+            at++;
         }
         ids[at] = merged[at];
         for (size_t k = at + 1; k + 1 < n; k++) {
