@@ -103,6 +103,7 @@ typedef struct {
 typedef struct {
     CacheSlot *slots;
     size_t mask, used, limit; /* limit: cache_size entries at most */
+    unsigned shift;           /* 64 - log2(mask + 1): see cache_home */
     size_t max_cap;           /* the slot count it may grow to */
     unsigned char *key_arena;
     size_t key_len, key_cap;
@@ -142,6 +143,7 @@ cache_new(size_t limit)
         return NULL;
     }
     c->mask = cap - 1;
+    c->shift = 64u - (unsigned)__builtin_ctzll((unsigned long long)cap);
     c->limit = limit;
     c->max_cap = max_cap;
     return c;
@@ -193,9 +195,17 @@ cache_pack(const unsigned char *s, size_t len, size_t room, uint64_t *k0,
 static inline uint64_t
 cache_hash_short(uint64_t k0, uint64_t k1, size_t len)
 {
-    uint64_t h = (k0 ^ (uint64_t)len << 59) * 0x9E3779B97F4A7C15ull;
-    h ^= k1 * 0xC2B2AE3D27D4EB4Full;
-    return h ^ (h >> 32);
+    /* The slot comes from the top bits (cache_home): every bit of the key
+     * reaches them through the multiplications (the low bits of a product see
+     * only the low bits of its factors). */
+    return (k0 + len) * 0x9E3779B97F4A7C15ull ^ k1 * 0xC2B2AE3D27D4EB4Full;
+}
+
+/* The first slot to probe for a hash: its top bits. */
+static inline size_t
+cache_home(const Cache *c, uint64_t h)
+{
+    return (size_t)(h >> c->shift);
 }
 
 /* The slot holding the key (len bytes at s; k0, k1, h as cache_pack and the
@@ -204,7 +214,7 @@ static inline CacheSlot *
 cache_find(const Cache *c, const unsigned char *s, size_t len, uint64_t k0,
            uint64_t k1, uint64_t h)
 {
-    size_t at = (size_t)h & c->mask;
+    size_t at = cache_home(c, h);
     for (;;) {
         CacheSlot *slot = &c->slots[at];
         if (slot->len == 0) {
@@ -247,9 +257,10 @@ cache_grow(Cache *c)
     size_t old_cap = c->mask + 1;
     c->slots = slots;
     c->mask = cap - 1;
+    c->shift = 64u - (unsigned)__builtin_ctzll((unsigned long long)cap);
     for (size_t k = 0; k < old_cap; k++) {
         if (old[k].len) {
-            size_t at = (size_t)cache_slot_hash(c, &old[k]) & c->mask;
+            size_t at = cache_home(c, cache_slot_hash(c, &old[k]));
             while (slots[at].len) {
                 at = (at + 1) & c->mask;
             }
@@ -308,7 +319,7 @@ cache_evict(Cache *c)
             slot.ids[0] = (uint32_t)id_len;
             id_len += slot.n;
         }
-        size_t at = (size_t)cache_slot_hash(c, &slot) & c->mask;
+        size_t at = cache_home(c, cache_slot_hash(c, &slot));
         while (slots[at].len) {
             at = (at + 1) & c->mask;
         }
