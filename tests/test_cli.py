@@ -54,10 +54,10 @@ def test_encode_then_decode_round_trips_through_npy(corpus, tmp_path, monkeypatc
     out = train_dir(corpus, tmp_path / "tok")
     tokenizer = Tokenizer.from_directory(out)
     # tiny read blocks: block edges fall inside pre-tokens, special tokens and UTF-8 characters
-    monkeypatch.setattr(cli, "READ_BLOCK", 7)
     monkeypatch.setattr(cli, "IDS_PER_WRITE", 50)
     ids_path, text_path = tmp_path / "ids.npy", tmp_path / "back.txt"
-    assert cli.main(["encode", "--tokenizer", str(out), str(corpus), "--out", str(ids_path), "--quiet"]) == 0
+    encode = ["encode", "--tokenizer", str(out), str(corpus), "--out", str(ids_path), "--block-size", "7", "--quiet"]
+    assert cli.main(encode) == 0
     ids = np.load(ids_path)
     assert ids.dtype == np.uint16
     text = corpus.read_text(encoding="utf-8")
