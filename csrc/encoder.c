@@ -1,13 +1,17 @@
 /* Encoder: BPE over a rank table, with a bounded cache of pre-token -> ids.
  * Encodes whole UTF-8 texts (split on special tokens and pre-tokenized by the
- * scanner, scanner.h) without creating a Python object per pre-token. */
+ * scanner, scanner.h) without creating a Python object per pre-token.
+ *
+ * The encoding itself (encode_text) touches no Python object and runs with the
+ * GIL released: it reads only its own copies of the inputs, the tables (held
+ * by a reference taken with the GIL, so a concurrent __init__ cannot free
+ * them) and a cache that the call owns for its duration (see CachePool). */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
 
 #include "bpe_util.h"
-#include "counter.h"
 #include "encoder.h"
 #include "scanner.h"
 
@@ -17,11 +21,23 @@
 #define SCAN_LIMIT 64
 /* Longer pre-tokens are not cached: rare, and they would pin large keys. */
 #define MAX_CACHED_BYTES 1024
+/* Inputs shorter than this are encoded without releasing the GIL: handing it
+ * over costs more than such a call. */
+#define NOGIL_MIN_BYTES 4096
+/* Ids below this get a shared int object each (IdObjects); larger ones (rare:
+ * special tokens of huge vocabularies) a new int per use. */
+#define MAX_ID_OBJECTS (1u << 20)
+
+/* The merges: (left, right) -> (rank, merged id), open addressing, one slot
+ * per probe (key, rank and merged id on one cache line). */
+typedef struct {
+    uint64_t key; /* left << 32 | right; EMPTY_PAIR marks a free slot */
+    uint32_t rank;
+    uint32_t merged;
+} PairSlot;
 
 typedef struct {
-    uint64_t *keys; /* left << 32 | right; EMPTY_PAIR marks a free slot */
-    uint32_t *ranks;
-    uint32_t *merged;
+    PairSlot *slots;
     size_t mask;
 } PairMap;
 
@@ -37,7 +53,7 @@ static inline size_t
 pair_slot(uint64_t key, size_t mask)
 {
     uint64_t h = key * 0x9E3779B97F4A7C15ull;
-    return (size_t)(h >> 17) & mask;
+    return (size_t)(h >> 29) & mask;
 }
 
 /* The rank of pair (a, b) and the id it merges into; NO_RANK when there is no
@@ -48,206 +64,472 @@ pair_rank(const PairMap *pm, uint32_t a, uint32_t b, uint32_t *merged)
     uint64_t key = pair_key(a, b);
     size_t at = pair_slot(key, pm->mask);
     for (;;) {
-        uint64_t k = pm->keys[at];
-        if (k == key) {
+        const PairSlot *slot = &pm->slots[at];
+        if (slot->key == key) {
             if (merged) {
-                *merged = pm->merged[at];
+                *merged = slot->merged;
             }
-            return pm->ranks[at];
+            return slot->rank;
         }
-        if (k == EMPTY_PAIR) {
+        if (slot->key == EMPTY_PAIR) {
             return NO_RANK;
         }
         at = (at + 1) & pm->mask;
     }
 }
 
+/* ---- the pre-token cache ------------------------------------------------
+ *
+ * pre-token bytes -> ids, open addressing with linear probing. A key of up to
+ * 16 bytes (nearly every pre-token) lives in its slot as two integers, zero
+ * padded, so a hit compares three integers and copies ids out of the same
+ * slot (up to CACHE_INLINE_IDS of them): no allocation, no indirection. Longer
+ * keys and longer id lists live in arenas. Full (cache_size entries): the
+ * entries hit since it last filled up are kept and the rest dropped (one pass,
+ * no LRU bookkeeping on a hit; on text with more distinct pre-tokens than
+ * cache_size, as CJK text has, clearing it all would also drop the frequent
+ * ones, and the cache would stop helping). */
+#define CACHE_INLINE_IDS 6
+#define INLINE_KEY_BYTES 16
+
 typedef struct {
-    PyObject_HEAD
-    /* 1 once an __init__ has succeeded and none failed since; then every table
-     * below is allocated. */
-    int ready;
+    uint64_t k0, k1; /* key bytes (len <= 16); else k0: arena offset, k1: hash */
+    uint32_t len;    /* 0: a free slot (a pre-token is never empty) */
+    uint16_t n;      /* number of ids (<= MAX_CACHED_BYTES) */
+    uint16_t hot;    /* hit since the cache last filled up: kept then */
+    uint32_t ids[CACHE_INLINE_IDS]; /* else ids[0]: offset in id_arena */
+} CacheSlot; /* 48 bytes */
+
+typedef struct {
+    CacheSlot *slots;
+    size_t mask, used, limit; /* limit: cache_size entries at most */
+    size_t max_cap;           /* the slot count it may grow to */
+    unsigned char *key_arena;
+    size_t key_len, key_cap;
+    uint32_t *id_arena;
+    size_t id_len, id_cap;
+} Cache;
+
+static void
+cache_free(Cache *c)
+{
+    if (c == NULL) {
+        return;
+    }
+    free(c->slots);
+    free(c->key_arena);
+    free(c->id_arena);
+    free(c);
+}
+
+/* A new empty cache for up to `limit` entries (limit > 0); NULL when out of
+ * memory. It starts small and grows up to twice the limit (load <= 1/2). */
+static Cache *
+cache_new(size_t limit)
+{
+    Cache *c = calloc(1, sizeof(Cache));
+    if (c == NULL) {
+        return NULL;
+    }
+    size_t max_cap = 2;
+    while (max_cap < 2 * limit && max_cap < ((size_t)1 << 40)) {
+        max_cap *= 2;
+    }
+    size_t cap = max_cap < 1024 ? max_cap : 1024;
+    c->slots = calloc(cap, sizeof(CacheSlot));
+    if (c->slots == NULL) {
+        free(c);
+        return NULL;
+    }
+    c->mask = cap - 1;
+    c->limit = limit;
+    c->max_cap = max_cap;
+    return c;
+}
+
+static void
+cache_clear(Cache *c)
+{
+    memset(c->slots, 0, (c->mask + 1) * sizeof(CacheSlot));
+    c->used = c->key_len = c->id_len = 0;
+}
+
+/* The key of s[0:len] (len <= 16) as two integers, zero padded. `room`: the
+ * bytes readable from s on (at least len): with 16 of them it is two loads. */
+/* pack_mask[len]: the bits of a key of len <= 16 bytes in each half. */
+static const uint64_t pack_mask[17][2] = {
+#define LOW_BYTES(k) ((k) >= 8 ? ~0ull : ((uint64_t)1 << (8 * (k))) - 1)
+#define MASKS(k) {LOW_BYTES(k), (k) <= 8 ? 0 : LOW_BYTES((k) - 8)}
+    MASKS(0),  MASKS(1),  MASKS(2),  MASKS(3),  MASKS(4),  MASKS(5),
+    MASKS(6),  MASKS(7),  MASKS(8),  MASKS(9),  MASKS(10), MASKS(11),
+    MASKS(12), MASKS(13), MASKS(14), MASKS(15), MASKS(16),
+#undef MASKS
+#undef LOW_BYTES
+};
+
+static inline void
+cache_pack(const unsigned char *s, size_t len, size_t room, uint64_t *k0,
+           uint64_t *k1)
+{
+    uint64_t a = 0, b = 0;
+    if (room >= 16) {
+        memcpy(&a, s, 8);
+        memcpy(&b, s + 8, 8);
+        a &= pack_mask[len][0];
+        b &= pack_mask[len][1];
+    }
+    else {
+        for (size_t k = 0; k < len && k < 8; k++) {
+            a |= (uint64_t)s[k] << (8 * k);
+        }
+        for (size_t k = 8; k < len; k++) {
+            b |= (uint64_t)s[k] << (8 * (k - 8));
+        }
+    }
+    *k0 = a;
+    *k1 = b;
+}
+
+static inline uint64_t
+cache_hash_short(uint64_t k0, uint64_t k1, size_t len)
+{
+    uint64_t h = (k0 ^ (uint64_t)len << 59) * 0x9E3779B97F4A7C15ull;
+    h ^= k1 * 0xC2B2AE3D27D4EB4Full;
+    return h ^ (h >> 32);
+}
+
+/* The slot holding the key (len bytes at s; k0, k1, h as cache_pack and the
+ * hash give them), or the free slot where it would go. */
+static inline CacheSlot *
+cache_find(const Cache *c, const unsigned char *s, size_t len, uint64_t k0,
+           uint64_t k1, uint64_t h)
+{
+    size_t at = (size_t)h & c->mask;
+    for (;;) {
+        CacheSlot *slot = &c->slots[at];
+        if (slot->len == 0) {
+            return slot;
+        }
+        if (slot->len == len) {
+            if (len <= INLINE_KEY_BYTES) {
+                if (slot->k0 == k0 && slot->k1 == k1) {
+                    return slot;
+                }
+            }
+            else if (slot->k1 == h &&
+                     memcmp(c->key_arena + slot->k0, s, len) == 0)
+            {
+                return slot;
+            }
+        }
+        at = (at + 1) & c->mask;
+    }
+}
+
+/* The slot's hash, for a rehash. */
+static inline uint64_t
+cache_slot_hash(const Cache *c, const CacheSlot *slot)
+{
+    return slot->len <= INLINE_KEY_BYTES
+               ? cache_hash_short(slot->k0, slot->k1, slot->len)
+               : slot->k1;
+}
+
+/* Double the slots (rehash); -1 when out of memory (the cache unchanged). */
+static int
+cache_grow(Cache *c)
+{
+    size_t cap = (c->mask + 1) * 2;
+    CacheSlot *slots = calloc(cap, sizeof(CacheSlot)), *old = c->slots;
+    if (slots == NULL) {
+        return -1;
+    }
+    size_t old_cap = c->mask + 1;
+    c->slots = slots;
+    c->mask = cap - 1;
+    for (size_t k = 0; k < old_cap; k++) {
+        if (old[k].len) {
+            size_t at = (size_t)cache_slot_hash(c, &old[k]) & c->mask;
+            while (slots[at].len) {
+                at = (at + 1) & c->mask;
+            }
+            slots[at] = old[k];
+        }
+    }
+    free(old);
+    return 0;
+}
+
+/* Make room in a full cache: keep the entries hit since it last filled up
+ * (unmarked), drop the others. Everything goes when more than half would stay
+ * (each eviction then frees half the cache at least), or when memory for the
+ * new tables is short. */
+static void
+cache_evict(Cache *c)
+{
+    size_t cap = c->mask + 1, kept = 0, key_bytes = 0, id_count = 0;
+    for (size_t k = 0; k < cap; k++) {
+        const CacheSlot *slot = &c->slots[k];
+        if (slot->len && slot->hot) {
+            kept++;
+            key_bytes += slot->len > INLINE_KEY_BYTES ? slot->len : 0;
+            id_count += slot->n > CACHE_INLINE_IDS ? slot->n : 0;
+        }
+    }
+    CacheSlot *slots = NULL;
+    unsigned char *keys = NULL;
+    uint32_t *ids = NULL;
+    if (2 * kept > c->limit ||
+        (slots = calloc(cap, sizeof(CacheSlot))) == NULL ||
+        (key_bytes && (keys = malloc(key_bytes)) == NULL) ||
+        (id_count && (ids = malloc(id_count * sizeof(uint32_t))) == NULL))
+    {
+        free(slots);
+        free(keys);
+        cache_clear(c);
+        return;
+    }
+    size_t key_len = 0, id_len = 0;
+    for (size_t k = 0; k < cap; k++) {
+        CacheSlot slot = c->slots[k];
+        if (!slot.len || !slot.hot) {
+            continue;
+        }
+        slot.hot = 0;
+        if (slot.len > INLINE_KEY_BYTES) {
+            memcpy(keys + key_len, c->key_arena + slot.k0, slot.len);
+            slot.k0 = key_len;
+            key_len += slot.len;
+        }
+        if (slot.n > CACHE_INLINE_IDS) {
+            memcpy(ids + id_len, c->id_arena + slot.ids[0],
+                   slot.n * sizeof(uint32_t));
+            slot.ids[0] = (uint32_t)id_len;
+            id_len += slot.n;
+        }
+        size_t at = (size_t)cache_slot_hash(c, &slot) & c->mask;
+        while (slots[at].len) {
+            at = (at + 1) & c->mask;
+        }
+        slots[at] = slot;
+    }
+    free(c->slots);
+    free(c->key_arena);
+    free(c->id_arena);
+    c->slots = slots;
+    c->key_arena = keys;
+    c->key_len = c->key_cap = key_len;
+    c->id_arena = ids;
+    c->id_len = c->id_cap = id_len;
+    c->used = kept;
+}
+
+/* Remember ids[0:n] for the key (absent from the cache); 0, or -1 when out of
+ * memory. */
+static int
+cache_store(Cache *c, const unsigned char *s, size_t len, size_t room,
+            const uint32_t *ids, size_t n)
+{
+    if (len > MAX_CACHED_BYTES) {
+        return 0;
+    }
+    if (c->id_len + n > UINT32_MAX) {
+        cache_clear(c); /* (id_arena offsets are 32 bits) */
+    }
+    if (c->used >= c->limit) {
+        cache_evict(c);
+    }
+    else if (2 * (c->used + 1) > c->mask + 1 && c->mask + 1 < c->max_cap &&
+             cache_grow(c) < 0)
+    {
+        return -1;
+    }
+    uint64_t k0, k1, h;
+    if (len <= INLINE_KEY_BYTES) {
+        cache_pack(s, len, room, &k0, &k1);
+        h = cache_hash_short(k0, k1, len);
+    }
+    else {
+        h = bpe_hash_bytes(s, len);
+        if (bpe_reserve(&c->key_arena, &c->key_cap, c->key_len + len, 1,
+                        4096) < 0)
+        {
+            return -1;
+        }
+        memcpy(c->key_arena + c->key_len, s, len);
+        k0 = c->key_len;
+        k1 = h;
+    }
+    uint32_t id_off = 0;
+    if (n > CACHE_INLINE_IDS) {
+        if (bpe_reserve(&c->id_arena, &c->id_cap, c->id_len + n,
+                        sizeof(uint32_t), 1024) < 0)
+        {
+            return -1;
+        }
+        memcpy(c->id_arena + c->id_len, ids, n * sizeof(uint32_t));
+        id_off = (uint32_t)c->id_len;
+    }
+    CacheSlot *slot = cache_find(c, s, len, k0, k1, h);
+    slot->k0 = k0;
+    slot->k1 = k1;
+    slot->len = (uint32_t)len;
+    slot->n = (uint16_t)n;
+    slot->hot = 0;
+    if (n > CACHE_INLINE_IDS) {
+        slot->ids[0] = id_off;
+        c->id_len += n;
+    }
+    else {
+        memcpy(slot->ids, ids, n * sizeof(uint32_t));
+    }
+    if (len > INLINE_KEY_BYTES) {
+        c->key_len += len;
+    }
+    c->used++;
+    return 0;
+}
+
+/* ---- the tables ---------------------------------------------------------
+ *
+ * What an __init__ builds, reference counted (with the GIL held): each call
+ * takes a reference before it releases the GIL, so a concurrent __init__ that
+ * swaps in new tables only drops its own, and the old tables go when the last
+ * call using them ends. */
+typedef struct {
+    Py_ssize_t refs;
     PairMap pairs;
     uint32_t byte_ids[256];
-    BytesMap
-        cache; /* pre-token bytes -> (offset in cache_ids, number of ids) */
-    uint32_t *cache_ids;
-    size_t cache_ids_len, cache_ids_cap;
-    Py_ssize_t cache_size;
     int pattern; /* the scanner: PAT_GPT2, PAT_CL100K or PAT_O200K */
-} EncoderObject;
+    size_t cache_size;
+    /* The caches not in use: a call takes one (the last returned: the
+     * warmest) and gives it back at its end, both with the GIL held, so no
+     * lock is needed and each thread encoding at a time has a cache of its
+     * own. Measured against one shared table (see the report of issue 17):
+     * per-call caches need no atomics on the hit path and scale with the
+     * threads; each holds at most cache_size pre-tokens. */
+    Cache **pool;
+    size_t pool_len, pool_cap;
+    /* The int object of each id below id_objects_len, made on first use (with
+     * the GIL), so filling a list is a store and an INCREF per id. */
+    PyObject **id_objects;
+    size_t id_objects_len;
+} Tables;
 
 static void
-pairs_free(PairMap *pm)
+tables_free(Tables *t)
 {
-    free(pm->keys);
-    free(pm->ranks);
-    free(pm->merged);
-    memset(pm, 0, sizeof(*pm));
+    if (t == NULL) {
+        return;
+    }
+    free(t->pairs.slots);
+    for (size_t k = 0; k < t->pool_len; k++) {
+        cache_free(t->pool[k]);
+    }
+    free(t->pool);
+    if (t->id_objects != NULL) {
+        for (size_t k = 0; k < t->id_objects_len; k++) {
+            Py_XDECREF(t->id_objects[k]);
+        }
+        free(t->id_objects);
+    }
+    free(t);
 }
 
-/* Free every table: the encoder is then not initialised. */
 static void
-encoder_clear(EncoderObject *self)
+tables_decref(Tables *t)
 {
-    self->ready = 0;
-    pairs_free(&self->pairs);
-    bpe_bm_free(&self->cache);
-    free(self->cache_ids);
-    self->cache_ids = NULL;
-    self->cache_ids_len = self->cache_ids_cap = 0;
+    if (t != NULL && --t->refs == 0) {
+        tables_free(t);
+    }
 }
 
+/* A cache for one call (NULL: caching is off); *failed set when out of
+ * memory. With the GIL. */
+static Cache *
+tables_take_cache(Tables *t, int *failed)
+{
+    *failed = 0;
+    if (t->cache_size == 0) {
+        return NULL;
+    }
+    if (t->pool_len) {
+        return t->pool[--t->pool_len];
+    }
+    Cache *c = cache_new(t->cache_size);
+    if (c == NULL) {
+        *failed = 1;
+    }
+    return c;
+}
+
+/* Give a cache back (with the GIL); one that cannot be kept is freed. */
 static void
-Encoder_dealloc(EncoderObject *self)
+tables_give_cache(Tables *t, Cache *c)
 {
-    encoder_clear(self);
-    Py_TYPE(self)->tp_free((PyObject *)self);
-}
-
-static int
-as_id(PyObject *obj, uint32_t *out, const char *what)
-{
-    long long v = PyLong_AsLongLong(obj);
-    if (v == -1 && PyErr_Occurred()) {
-        return -1;
+    if (c == NULL) {
+        return;
     }
-    if (v < 0 || v >= (long long)UINT32_MAX) {
-        PyErr_Format(PyExc_ValueError,
-                     "%s %lld is not a token id in 0..2**32-2", what, v);
-        return -1;
-    }
-    *out = (uint32_t)v;
-    return 0;
-}
-
-/* The merges (left, right, merged) in rank order into a new pm; a repeated
- * pair keeps its first rank. merges is a tuple the caller owns: the ids'
- * __index__ may run any Python code, but cannot change it. */
-static int
-read_merges(PairMap *pm, PyObject *merges)
-{
-    Py_ssize_t n = PyTuple_GET_SIZE(merges);
-    size_t capacity = 16;
-    while (capacity < (size_t)n * 2 + 2) {
-        capacity *= 2;
-    }
-    pm->keys = malloc(capacity * sizeof(uint64_t));
-    pm->ranks = malloc(capacity * sizeof(uint32_t));
-    pm->merged = malloc(capacity * sizeof(uint32_t));
-    if (pm->keys == NULL || pm->ranks == NULL || pm->merged == NULL) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    memset(pm->keys, 0xFF, capacity * sizeof(uint64_t));
-    pm->mask = capacity - 1;
-    for (Py_ssize_t rank = 0; rank < n; rank++) {
-        PyObject *item = PyTuple_GET_ITEM(merges, rank);
-        uint32_t a, b, merged;
-        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 3) {
-            PyErr_Format(PyExc_ValueError,
-                         "merge #%zd is not a (left, right, merged) tuple",
-                         rank);
-            return -1;
-        }
-        if (as_id(PyTuple_GET_ITEM(item, 0), &a, "left id") < 0 ||
-            as_id(PyTuple_GET_ITEM(item, 1), &b, "right id") < 0 ||
-            as_id(PyTuple_GET_ITEM(item, 2), &merged, "merged id") < 0)
-        {
-            return -1;
-        }
-        uint64_t key = pair_key(a, b);
-        size_t at = pair_slot(key, pm->mask);
-        while (pm->keys[at] != EMPTY_PAIR && pm->keys[at] != key) {
-            at = (at + 1) & pm->mask;
-        }
-        if (pm->keys[at] == EMPTY_PAIR) {
-            pm->keys[at] = key;
-            pm->ranks[at] = (uint32_t)rank;
-            pm->merged[at] = merged;
-        }
-    }
-    return 0;
-}
-
-/* The new tables are built aside (the ids' __index__ may run Python code that
- * uses this very encoder: encodes with it, or re-initialises it) and swapped
- * in at the end, when nothing can run in between. A re-init frees the old
- * tables; a failed (re-)init leaves the encoder not initialised, so it raises
- * RuntimeError until an __init__ succeeds. */
-static int
-Encoder_init(EncoderObject *self, PyObject *args, PyObject *kwds)
-{
-    static char *kwlist[] = {"byte_ids", "merges", "cache_size", "pattern",
-                             NULL};
-    PyObject *byte_ids_arg, *merges_arg;
-    const char *name = "gpt2";
-    int pattern;
-    PyObject *byte_seq = NULL, *merges = NULL;
-    Py_ssize_t cache_size = 1 << 16;
-    PairMap pm = {0};
-    BytesMap cache = {0};
-    uint32_t byte_ids[256];
-    int result = -1;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO|ns:Encoder", kwlist,
-                                     &byte_ids_arg, &merges_arg, &cache_size,
-                                     &name))
+    if (bpe_reserve(&t->pool, &t->pool_cap, t->pool_len + 1, sizeof(Cache *),
+                    4) < 0)
     {
-        goto done;
+        cache_free(c);
+        return;
     }
-    pattern = bpe_pattern_id(name);
-    if (pattern < 0) {
-        goto done;
-    }
-    if (cache_size < 0) {
-        PyErr_SetString(PyExc_ValueError, "cache_size must be non-negative");
-        goto done;
-    }
-    /* Tuples of our own: a list passed in could change under an __index__. */
-    byte_seq = PySequence_Tuple(byte_ids_arg);
-    if (byte_seq == NULL) {
-        goto done;
-    }
-    if (PyTuple_GET_SIZE(byte_seq) != 256) {
-        PyErr_SetString(PyExc_ValueError, "byte_ids must hold 256 ids");
-        goto done;
-    }
-    for (int b = 0; b < 256; b++) {
-        if (as_id(PyTuple_GET_ITEM(byte_seq, b), &byte_ids[b], "byte id") <
-            0)
-        {
-            goto done;
-        }
-    }
-    merges = PySequence_Tuple(merges_arg);
-    if (merges == NULL || read_merges(&pm, merges) < 0) {
-        goto done;
-    }
-    if (bpe_bm_init(&cache, 1024) < 0) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    /* No Python code from here to the end. */
-    encoder_clear(self);
-    self->pairs = pm;
-    memset(&pm, 0, sizeof(pm));
-    self->cache = cache;
-    memset(&cache, 0, sizeof(cache));
-    memcpy(self->byte_ids, byte_ids, sizeof(byte_ids));
-    self->cache_size = cache_size;
-    self->pattern = pattern;
-    self->ready = 1;
-    result = 0;
-done:
-    pairs_free(&pm);
-    bpe_bm_free(&cache);
-    if (result < 0) {
-        encoder_clear(self);
-    }
-    Py_XDECREF(byte_seq);
-    Py_XDECREF(merges);
-    return result;
+    t->pool[t->pool_len++] = c;
 }
+
+/* The int object of an id (a new reference), with the GIL. */
+static inline PyObject *
+tables_id_object(Tables *t, uint32_t id)
+{
+    if (id < t->id_objects_len) {
+        PyObject *v = t->id_objects[id];
+        if (v == NULL) {
+            v = PyLong_FromUnsignedLong(id);
+            if (v == NULL) {
+                return NULL;
+            }
+            t->id_objects[id] = v;
+        }
+        return Py_NewRef(v);
+    }
+    return PyLong_FromUnsignedLong(id);
+}
+
+/* Growable array of ids: the encoder's output. */
+typedef struct {
+    uint32_t *ids;
+    size_t len, cap;
+} IdBuf;
+
+static inline int
+idbuf_reserve(IdBuf *b, size_t extra)
+{
+    return bpe_reserve(&b->ids, &b->cap, b->len + extra, sizeof(uint32_t),
+                       1024);
+}
+
+/* A list of the ids in b[from:to], with the GIL. */
+static PyObject *
+ids_to_list(Tables *t, const uint32_t *ids, size_t n)
+{
+    PyObject *out = PyList_New((Py_ssize_t)n);
+    if (out == NULL) {
+        return NULL;
+    }
+    for (size_t k = 0; k < n; k++) {
+        PyObject *v = tables_id_object(t, ids[k]);
+        if (v == NULL) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyList_SET_ITEM(out, (Py_ssize_t)k, v);
+    }
+    return out;
+}
+
+/* ---- BPE ------------------------------------------------------------------ */
 
 /* Plain BPE, as tokenizer.bpe_scan: merge the lowest-ranked pair (leftmost on
  * a tie), repeat. ranks[k] is the rank of (ids[k], ids[k+1]); after a merge
@@ -276,9 +558,13 @@ bpe_scan(const PairMap *pm, uint32_t *ids, size_t n, uint32_t *ranks,
             break;
         }
         ids[at] = merged[at];
-        memmove(ids + at + 1, ids + at + 2, (n - at - 2) * sizeof(uint32_t));
-        memmove(ranks + at, ranks + at + 1, (m - at - 1) * sizeof(uint32_t));
-        memmove(merged + at, merged + at + 1, (m - at - 1) * sizeof(uint32_t));
+        for (size_t k = at + 1; k + 1 < n; k++) {
+            ids[k] = ids[k + 1];
+        }
+        for (size_t k = at; k + 1 < m; k++) {
+            ranks[k] = ranks[k + 1];
+            merged[k] = merged[k + 1];
+        }
         n--;
         m--;
         if (at < m) {
@@ -414,22 +700,10 @@ done:
     return out;
 }
 
-/* Growable array of ids: the encoder's output. */
-typedef struct {
-    uint32_t *ids;
-    size_t len, cap;
-} IdBuf;
-
-static inline int
-idbuf_reserve(IdBuf *b, size_t extra)
-{
-    return bpe_reserve(&b->ids, &b->cap, b->len + extra, sizeof(uint32_t),
-                       1024);
-}
-
-/* BPE of one pre-token's bytes, appended to out; 0, or -1 if out of memory. */
+/* BPE of one pre-token's bytes, appended to out (which has room for len
+ * ids); 0, or -1 if out of memory. */
 static int
-encode_pretoken(EncoderObject *self, const unsigned char *key, size_t len,
+encode_pretoken(const Tables *t, const unsigned char *key, size_t len,
                 IdBuf *out)
 {
     if (len > SCAN_LIMIT) {
@@ -438,118 +712,115 @@ encode_pretoken(EncoderObject *self, const unsigned char *key, size_t len,
             return -1;
         }
         for (size_t k = 0; k < len; k++) {
-            ids[k] = self->byte_ids[key[k]];
+            ids[k] = t->byte_ids[key[k]];
         }
-        int err = -1;
-        size_t n = bpe_heap(&self->pairs, ids, len);
-        if (n != (size_t)-1 && idbuf_reserve(out, n) == 0) {
+        size_t n = bpe_heap(&t->pairs, ids, len);
+        if (n != (size_t)-1) {
             memcpy(out->ids + out->len, ids, n * sizeof(uint32_t));
             out->len += n;
-            err = 0;
         }
         free(ids);
-        return err;
+        return n == (size_t)-1 ? -1 : 0;
     }
-    uint32_t ids[SCAN_LIMIT], ranks[SCAN_LIMIT], merged[SCAN_LIMIT];
+    uint32_t ranks[SCAN_LIMIT], merged[SCAN_LIMIT];
+    uint32_t *ids = out->ids + out->len;
     for (size_t k = 0; k < len; k++) {
-        ids[k] = self->byte_ids[key[k]];
+        ids[k] = t->byte_ids[key[k]];
     }
-    size_t n = bpe_scan(&self->pairs, ids, len, ranks, merged);
-    if (idbuf_reserve(out, n) < 0) {
-        return -1;
-    }
-    memcpy(out->ids + out->len, ids, n * sizeof(uint32_t));
-    out->len += n;
+    out->len += bpe_scan(&t->pairs, ids, len, ranks, merged);
     return 0;
-}
-
-/* Remember a pre-token's ids (the last n in out); clears the cache when it is
- * full. */
-static int
-cache_store(EncoderObject *self, const unsigned char *key, size_t len,
-            uint64_t h, const uint32_t *ids, size_t n)
-{
-    if (self->cache_size == 0 || len > MAX_CACHED_BYTES) {
-        return 0;
-    }
-    if ((Py_ssize_t)self->cache.used >= self->cache_size) {
-        /* cheaper than LRU bookkeeping on every hit; refills quickly */
-        bpe_bm_clear(&self->cache);
-        self->cache_ids_len = 0;
-    }
-    if (bpe_reserve(&self->cache_ids, &self->cache_ids_cap,
-                    self->cache_ids_len + n, sizeof(uint32_t), 4096) < 0)
-    {
-        return -1;
-    }
-    memcpy(self->cache_ids + self->cache_ids_len, ids, n * sizeof(uint32_t));
-    if (bpe_bm_insert(&self->cache, key, len, h, (int64_t)self->cache_ids_len,
-                      (uint32_t)n) == NULL)
-    {
-        return -1;
-    }
-    self->cache_ids_len += n;
-    return 0;
-}
-
-static PyObject *
-idbuf_to_list(const IdBuf *b)
-{
-    PyObject *out = PyList_New((Py_ssize_t)b->len);
-    if (out == NULL) {
-        return NULL;
-    }
-    for (size_t k = 0; k < b->len; k++) {
-        PyObject *v = PyLong_FromUnsignedLong(b->ids[k]);
-        if (v == NULL) {
-            Py_DECREF(out);
-            return NULL;
-        }
-        PyList_SET_ITEM(out, (Py_ssize_t)k, v);
-    }
-    return out;
 }
 
 /* One pre-token's ids (from the cache, else by BPE, then cached), appended to
- * out; -1 when out of memory (the exception set). */
-static int
-encode_token(EncoderObject *self, const unsigned char *key, size_t len,
-             IdBuf *out)
+ * out; -1 when out of memory. s[0:len] is the pre-token, `room` the bytes
+ * readable from s on. */
+BPE_ALWAYS_INLINE int
+encode_token(const Tables *t, Cache *c, const unsigned char *s, size_t len,
+             size_t room, IdBuf *out)
 {
-    uint64_t h = bpe_hash_bytes(key, len);
-    Entry *hit =
-        self->cache_size ? bpe_bm_get(&self->cache, key, len, h) : NULL;
-    if (hit != NULL) {
-        if (idbuf_reserve(out, (size_t)hit->aux) < 0) {
-            PyErr_NoMemory();
-            return -1;
+    /* room for the ids (at most one a byte) and for a whole inline copy */
+    if (out->len + len + CACHE_INLINE_IDS > out->cap &&
+        idbuf_reserve(out, len + CACHE_INLINE_IDS) < 0)
+    {
+        return -1;
+    }
+    if (c != NULL && len <= INLINE_KEY_BYTES) {
+        /* the hit path: no allocation, one slot read */
+        uint64_t k0, k1;
+        cache_pack(s, len, room, &k0, &k1);
+        uint64_t h = cache_hash_short(k0, k1, len);
+        CacheSlot *slot = cache_find(c, s, len, k0, k1, h);
+        if (slot->len) {
+            size_t n = slot->n;
+            slot->hot = 1;
+            if (n <= CACHE_INLINE_IDS) { /* a fixed-size copy: no loop */
+                memcpy(out->ids + out->len, slot->ids, sizeof(slot->ids));
+            }
+            else {
+                memcpy(out->ids + out->len, c->id_arena + slot->ids[0],
+                       n * sizeof(uint32_t));
+            }
+            out->len += n;
+            return 0;
         }
-        memcpy(out->ids + out->len, self->cache_ids + hit->value,
-               (size_t)hit->aux * sizeof(uint32_t));
-        out->len += (size_t)hit->aux;
-        return 0;
+    }
+    else if (c != NULL && len <= MAX_CACHED_BYTES) {
+        uint64_t h = bpe_hash_bytes(s, len);
+        CacheSlot *slot = cache_find(c, s, len, 0, 0, h);
+        if (slot->len) {
+            size_t n = slot->n;
+            slot->hot = 1;
+            memcpy(out->ids + out->len,
+                   n > CACHE_INLINE_IDS ? c->id_arena + slot->ids[0]
+                                        : slot->ids,
+                   n * sizeof(uint32_t));
+            out->len += n;
+            return 0;
+        }
     }
     size_t before = out->len;
-    if (encode_pretoken(self, key, len, out) < 0 ||
-        cache_store(self, key, len, h, out->ids + before, out->len - before) <
-            0)
+    if (encode_pretoken(t, s, len, out) < 0) {
+        return -1;
+    }
+    if (c != NULL && cache_store(c, s, len, room, out->ids + before,
+                                 out->len - before) < 0)
     {
-        PyErr_NoMemory();
         return -1;
     }
     return 0;
 }
 
-static int
-encoder_ready(EncoderObject *self)
+/* ---- encoding a text (no Python objects, no GIL needed) ------------------ */
+
+/* The pre-tokens of the ordinary text s[from:to] (of data s[0:n]), encoded
+ * into out. Inlined once per pattern (encode_ordinary), so each copy calls
+ * its own scanner inline. */
+BPE_ALWAYS_INLINE int
+encode_range(const Tables *t, Cache *c, const unsigned char *s, size_t from,
+             size_t to, size_t n, IdBuf *out, int pattern)
 {
-    if (!self->ready) {
-        PyErr_SetString(PyExc_RuntimeError,
-                        "Encoder is not initialised (never, or its last "
-                        "__init__ failed)");
-        return 0;
+    for (size_t i = from; i < to;) {
+        size_t j = bpe_next_end_utf8(s, i, to, pattern);
+        if (encode_token(t, c, s + i, j - i, n - i, out) < 0) {
+            return -1;
+        }
+        i = j;
     }
-    return bpe_classes_ready();
+    return 0;
+}
+
+static int
+encode_ordinary(const Tables *t, Cache *c, const unsigned char *s,
+                size_t from, size_t to, size_t n, IdBuf *out)
+{
+    switch (t->pattern) {
+    case PAT_CL100K:
+        return encode_range(t, c, s, from, to, n, out, PAT_CL100K);
+    case PAT_O200K:
+        return encode_range(t, c, s, from, to, n, out, PAT_O200K);
+    default:
+        return encode_range(t, c, s, from, to, n, out, PAT_GPT2);
+    }
 }
 
 /* The number of characters in valid UTF-8. */
@@ -624,6 +895,466 @@ is_settled(const unsigned char *s, size_t j, size_t end, int pattern)
     return j <= end;
 }
 
+/* The whole of encode_utf8 over valid UTF-8 s[0:n], into out: split on the
+ * special tokens (longest first), each one becoming its id, the text between
+ * them encoded. With settled, only what more data could not change (see
+ * Encoder_encode_utf8), its length in bytes into *cut. 0, or -1 when out of
+ * memory. Touches no Python object: runs without the GIL. */
+static int
+encode_text(const Tables *t, Cache *c, const Specials *sp,
+            const uint32_t *special_ids, const unsigned char *s, size_t n,
+            int settled, IdBuf *out, size_t *cut)
+{
+    /* settled: a special token starting before `settle` is whole in data
+     * (every one fits). Counted in characters, as PythonEncoder._settled
+     * counts them (in bytes the cut could differ), then turned into the byte
+     * offset of that character (n + 1: none). */
+    size_t settle = n + 1;
+    if (settled && sp->count) {
+        size_t longest = 0, chars = count_chars(s, n);
+        for (size_t k = 0; k < sp->count; k++) {
+            size_t ch = count_chars(sp->token[k], sp->len[k]);
+            longest = ch > longest ? ch : longest;
+        }
+        settle = chars + 1 > longest ? byte_of_char(s, n, chars + 1 - longest)
+                                     : 0;
+    }
+    for (size_t pos = 0; pos <= n;) {
+        size_t len, which = 0;
+        size_t at = bpe_next_special(sp, s, pos, n, &len, &which);
+        if (settled &&
+            (len == 0 || at >= settle)) { /* no settled special token left */
+            /* The ordinary text from pos is known up to settle (a character
+             * boundary). */
+            size_t known = settle < n ? settle : n;
+            *cut = pos;
+            for (size_t i = pos; i < known;) {
+                size_t j = bpe_next_end_utf8(s, i, known, t->pattern);
+                if (!is_settled(s, j, known, t->pattern)) {
+                    break;
+                }
+                if (encode_token(t, c, s + i, j - i, n - i, out) < 0) {
+                    return -1;
+                }
+                *cut = i = j;
+            }
+            return 0;
+        }
+        if (encode_ordinary(t, c, s, pos, at, n, out) < 0) {
+            return -1;
+        }
+        if (len) {
+            if (idbuf_reserve(out, 1) < 0) {
+                return -1;
+            }
+            out->ids[out->len++] = special_ids[which];
+        }
+        pos = at + (len ? len : 1);
+    }
+    return 0;
+}
+
+/* ---- the Python type ------------------------------------------------------ */
+
+typedef struct {
+    PyObject_HEAD
+    /* NULL until an __init__ succeeds, and after one fails */
+    Tables *tables;
+} EncoderObject;
+
+static void
+Encoder_dealloc(EncoderObject *self)
+{
+    tables_decref(self->tables);
+    self->tables = NULL;
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int
+as_id(PyObject *obj, uint32_t *out, const char *what)
+{
+    long long v = PyLong_AsLongLong(obj);
+    if (v == -1 && PyErr_Occurred()) {
+        return -1;
+    }
+    if (v < 0 || v >= (long long)UINT32_MAX) {
+        PyErr_Format(PyExc_ValueError,
+                     "%s %lld is not a token id in 0..2**32-2", what, v);
+        return -1;
+    }
+    *out = (uint32_t)v;
+    return 0;
+}
+
+/* The merges (left, right, merged) in rank order into a new pm; a repeated
+ * pair keeps its first rank. merges is a tuple the caller owns: the ids'
+ * __index__ may run any Python code, but cannot change it. The largest id
+ * seen goes to *max_id. */
+static int
+read_merges(PairMap *pm, PyObject *merges, uint32_t *max_id)
+{
+    Py_ssize_t n = PyTuple_GET_SIZE(merges);
+    size_t capacity = 16;
+    while (capacity < (size_t)n * 2 + 2) {
+        capacity *= 2;
+    }
+    pm->slots = malloc(capacity * sizeof(PairSlot));
+    if (pm->slots == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    memset(pm->slots, 0xFF, capacity * sizeof(PairSlot));
+    pm->mask = capacity - 1;
+    for (Py_ssize_t rank = 0; rank < n; rank++) {
+        PyObject *item = PyTuple_GET_ITEM(merges, rank);
+        uint32_t a, b, merged;
+        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 3) {
+            PyErr_Format(PyExc_ValueError,
+                         "merge #%zd is not a (left, right, merged) tuple",
+                         rank);
+            return -1;
+        }
+        if (as_id(PyTuple_GET_ITEM(item, 0), &a, "left id") < 0 ||
+            as_id(PyTuple_GET_ITEM(item, 1), &b, "right id") < 0 ||
+            as_id(PyTuple_GET_ITEM(item, 2), &merged, "merged id") < 0)
+        {
+            return -1;
+        }
+        *max_id = merged > *max_id ? merged : *max_id;
+        uint64_t key = pair_key(a, b);
+        size_t at = pair_slot(key, pm->mask);
+        while (pm->slots[at].key != EMPTY_PAIR && pm->slots[at].key != key) {
+            at = (at + 1) & pm->mask;
+        }
+        if (pm->slots[at].key == EMPTY_PAIR) {
+            pm->slots[at].key = key;
+            pm->slots[at].rank = (uint32_t)rank;
+            pm->slots[at].merged = merged;
+        }
+    }
+    return 0;
+}
+
+/* The new tables are built aside (the ids' __index__ may run Python code that
+ * uses this very encoder: encodes with it, or re-initialises it) and swapped
+ * in at the end, when nothing can run in between. A re-init drops the old
+ * tables (freed once no call uses them); a failed (re-)init leaves the
+ * encoder not initialised, so it raises RuntimeError until an __init__
+ * succeeds. */
+static int
+Encoder_init(EncoderObject *self, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"byte_ids", "merges", "cache_size", "pattern",
+                             NULL};
+    PyObject *byte_ids_arg, *merges_arg;
+    const char *name = "gpt2";
+    int pattern;
+    PyObject *byte_seq = NULL, *merges = NULL;
+    Py_ssize_t cache_size = 1 << 16;
+    Tables *t = NULL;
+    int result = -1;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO|ns:Encoder", kwlist,
+                                     &byte_ids_arg, &merges_arg, &cache_size,
+                                     &name))
+    {
+        goto done;
+    }
+    pattern = bpe_pattern_id(name);
+    if (pattern < 0) {
+        goto done;
+    }
+    if (cache_size < 0) {
+        PyErr_SetString(PyExc_ValueError, "cache_size must be non-negative");
+        goto done;
+    }
+    t = calloc(1, sizeof(Tables));
+    if (t == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    t->refs = 1;
+    /* Tuples of our own: a list passed in could change under an __index__. */
+    byte_seq = PySequence_Tuple(byte_ids_arg);
+    if (byte_seq == NULL) {
+        goto done;
+    }
+    if (PyTuple_GET_SIZE(byte_seq) != 256) {
+        PyErr_SetString(PyExc_ValueError, "byte_ids must hold 256 ids");
+        goto done;
+    }
+    uint32_t max_id = 0;
+    for (int b = 0; b < 256; b++) {
+        if (as_id(PyTuple_GET_ITEM(byte_seq, b), &t->byte_ids[b],
+                  "byte id") < 0)
+        {
+            goto done;
+        }
+        max_id = t->byte_ids[b] > max_id ? t->byte_ids[b] : max_id;
+    }
+    merges = PySequence_Tuple(merges_arg);
+    if (merges == NULL || read_merges(&t->pairs, merges, &max_id) < 0) {
+        goto done;
+    }
+    t->id_objects_len =
+        max_id < MAX_ID_OBJECTS ? (size_t)max_id + 1 : MAX_ID_OBJECTS;
+    t->id_objects = calloc(t->id_objects_len, sizeof(PyObject *));
+    if (t->id_objects == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    t->cache_size = (size_t)cache_size;
+    t->pattern = pattern;
+    /* No Python code from here to the end. */
+    Tables *old = self->tables;
+    self->tables = t;
+    t = NULL;
+    tables_decref(old);
+    result = 0;
+done:
+    tables_free(t);
+    if (result < 0) {
+        Tables *old = self->tables;
+        self->tables = NULL;
+        tables_decref(old);
+    }
+    Py_XDECREF(byte_seq);
+    Py_XDECREF(merges);
+    return result;
+}
+
+/* The tables of an initialised encoder, or NULL with RuntimeError set. */
+static Tables *
+encoder_tables(EncoderObject *self)
+{
+    if (self->tables == NULL) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "Encoder is not initialised (never, or its last "
+                        "__init__ failed)");
+        return NULL;
+    }
+    return bpe_classes_ready() ? self->tables : NULL;
+}
+
+/* What one encode call holds: its copies of the special tokens and their
+ * ids, a reference to the tables and a cache of its own. */
+typedef struct {
+    Specials sp;
+    PyObject *ids_seq;
+    uint32_t *special_ids;
+    Tables *tables;
+    Cache *cache;
+} Call;
+
+/* The special tokens and their ids, read (and checked) in PythonEncoder's
+ * order around the data's own checks: call_open_specials first, then the
+ * data, then call_start. call_close must follow either way. */
+static int
+call_open_specials(Call *call, PyObject *specials_arg, PyObject *ids_arg)
+{
+    memset(call, 0, sizeof(*call));
+    if (bpe_specials_open(&call->sp, specials_arg) < 0) {
+        return -1;
+    }
+    call->ids_seq = PySequence_Tuple(ids_arg);
+    return call->ids_seq == NULL ? -1 : 0;
+}
+
+/* The special ids checked and converted (an __index__ may run any Python
+ * code: the data and the tokens are copies by now), then the tables and a
+ * cache taken. No Python code runs after this until call_close. */
+static int
+call_start(Call *call, EncoderObject *self)
+{
+    Specials *sp = &call->sp;
+    if ((size_t)PyTuple_GET_SIZE(call->ids_seq) != sp->count) {
+        PyErr_SetString(PyExc_ValueError,
+                        "one id is needed per special token");
+        return -1;
+    }
+    if (sp->bad >= 0) {
+        bpe_specials_refuse(sp);
+        return -1;
+    }
+    call->special_ids = PyMem_Calloc(sp->count + 1, sizeof(uint32_t));
+    if (call->special_ids == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (size_t k = 0; k < sp->count; k++) {
+        if (as_id(PyTuple_GET_ITEM(call->ids_seq, (Py_ssize_t)k),
+                  &call->special_ids[k], "special id") < 0)
+        {
+            return -1;
+        }
+    }
+    /* (an __index__ may have re-initialised the encoder) */
+    Tables *t = encoder_tables(self);
+    if (t == NULL) {
+        return -1;
+    }
+    int failed;
+    call->cache = tables_take_cache(t, &failed);
+    if (failed) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    call->tables = t;
+    t->refs++;
+    return 0;
+}
+
+/* Give back the cache (the call's results are built by then, or abandoned),
+ * drop the tables. */
+static void
+call_close(Call *call)
+{
+    if (call->tables != NULL) {
+        tables_give_cache(call->tables, call->cache);
+        tables_decref(call->tables);
+    }
+    PyMem_Free(call->special_ids);
+    Py_XDECREF(call->ids_seq);
+    bpe_specials_close(&call->sp);
+    memset(call, 0, sizeof(*call));
+}
+
+/* The data's bytes (a snapshot: see Utf8Data) checked as valid UTF-8, the
+ * GIL released for a long one. */
+static int
+open_utf8(Utf8Data *d, PyObject *data_arg)
+{
+    if (bpe_data_open(d, data_arg) < 0) {
+        return -1;
+    }
+    int valid;
+    if (d->len >= NOGIL_MIN_BYTES) {
+        Py_BEGIN_ALLOW_THREADS
+        valid = bpe_utf8_valid(d->buf, d->len);
+        Py_END_ALLOW_THREADS
+    }
+    else {
+        /* the scanner reads whole characters: never past a bad one */
+        valid = bpe_utf8_valid(d->buf, d->len);
+    }
+    if (!valid) {
+        PyErr_SetString(PyExc_ValueError, "data is not valid UTF-8");
+        return -1;
+    }
+    return 0;
+}
+
+/* encode_text for one call, without the GIL when the data is long; -1 with
+ * MemoryError set. */
+static int
+call_encode(Call *call, const Utf8Data *d, int settled, IdBuf *out,
+            size_t *cut)
+{
+    int err;
+    if (d->len >= NOGIL_MIN_BYTES) {
+        Py_BEGIN_ALLOW_THREADS
+        err = encode_text(call->tables, call->cache, &call->sp,
+                          call->special_ids, d->buf, d->len, settled, out,
+                          cut);
+        Py_END_ALLOW_THREADS
+    }
+    else {
+        err = encode_text(call->tables, call->cache, &call->sp,
+                          call->special_ids, d->buf, d->len, settled, out,
+                          cut);
+    }
+    if (err < 0) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    return 0;
+}
+
+/* The ids as native-endian unsigned integers of `itemsize` bytes (2 or 4), in
+ * a new bytearray; ValueError naming the first id that 2 bytes cannot hold. */
+static PyObject *
+ids_to_bytearray(const uint32_t *ids, size_t n, int itemsize)
+{
+    if (n > (size_t)PY_SSIZE_T_MAX / 4) {
+        return PyErr_NoMemory();
+    }
+    if (itemsize == 2) {
+        for (size_t k = 0; k < n; k++) {
+            if (ids[k] > UINT16_MAX) {
+                return PyErr_Format(PyExc_ValueError,
+                                    "id %u (at %zu) does not fit in "
+                                    "itemsize 2 (ids below 65536)",
+                                    (unsigned)ids[k], k);
+            }
+        }
+    }
+    PyObject *out =
+        PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)(n * itemsize));
+    if (out == NULL) {
+        return NULL;
+    }
+    char *dst = PyByteArray_AS_STRING(out);
+    if (itemsize == 4) {
+        if (n) {
+            memcpy(dst, ids, n * sizeof(uint32_t));
+        }
+    }
+    else {
+        uint16_t *half = (uint16_t *)(void *)dst; /* bytearray: malloc'd */
+        for (size_t k = 0; k < n; k++) {
+            half[k] = (uint16_t)ids[k];
+        }
+    }
+    return out;
+}
+
+static int
+check_itemsize(int itemsize)
+{
+    if (itemsize != 2 && itemsize != 4) {
+        PyErr_Format(PyExc_ValueError, "itemsize must be 2 or 4, not %d",
+                     itemsize);
+        return -1;
+    }
+    return 0;
+}
+
+/* encode_utf8 and encode_utf8_buffer: as_buffer 0 for a list, else the
+ * itemsize. */
+static PyObject *
+encode_one(EncoderObject *self, PyObject *data_arg, PyObject *specials_arg,
+           PyObject *ids_arg, int settled, int as_buffer)
+{
+    if (encoder_tables(self) == NULL) {
+        return NULL;
+    }
+    /* Everything the call reads is copied (or, for bytes, immutable) before
+     * Python code can run: the special ids' __index__ may change the data,
+     * the special tokens or this encoder. The checks come in
+     * PythonEncoder.encode_utf8's order. */
+    Call call;
+    Utf8Data d = {0};
+    IdBuf out = {0};
+    PyObject *result = NULL;
+    size_t cut = 0;
+    if (call_open_specials(&call, specials_arg, ids_arg) < 0 ||
+        open_utf8(&d, data_arg) < 0 || call_start(&call, self) < 0 ||
+        call_encode(&call, &d, settled, &out, &cut) < 0)
+    {
+        goto done;
+    }
+    /* A list's ints come from the tables: they stay until call_close. */
+    PyObject *ids = as_buffer ? ids_to_bytearray(out.ids, out.len, as_buffer)
+                              : ids_to_list(call.tables, out.ids, out.len);
+    if (ids != NULL) {
+        result = settled ? Py_BuildValue("(Nn)", ids, (Py_ssize_t)cut) : ids;
+    }
+done:
+    free(out.ids);
+    call_close(&call);
+    bpe_data_close(&d);
+    return result;
+}
+
 /* encode_utf8(data, special_tokens, special_ids, settled=False): the whole of
  * Tokenizer.encode over UTF-8 bytes: split on the special tokens (bytes,
  * longest first) in C, each one becoming its id, and the text between them
@@ -639,124 +1370,136 @@ Encoder_encode_utf8(EncoderObject *self, PyObject *args)
 {
     PyObject *data_arg, *specials_arg, *ids_arg;
     int settled = 0;
-    if (!encoder_ready(self) ||
-        !PyArg_ParseTuple(args, "OOO|p:encode_utf8", &data_arg, &specials_arg,
+    if (!PyArg_ParseTuple(args, "OOO|p:encode_utf8", &data_arg, &specials_arg,
                           &ids_arg, &settled))
     {
         return NULL;
     }
-    /* Everything the call reads is copied (or, for bytes, immutable) before
-     * Python code can run: the special ids' __index__ may change the data,
-     * the special tokens or this encoder. The checks come in
-     * PythonEncoder.encode_utf8's order. */
-    Specials sp;
-    Utf8Data d = {0};
-    PyObject *ids_seq = NULL, *result = NULL;
-    uint32_t *special_ids = NULL;
+    return encode_one(self, data_arg, specials_arg, ids_arg, settled, 0);
+}
+
+static PyObject *
+Encoder_encode_utf8_buffer(EncoderObject *self, PyObject *args,
+                           PyObject *kwds)
+{
+    static char *kwlist[] = {"data",    "special_tokens", "special_ids",
+                             "settled", "itemsize",       NULL};
+    PyObject *data_arg, *specials_arg, *ids_arg;
+    int settled = 0, itemsize = 4;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOO|pi:encode_utf8_buffer",
+                                     kwlist, &data_arg, &specials_arg,
+                                     &ids_arg, &settled, &itemsize) ||
+        check_itemsize(itemsize) < 0)
+    {
+        return NULL;
+    }
+    return encode_one(self, data_arg, specials_arg, ids_arg, settled,
+                      itemsize);
+}
+
+/* encode_many_buffer(datas, special_tokens, special_ids, itemsize=4): each of
+ * datas (bytes, valid UTF-8) encoded as encode_utf8 would, all with the GIL
+ * released once; (ids, offsets): the ids back to back as in
+ * encode_utf8_buffer, and len(datas) + 1 native int64 offsets, datas[i]'s ids
+ * being ids[offsets[i]:offsets[i + 1]]. */
+static PyObject *
+Encoder_encode_many_buffer(EncoderObject *self, PyObject *args,
+                           PyObject *kwds)
+{
+    static char *kwlist[] = {"datas", "special_tokens", "special_ids",
+                             "itemsize", NULL};
+    PyObject *datas_arg, *specials_arg, *ids_arg;
+    int itemsize = 4;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOO|i:encode_many_buffer",
+                                     kwlist, &datas_arg, &specials_arg,
+                                     &ids_arg, &itemsize) ||
+        check_itemsize(itemsize) < 0 || encoder_tables(self) == NULL)
+    {
+        return NULL;
+    }
+    Call call;
     IdBuf out = {0};
-    if (bpe_specials_open(&sp, specials_arg) < 0) {
+    PyObject *result = NULL, *held = NULL;
+    PyObject **items = NULL; /* our own references: the list may change */
+    int64_t *offsets = NULL;
+    Py_ssize_t count = 0, taken = 0;
+    if (call_open_specials(&call, specials_arg, ids_arg) < 0) {
         goto done;
     }
-    ids_seq = PySequence_Tuple(ids_arg);
-    if (ids_seq == NULL || bpe_data_open(&d, data_arg) < 0) {
+    held = PySequence_Fast(datas_arg, "datas must be a list of bytes");
+    if (held == NULL) {
         goto done;
     }
-    const unsigned char *s = d.buf;
-    size_t n = d.len;
-    /* the scanner reads whole characters: never past a bad one */
-    if (!bpe_utf8_valid(s, n)) {
-        PyErr_SetString(PyExc_ValueError, "data is not valid UTF-8");
-        goto done;
-    }
-    if ((size_t)PyTuple_GET_SIZE(ids_seq) != sp.count) {
-        PyErr_SetString(PyExc_ValueError,
-                        "one id is needed per special token");
-        goto done;
-    }
-    if (sp.bad >= 0) {
-        bpe_specials_refuse(&sp);
-        goto done;
-    }
-    special_ids = PyMem_Calloc(sp.count + 1, sizeof(uint32_t));
-    if (special_ids == NULL) {
+    count = PySequence_Fast_GET_SIZE(held);
+    items = PyMem_Calloc((size_t)count + 1, sizeof(PyObject *));
+    offsets = PyMem_Calloc((size_t)count + 1, sizeof(int64_t));
+    if (items == NULL || offsets == NULL) {
         PyErr_NoMemory();
         goto done;
     }
-    for (size_t k = 0; k < sp.count; k++) {
-        if (as_id(PyTuple_GET_ITEM(ids_seq, (Py_ssize_t)k), &special_ids[k],
-                  "special id") < 0)
-        {
+    /* No Python code runs in this loop: the sequence stays as it is. */
+    for (; taken < count; taken++) {
+        PyObject *item = PySequence_Fast_GET_ITEM(held, taken);
+        if (!PyBytes_Check(item)) {
+            PyErr_Format(PyExc_TypeError, "datas[%zd] is %.100s, not bytes",
+                         taken, Py_TYPE(item)->tp_name);
             goto done;
         }
+        items[taken] = Py_NewRef(item);
     }
-    /* Again: an __index__ may have re-initialised the encoder. No Python code
-     * runs from here until the result is built. */
-    if (!encoder_ready(self)) {
+    if (call_start(&call, self) < 0) {
         goto done;
     }
-    /* settled: a special token starting before `settle` is whole in data
-     * (every one fits). Counted in characters, as PythonEncoder._settled
-     * counts them (in bytes the cut could differ), then turned into the byte
-     * offset of that character (n + 1: none). */
-    size_t settle = n + 1;
-    if (settled && sp.count) {
-        size_t longest = 0, chars = count_chars(s, n);
-        for (size_t k = 0; k < sp.count; k++) {
-            size_t c = count_chars(sp.token[k], sp.len[k]);
-            longest = c > longest ? c : longest;
+    Py_ssize_t bad = -1;
+    int err = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t k = 0; k < count; k++) {
+        const unsigned char *s =
+            (const unsigned char *)PyBytes_AS_STRING(items[k]);
+        size_t n = (size_t)PyBytes_GET_SIZE(items[k]);
+        if (!bpe_utf8_valid(s, n)) {
+            bad = k;
+            break;
         }
-        settle = chars + 1 > longest ? byte_of_char(s, n, chars + 1 - longest)
-                                     : 0;
+        size_t cut;
+        err = encode_text(call.tables, call.cache, &call.sp, call.special_ids,
+                          s, n, 0, &out, &cut);
+        if (err < 0) {
+            break;
+        }
+        offsets[k + 1] = (int64_t)out.len;
     }
-    for (size_t pos = 0; pos <= n;) {
-        size_t len, which = 0;
-        size_t at = bpe_next_special(&sp, s, pos, n, &len, &which);
-        if (settled &&
-            (len == 0 || at >= settle)) { /* no settled special token left */
-            /* The ordinary text from pos is known up to settle (a character
-             * boundary). */
-            size_t known = settle < n ? settle : n;
-            size_t cut = pos;
-            for (size_t i = pos; i < known;) {
-                size_t j = bpe_next_end_utf8(s, i, known, self->pattern);
-                if (!is_settled(s, j, known, self->pattern)) {
-                    break;
-                }
-                if (encode_token(self, s + i, j - i, &out) < 0) {
-                    goto done;
-                }
-                cut = i = j;
-            }
-            PyObject *ids = idbuf_to_list(&out);
-            if (ids != NULL) {
-                result = Py_BuildValue("(Nn)", ids, (Py_ssize_t)cut);
-            }
-            goto done;
-        }
-        for (size_t i = pos; i < at;) {
-            size_t j = bpe_next_end_utf8(s, i, at, self->pattern);
-            if (encode_token(self, s + i, j - i, &out) < 0) {
-                goto done;
-            }
-            i = j;
-        }
-        if (len) {
-            if (idbuf_reserve(&out, 1) < 0) {
-                PyErr_NoMemory();
-                goto done;
-            }
-            out.ids[out.len++] = special_ids[which];
-        }
-        pos = at + (len ? len : 1);
+    Py_END_ALLOW_THREADS
+    if (bad >= 0) {
+        PyErr_Format(PyExc_ValueError, "datas[%zd] is not valid UTF-8", bad);
+        goto done;
     }
-    /* not settled (settled always returns from the loop) */
-    result = idbuf_to_list(&out);
+    if (err < 0) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    PyObject *ids = ids_to_bytearray(out.ids, out.len, itemsize);
+    if (ids == NULL) {
+        goto done;
+    }
+    PyObject *offs = PyByteArray_FromStringAndSize(
+        (const char *)offsets, (Py_ssize_t)((size_t)(count + 1) * 8));
+    if (offs == NULL) {
+        Py_DECREF(ids);
+        goto done;
+    }
+    result = PyTuple_Pack(2, ids, offs);
+    Py_DECREF(ids);
+    Py_DECREF(offs);
 done:
     free(out.ids);
-    PyMem_Free(special_ids);
-    Py_XDECREF(ids_seq);
-    bpe_specials_close(&sp);
-    bpe_data_close(&d);
+    call_close(&call);
+    for (Py_ssize_t k = 0; k < taken; k++) {
+        Py_DECREF(items[k]);
+    }
+    PyMem_Free(items);
+    PyMem_Free(offsets);
+    Py_XDECREF(held);
     return result;
 }
 
@@ -768,25 +1511,32 @@ Encoder_bpe(EncoderObject *self, PyObject *arg)
         return NULL;
     }
     /* (getting a buffer may run Python code: the state is checked after) */
-    if (!self->ready) {
-        PyErr_SetString(PyExc_RuntimeError,
-                        "Encoder is not initialised (never, or its last "
-                        "__init__ failed)");
+    Tables *t = encoder_tables(self);
+    if (t == NULL) {
         PyBuffer_Release(&view);
         return NULL;
     }
     IdBuf out = {0};
-    int failed = encode_pretoken(self, view.buf, (size_t)view.len, &out);
+    int failed = idbuf_reserve(&out, (size_t)view.len + 1) < 0 ||
+                 encode_pretoken(t, view.buf, (size_t)view.len, &out) < 0;
     PyBuffer_Release(&view);
-    PyObject *result = failed ? PyErr_NoMemory() : idbuf_to_list(&out);
+    PyObject *result =
+        failed ? PyErr_NoMemory() : ids_to_list(t, out.ids, out.len);
     free(out.ids);
     return result;
 }
 
+/* The most pre-tokens one cache holds: each thread encoding at a time has its
+ * own, of at most cache_size. */
 static PyObject *
 Encoder_cache_len(EncoderObject *self, PyObject *unused)
 {
-    return PyLong_FromSize_t(self->cache.used);
+    size_t most = 0;
+    Tables *t = self->tables;
+    for (size_t k = 0; t != NULL && k < t->pool_len; k++) {
+        most = t->pool[k]->used > most ? t->pool[k]->used : most;
+    }
+    return PyLong_FromSize_t(most);
 }
 
 static PyMethodDef Encoder_methods[] = {
@@ -796,11 +1546,25 @@ static PyMethodDef Encoder_methods[] = {
      "longest first) becomes its id, the text between them is encoded.\nWith "
      "settled: (ids, cut), the ids of data[:cut], all that more data could "
      "not change."},
+    {"encode_utf8_buffer", (PyCFunction)(void (*)(void))Encoder_encode_utf8_buffer,
+     METH_VARARGS | METH_KEYWORDS,
+     "encode_utf8_buffer(data, special_tokens, special_ids, settled=False, "
+     "itemsize=4)\n--\n\nencode_utf8's ids as a bytearray of native unsigned "
+     "integers of itemsize bytes (2 or 4), encoded without the GIL.\nWith "
+     "settled: (ids, cut)."},
+    {"encode_many_buffer", (PyCFunction)(void (*)(void))Encoder_encode_many_buffer,
+     METH_VARARGS | METH_KEYWORDS,
+     "encode_many_buffer(datas, special_tokens, special_ids, itemsize=4)\n--"
+     "\n\nEach bytes of datas encoded as encode_utf8 would, without the GIL: "
+     "(ids, offsets), ids as encode_utf8_buffer gives them back to back, and "
+     "len(datas) + 1 native int64 offsets (datas[i]'s ids are "
+     "ids[offsets[i]:offsets[i + 1]])."},
     {"bpe", (PyCFunction)Encoder_bpe, METH_O,
      "bpe(token_bytes)\n--\n\nThe ids BPE gives one pre-token's bytes (no "
      "cache)."},
     {"cache_len", (PyCFunction)Encoder_cache_len, METH_NOARGS,
-     "cache_len()\n--\n\nHow many pre-tokens the cache holds."},
+     "cache_len()\n--\n\nHow many pre-tokens a cache holds (the fullest: each "
+     "thread encoding at a time has its own)."},
     {NULL, NULL, 0, NULL},
 };
 

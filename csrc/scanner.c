@@ -184,7 +184,11 @@ bpe_specials_open(Specials *sp, PyObject *seq)
         sp->len[at] = len;
         sp->origin[at] = (size_t)k;
         sp->count++;
-        sp->first[token[0]] = 1;
+        if (!sp->first[token[0]]) {
+            sp->first[token[0]] = 1;
+            sp->first_byte = token[0];
+            sp->n_first++;
+        }
     }
     result = 0;
 done:

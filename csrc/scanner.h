@@ -212,6 +212,10 @@ typedef struct {
     Py_ssize_t bad;
     /* first[b]: some special token starts with byte b */
     unsigned char first[256];
+    /* how many distinct first bytes; with one (the usual '<'), it is
+     * first_byte and memchr finds the candidates */
+    int n_first;
+    unsigned char first_byte;
 } Specials;
 
 /* Copy seq (a sequence of non-empty bytes) into sp: 0, or -1 with an exception
@@ -251,8 +255,19 @@ static inline size_t
 bpe_next_special(const Specials *sp, const unsigned char *s, size_t from,
                  size_t n, size_t *len, size_t *which)
 {
+    if (sp->count == 0) { /* (most calls: encode_ordinary) */
+        *len = 0;
+        return n;
+    }
     for (size_t p = from; p < n; p++) {
-        if (!sp->first[s[p]]) {
+        if (sp->n_first == 1) {
+            const unsigned char *hit = memchr(s + p, sp->first_byte, n - p);
+            if (hit == NULL) {
+                break;
+            }
+            p = (size_t)(hit - s);
+        }
+        else if (!sp->first[s[p]]) {
             continue;
         }
         for (size_t k = 0; k < sp->count; k++) {

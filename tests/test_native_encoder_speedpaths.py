@@ -1,0 +1,355 @@
+"""The compiled Encoder's GIL-free entry points against the pure-Python encoder and tiktoken.
+
+encode_utf8_buffer(data, special_tokens, special_ids, settled=False, itemsize=4) and
+encode_many_buffer(datas, special_tokens, special_ids, itemsize=4) must give encode_utf8's ids (and
+its settled cut), which PythonEncoder with bpe_hybrid gives independently; they run without the
+GIL, so several threads may share one Encoder (each call takes a cache of its own): ids stay
+exact, caches stay bounded, and inputs another thread changes are read as one snapshot.
+"""
+
+from __future__ import annotations
+
+import array
+import sys
+import threading
+
+import pytest
+from conftest import UNDER_CI, examples, fixture_text, require_gpt2_files
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from bpe_impls import train_bpe
+from bpe_impls.base import compiled
+from bpe_impls.base.patterns import GPT2_PATTERN, PRESETS
+from bpe_impls.encoding.bpe import bpe_hybrid
+from bpe_impls.encoding.encoders import PythonEncoder, native_encoder
+from bpe_impls.encoding.formats.gpt2 import load_tokenizer_files
+
+if not compiled.AVAILABLE:
+    if UNDER_CI:
+        pytest.fail("the compiled core bpe_impls._native was not built (CI has a compiler)", pytrace=False)
+    pytest.skip("the compiled core is not built here (no compiler) or BPE_IMPLS_PURE=1", allow_module_level=True)
+
+EOT = "<|endoftext|>"
+# Special tokens that overlap one another (prefixes, suffixes, a shared first byte) and the text.
+SPECIAL_POOL = [EOT, "<|end", "endoftext|>", "<|", "é", "ab", "\n\n"]
+
+# Every Unicode category but lone surrogates (which have no UTF-8), and the pieces where the
+# pattern's alternatives and the special tokens meet.
+pieces = st.sampled_from(
+    ["a", "b", "ab", "Z", "é", "中文", "🙂", "1", "²", "'s", "'ll", " ", "  ", "\n", "\n\n", "\r\n", "\t",
+     "\u00a0", "\u3000", "\u0301", ".", "-", "<|", "|>", "<|end", EOT, "endoftext|>"]
+)
+texts = st.one_of(
+    st.lists(pieces, max_size=60).map("".join),
+    st.text(st.characters(exclude_categories=("Cs",)), max_size=80),
+)
+
+
+@pytest.fixture(scope="module")
+def tables():
+    """byte ids and a rank table trained on real text (a 600-token vocab: every id fits 2 bytes)."""
+    from conftest import require_fixture
+
+    vocab, merges = train_bpe(require_fixture("tinystories_sample.txt"), 600, [EOT], num_workers=1)
+    by_bytes = {token: token_id for token_id, token in vocab.items()}
+    byte_ids = [by_bytes[bytes([b])] for b in range(256)]
+    ranks = {
+        (by_bytes[left], by_bytes[right]): (rank, by_bytes[left + right]) for rank, (left, right) in enumerate(merges)
+    }
+    return byte_ids, ranks
+
+
+def twin_and_native(tables, cache_size, pattern="gpt2"):
+    byte_ids, ranks = tables
+    return (
+        PythonEncoder(bpe_hybrid, byte_ids, ranks, cache_size, PRESETS[pattern]),
+        native_encoder(byte_ids, ranks, cache_size, PRESETS[pattern]),
+    )
+
+
+def unpack(buffer: bytearray, itemsize: int) -> list[int]:
+    values = array.array("H" if itemsize == 2 else "I")
+    assert values.itemsize == itemsize
+    values.frombytes(bytes(buffer))
+    return values.tolist()
+
+
+def offsets_of(buffer: bytearray) -> list[int]:
+    values = array.array("q")
+    values.frombytes(bytes(buffer))
+    return values.tolist()
+
+
+# --- exactness ------------------------------------------------------------------------------------
+
+
+@settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    text=texts,
+    specials=st.lists(st.sampled_from(SPECIAL_POOL), max_size=4, unique=True),
+    cache_size=st.sampled_from([0, 1, 2, 1 << 16]),
+    itemsize=st.sampled_from([2, 4]),
+    pattern=st.sampled_from(list(PRESETS)),
+)
+def test_buffer_entry_points_equal_the_python_encoder(tables, text, specials, cache_size, itemsize, pattern):
+    twin, native = twin_and_native(tables, cache_size, pattern)
+    data = text.encode("utf-8")
+    tokens = [token.encode("utf-8") for token in specials]
+    ids = list(range(600, 600 + len(tokens)))
+    expected = twin.encode_utf8(data, tokens, ids)
+    for _ in range(2):  # a cold cache, then a warm one
+        assert unpack(native.encode_utf8_buffer(data, tokens, ids, itemsize=itemsize), itemsize) == expected
+        assert native.encode_utf8(data, tokens, ids) == expected
+    expected_ids, expected_cut = twin.encode_utf8(data, tokens, ids, True)
+    got, cut = native.encode_utf8_buffer(data, tokens, ids, True, itemsize)
+    assert (unpack(got, itemsize), cut) == (expected_ids, expected_cut)
+    # a batch: the text, pieces of it, and the empty text, each as encode_utf8 gives it
+    datas = [data, data[: len(data) // 2].decode("utf-8", "ignore").encode(), b"", data]
+    flat, offsets = native.encode_many_buffer(datas, tokens, ids, itemsize=itemsize)
+    flat, offsets = unpack(flat, itemsize), offsets_of(offsets)
+    assert len(offsets) == len(datas) + 1 and offsets[0] == 0 and offsets[-1] == len(flat)
+    for k, item in enumerate(datas):
+        assert flat[offsets[k] : offsets[k + 1]] == twin.encode_utf8(item, tokens, ids)
+    assert native.cache_len() <= cache_size
+
+
+@pytest.fixture(scope="module")
+def gpt2():
+    pytest.importorskip("tiktoken")
+    import tiktoken
+
+    vocab, merges = load_tokenizer_files(*require_gpt2_files())
+    ranks = {token: token_id for token_id, token in vocab.items() if token_id != 50256}
+    oracle = tiktoken.Encoding(name="gpt2_local", pat_str=GPT2_PATTERN, mergeable_ranks=ranks, special_tokens={EOT: 50256})
+    by_bytes = {token: token_id for token_id, token in vocab.items()}
+    byte_ids = [by_bytes[bytes([b])] for b in range(256)]
+    rank_table = {(by_bytes[a], by_bytes[b]): (rank, by_bytes[a + b]) for rank, (a, b) in enumerate(merges)}
+    return oracle, byte_ids, rank_table
+
+
+@pytest.mark.parametrize("cache_size", [0, 2, 1 << 16])
+def test_gpt2_buffers_equal_tiktoken_on_real_text(gpt2, cache_size):
+    oracle, byte_ids, ranks = gpt2
+    native = native_encoder(byte_ids, ranks, cache_size)
+    texts = [fixture_text(name) for name in ("kjv.txt", "german.txt", "tinystories_sample.txt", "address.txt")]
+    texts[0] = texts[0][:400_000] + EOT + "Сказка 中文字符 ελληνικά ﬁ " + texts[0][-50_000:]
+    datas = [text.encode() for text in texts]
+    expected = [oracle.encode(text, allowed_special="all") for text in texts]
+    for data, ids in zip(datas, expected):
+        assert unpack(native.encode_utf8_buffer(data, [EOT.encode()], [50256]), 4) == ids
+        assert native.encode_utf8(data, [EOT.encode()], [50256]) == ids
+        assert unpack(native.encode_utf8_buffer(data, [EOT.encode()], [50256], itemsize=2), 2) == ids  # ids < 50257
+    flat, offsets = native.encode_many_buffer(datas, [EOT.encode()], [50256])
+    flat, offsets = unpack(flat, 4), offsets_of(offsets)
+    assert [flat[offsets[k] : offsets[k + 1]] for k in range(len(datas))] == expected
+
+
+# --- bad input ------------------------------------------------------------------------------------
+
+
+def test_itemsize_2_refuses_an_id_it_cannot_hold_naming_it(tables):
+    _, native = twin_and_native(tables, 100)
+    with pytest.raises(ValueError, match=r"id 70000 .*itemsize 2"):
+        native.encode_utf8_buffer(b"ab<s>ab", [b"<s>"], [70000], itemsize=2)
+    with pytest.raises(ValueError, match=r"id 70000 .*itemsize 2"):
+        native.encode_many_buffer([b"ab", b"<s>"], [b"<s>"], [70000], itemsize=2)
+    assert unpack(native.encode_utf8_buffer(b"<s>", [b"<s>"], [70000]), 4) == [70000]
+    for itemsize in (0, 1, 3, 8):
+        with pytest.raises(ValueError, match="itemsize must be 2 or 4"):
+            native.encode_utf8_buffer(b"ab", [], [], itemsize=itemsize)
+        with pytest.raises(ValueError, match="itemsize must be 2 or 4"):
+            native.encode_many_buffer([b"ab"], [], [], itemsize=itemsize)
+
+
+@pytest.mark.parametrize("bad", ["text", bytearray(b"ab"), memoryview(b"ab"), None, 3])
+def test_encode_many_refuses_what_is_not_bytes_naming_the_index(tables, bad):
+    _, native = twin_and_native(tables, 100)
+    with pytest.raises(TypeError, match=r"datas\[2\] is .*not bytes"):
+        native.encode_many_buffer([b"ab", b"cd", bad, b"ef"], [], [])
+    with pytest.raises(TypeError, match="datas must be a list of bytes"):
+        native.encode_many_buffer(5, [], [])
+
+
+def test_encode_many_refuses_invalid_utf8_naming_the_index(tables):
+    twin, native = twin_and_native(tables, 100)
+    with pytest.raises(ValueError):
+        twin.encode_utf8(b"ok \xe2\x82", [], [])
+    with pytest.raises(ValueError, match=r"datas\[1\] is not valid UTF-8"):
+        native.encode_many_buffer([b"fine", b"ok \xe2\x82", b"fine"], [], [])
+    with pytest.raises(ValueError, match="not valid UTF-8"):
+        native.encode_utf8_buffer(b"ok \xed\xa0\x80", [], [])
+    assert native.encode_many_buffer([], [], []) == (bytearray(), bytearray(8))
+
+
+def test_encode_many_reads_the_list_as_it_was_when_called(tables):
+    twin, native = twin_and_native(tables, 100)
+    datas = [b"one two", b"three four"]
+
+    class ClearsTheList:
+        def __index__(self):
+            datas.clear()  # runs while the special ids are read: after the list was taken
+            datas.append(b"zzz")
+            return 600
+
+    flat, offsets = native.encode_many_buffer(datas, [b"<s>"], [ClearsTheList()])
+    expected = twin.encode_utf8(b"one two", [], []) + twin.encode_utf8(b"three four", [], [])
+    assert unpack(flat, 4) == expected and offsets_of(offsets)[-1] == len(expected)
+
+
+# --- threads --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("cache_size", [0, 2, 50, 1 << 16])
+def test_threads_share_one_encoder_and_get_exact_ids(tables, cache_size):
+    twin, native = twin_and_native(tables, cache_size)
+    base = fixture_text("tinystories_sample.txt") + " Сказка 中文字符 ελληνικά " + EOT
+    # different texts per thread, so the threads' caches see different pre-tokens
+    work = [[(base[k::3] + base[: 2000 * (t + 1)]).encode() for k in range(3)] for t in range(4)]
+    tokens, ids = [EOT.encode()], [600]
+    expected = [[twin.encode_utf8(data, tokens, ids) for data in datas] for datas in work]
+    barrier = threading.Barrier(len(work))
+    results: dict[int, list] = {}
+    errors: list[BaseException] = []
+
+    def run(t):
+        try:
+            barrier.wait()
+            got = []
+            for _ in range(5):
+                flat, offsets = native.encode_many_buffer(work[t], tokens, ids)
+                flat, offsets = unpack(flat, 4), offsets_of(offsets)
+                got.append([flat[offsets[k] : offsets[k + 1]] for k in range(len(work[t]))])
+                got.append([unpack(native.encode_utf8_buffer(data, tokens, ids), 4) for data in work[t]])
+                got.append([native.encode_utf8(data, tokens, ids) for data in work[t]])
+            results[t] = got
+        except BaseException as exc:  # noqa: BLE001 -- reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(t,)) for t in range(len(work))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors, errors
+    for t in range(len(work)):
+        assert all(each == expected[t] for each in results[t])
+    assert native.cache_len() <= cache_size
+
+
+def test_a_bytearray_another_thread_rewrites_is_encoded_as_one_snapshot(tables):
+    twin, native = twin_and_native(tables, 100)
+    # Two contents of one length, both valid UTF-8: a slice assignment swaps them whole.
+    first = ("once upon a time " * 3000).encode()
+    second = ("the cat sat, é中 " * 3000).encode()[: len(first)]
+    second = second.decode("utf-8", "ignore").encode().ljust(len(first), b" ")
+    outcomes = {repr(twin.encode_utf8(first, [], [])): "first", repr(twin.encode_utf8(second, [], [])): "second"}
+    buffer = bytearray(first)
+    stop = threading.Event()
+    started = threading.Event()
+
+    def scribble():
+        started.set()
+        while not stop.is_set():
+            buffer[:] = second
+            buffer[:] = first
+
+    writer = threading.Thread(target=scribble)
+    writer.start()
+    started.wait()
+    seen = set()
+    try:
+        for _ in range(30):
+            seen.add(outcomes[repr(unpack(native.encode_utf8_buffer(buffer, [], []), 4))])
+            seen.add(outcomes[repr(native.encode_utf8(memoryview(buffer), [], []))])
+            got, cut = native.encode_utf8_buffer(buffer, [], [], True)
+            assert cut <= len(first)
+    finally:
+        stop.set()
+        writer.join()
+    assert seen <= {"first", "second"}
+
+
+def test_threads_encode_while_another_reinitialises_the_encoder(tables):
+    byte_ids, ranks = tables
+    native = native_encoder(byte_ids, ranks, 8)
+    merges_a = [(97, 98, 256), (256, 99, 257)]
+    merges_b = [(99, 100, 256), (32, 99, 257)]
+    native.__init__(list(range(256)), merges_a, 4)
+    text = ("abc ab cd ccdd aa éé" + EOT + " ab") .encode() * 300
+
+    def twin_of(merges):
+        ranks = {}
+        for rank, (a, b, m) in enumerate(merges):
+            ranks.setdefault((a, b), (rank, m))
+        return repr(PythonEncoder(bpe_hybrid, list(range(256)), ranks, 4).encode_utf8(text, [EOT.encode()], [300]))
+
+    outcomes = {twin_of(merges_a): "a", twin_of(merges_b): "b"}
+    barrier = threading.Barrier(3)
+    finished = threading.Event()
+    seen: set[str] = set()
+    errors: list[BaseException] = []
+
+    def encode():
+        try:
+            barrier.wait()
+            for _ in range(100):
+                try:
+                    flat, _ = native.encode_many_buffer([text, text], [EOT.encode()], [300])
+                    ids = unpack(flat, 4)
+                    half = len(ids) // 2
+                    assert ids[:half] == ids[half:]  # one call: one set of tables throughout
+                    seen.add(outcomes[repr(ids[:half])])
+                    seen.add(outcomes[repr(unpack(native.encode_utf8_buffer(text, [EOT.encode()], [300]), 4))])
+                except RuntimeError as exc:
+                    assert "not initialised" in str(exc)
+        except BaseException as exc:  # noqa: BLE001 -- reported below
+            errors.append(exc)
+
+    def reinit():
+        barrier.wait()
+        while not finished.is_set():
+            for merges in (merges_b, [(1, 2)], merges_a):
+                try:
+                    native.__init__(list(range(256)), merges, 4)
+                except ValueError:
+                    pass
+
+    workers = [threading.Thread(target=encode) for _ in range(2)]
+    other = threading.Thread(target=reinit)
+    for thread in [*workers, other]:
+        thread.start()
+    for thread in workers:
+        thread.join()
+    finished.set()
+    other.join()
+    assert not errors, errors
+    assert seen <= {"a", "b"}
+
+
+def test_the_gil_is_released_while_encoding(tables):
+    """Another Python thread runs while one long encode_many_buffer call is in C."""
+    _, native = twin_and_native(tables, 1 << 16)
+    datas = [fixture_text("tinystories_sample.txt").encode()] * 2000
+    ticks = []
+    done = threading.Event()
+
+    def tick():
+        while not done.is_set():
+            ticks.append(1)
+            if len(ticks) > 10_000_000:
+                break
+
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-4)
+    try:
+        ticker = threading.Thread(target=tick)
+        ticker.start()
+        before = len(ticks)
+        native.encode_many_buffer(datas, [], [])
+        during = len(ticks) - before
+        done.set()
+        ticker.join()
+    finally:
+        sys.setswitchinterval(old)
+    assert during > 1000  # with the GIL held for the call, the ticker could not have run
