@@ -29,7 +29,7 @@ import numpy.typing as npt
 from ..base.checks import require_int, resolve_workers
 from ..base.errors import ConfigError, EncodeError
 from ..base.patterns import SplitPattern, resolve_pattern, validate_special_tokens
-from .encoders import ENCODERS, BufferFromLists, default_encoder
+from .encoders import ENCODERS, default_encoder
 from .formats import FORMATS, TokenizerData, detect, gpt2, hf, tiktoken_file
 from .formats.common import special_ids_match
 from .tables import build_tables
@@ -77,8 +77,6 @@ class Tokenizer:
         self._merges = self._tables.merges
         self.special_token_ids = self._tables.special_token_ids
         self._encoder = ENCODERS[encoder](self._tables.byte_ids, self._tables.ranks, cache_size, self.pattern)
-        if not hasattr(self._encoder, "encode_many_buffer"):  # TEMPORARY: until the C methods land (issue 17)
-            self._encoder = _ListsToBuffers(self._encoder)
         self._special_bytes = [special.encode("utf-8") for special in self.special_tokens]
         self._special_id_list = [self.special_token_ids[special] for special in self.special_tokens]
 
@@ -353,14 +351,6 @@ class Tokenizer:
     def decode(self, ids: Iterable[int]) -> str:
         """The text of the tokens; bytes that are not valid UTF-8 become U+FFFD."""
         return self.decode_bytes(ids).decode("utf-8", errors="replace")
-
-
-class _ListsToBuffers(BufferFromLists):
-    """TEMPORARY (issue 17): the buffer methods over a compiled Encoder built before it had them."""
-
-    def __init__(self, encoder):
-        self.encode_utf8 = encoder.encode_utf8
-        self.cache_len = encoder.cache_len
 
 
 def _check_batch(texts: Sequence[str]) -> list[bytes]:
