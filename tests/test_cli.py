@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import json
 import re
 import subprocess
@@ -198,6 +199,14 @@ def test_compare_with_peers_times_them_on_the_same_corpus(corpus):
         for name in ("bpe_impls encode_iterable", "tiktoken", "huggingface"):
             row = next(line for line in lines[start:] if line.startswith(name))
             assert row.split()[-1] == "yes", row
+    # every encode table (one core, batches on every core, corpus to ids file): every row's ids
+    # equal the first row's (ours), peers included when installed
+    tables = [i for i, line in enumerate(lines) if line.startswith(("encode ", "batch encode ", "corpus to ids file"))]
+    assert len(tables) == 5, tables
+    for start in tables:
+        rows = list(itertools.takewhile(bool, lines[start + 2:]))
+        assert len(rows) >= 3 and all(row.split()[-1] == "yes" for row in rows), rows
+    assert any(line.startswith("tiktoken script") for line in lines)
     assert any(line.startswith("pre-tokenize, best of 3:") for line in lines)
 
 
