@@ -135,68 +135,65 @@ def _best_time(make, run, budget: float = 5.0, repeat: int = 5):
     return result, best
 
 
-def _encode_ours(path: str, vocab, merges, special_tokens: list[str], pattern: SplitPattern = GPT2):
+def _on_sample(path: str, make: Callable, encode: Callable, as_list: Callable = list, lines: bool = False):
+    """(ids as one flat list, UTF-8 bytes, best seconds) of encode(make(), sample): the corpus
+    sample as one text, or as a batch of its lines; converting to a list is not timed."""
     text = _corpus_sample(path)
-    ids, seconds = _best_time(
-        lambda: Tokenizer(vocab, merges, special_tokens, pattern=pattern), lambda tok: tok.encode(text)
-    )
-    return ids, len(text.encode("utf-8")), seconds
+    sample = text.splitlines(keepends=True) if lines else text
+    ids, seconds = _best_time(make, lambda encoder: encode(encoder, sample))
+    return as_list(ids), len(text.encode("utf-8")), seconds
 
 
-def _encode_ours_iterable(path: str, vocab, merges, special_tokens: list[str], pattern: SplitPattern = GPT2):
-    text = _corpus_sample(path)
-    data = text.encode("utf-8")
-
-    def run(tok: Tokenizer) -> list[int]:
-        # A text file, as encode_iterable is meant to be fed (open() gives the same TextIOWrapper).
-        return list(tok.encode_iterable(io.TextIOWrapper(io.BytesIO(data), encoding="utf-8", newline="")))
-
-    ids, seconds = _best_time(lambda: Tokenizer(vocab, merges, special_tokens, pattern=pattern), run)
-    return ids, len(data), seconds
+def _ours(vocab, merges, special_tokens, pattern) -> Callable[[], Tokenizer]:
+    return lambda: Tokenizer(vocab, merges, special_tokens, pattern=pattern)
 
 
-def _encode_tiktoken(path: str, vocab, merges, special_tokens: list[str], pattern: SplitPattern = GPT2):
-    text = _corpus_sample(path)
-    ids, seconds = _best_time(
-        lambda: peer_adapters.tiktoken_encoding(vocab, special_tokens, "bpe_impls_compare", pattern),
-        lambda encoding: encoding.encode(text, allowed_special="all"),
-    )
-    return ids, len(text.encode("utf-8")), seconds
+def _tiktoken(vocab, merges, special_tokens, pattern) -> Callable[[], Any]:
+    return lambda: peer_adapters.tiktoken_encoding(vocab, special_tokens, "bpe_impls_compare", pattern)
 
 
-def _encode_huggingface(path: str, vocab, merges, special_tokens: list[str], pattern: SplitPattern = GPT2):
-    text = _corpus_sample(path)
-    ids, seconds = _best_time(
-        lambda: peer_adapters.huggingface_tokenizer(vocab, merges, special_tokens, pattern),
-        lambda tokenizer: tokenizer.encode(text).ids,
-    )
-    return ids, len(text.encode("utf-8")), seconds
+def _flat(batch_ids) -> list[int]:
+    return [token for ids in batch_ids for token in ids]
 
 
-def _encode_ours_numpy(path: str, vocab, merges, special_tokens: list[str], pattern: SplitPattern = GPT2):
-    text = _corpus_sample(path)
-    ids, seconds = _best_time(
-        lambda: Tokenizer(vocab, merges, special_tokens, pattern=pattern), lambda tok: tok.encode_to_numpy(text)
-    )
-    return ids.tolist(), len(text.encode("utf-8")), seconds
+def _as_text_file(text: str) -> io.TextIOWrapper:
+    # A text file, as encode_iterable is meant to be fed (open() gives the same TextIOWrapper).
+    return io.TextIOWrapper(io.BytesIO(text.encode("utf-8")), encoding="utf-8", newline="")
 
 
-def _encode_gigatoken(path: str, vocab, merges, special_tokens: list[str], pattern: SplitPattern = GPT2):
-    text = _corpus_sample(path)
-    ids, seconds = _best_time(
-        lambda: peer_adapters.gigatoken_tokenizer(vocab, merges, special_tokens, pattern),
-        lambda tokenizer: tokenizer.encode(text),  # numpy uint32, as ours encode_to_numpy
-    )
-    return ids.tolist(), len(text.encode("utf-8")), seconds
+# One text on one core. Each takes (path, vocab, merges, special_tokens, pattern).
+def _encode_ours(path, vocab, merges, special_tokens, pattern=GPT2):
+    return _on_sample(path, _ours(vocab, merges, special_tokens, pattern), Tokenizer.encode)
 
 
-def _encode_tokie(path: str, vocab, merges, special_tokens: list[str], pattern: SplitPattern = GPT2):
-    text = _corpus_sample(path)
-    ids, seconds = _best_time(
-        lambda: peer_adapters.tokie_tokenizer(vocab, merges, special_tokens, pattern),
-        lambda tokenizer: tokenizer.encode(text).ids,
-    )
-    return ids, len(text.encode("utf-8")), seconds
+def _encode_ours_numpy(path, vocab, merges, special_tokens, pattern=GPT2):
+    return _on_sample(path, _ours(vocab, merges, special_tokens, pattern), Tokenizer.encode_to_numpy, np.ndarray.tolist)
+
+
+def _encode_ours_iterable(path, vocab, merges, special_tokens, pattern=GPT2):
+    return _on_sample(path, _ours(vocab, merges, special_tokens, pattern),
+                      lambda tok, text: list(tok.encode_iterable(_as_text_file(text))))
+
+
+def _encode_tiktoken(path, vocab, merges, special_tokens, pattern=GPT2):
+    return _on_sample(path, _tiktoken(vocab, merges, special_tokens, pattern),
+                      lambda encoding, text: encoding.encode(text, allowed_special="all"))
+
+
+def _encode_huggingface(path, vocab, merges, special_tokens, pattern=GPT2):
+    return _on_sample(path, lambda: peer_adapters.huggingface_tokenizer(vocab, merges, special_tokens, pattern),
+                      lambda tokenizer, text: tokenizer.encode(text).ids)
+
+
+def _encode_gigatoken(path, vocab, merges, special_tokens, pattern=GPT2):
+    # Its encode gives numpy uint32, as our encode_to_numpy.
+    return _on_sample(path, lambda: peer_adapters.gigatoken_tokenizer(vocab, merges, special_tokens, pattern),
+                      lambda tokenizer, text: tokenizer.encode(text), np.ndarray.tolist)
+
+
+def _encode_tokie(path, vocab, merges, special_tokens, pattern=GPT2):
+    return _on_sample(path, lambda: peer_adapters.tokie_tokenizer(vocab, merges, special_tokens, pattern),
+                      lambda tokenizer, text: tokenizer.encode(text).ids)
 
 
 def _on_one_core(run: Callable, *args):
@@ -204,66 +201,40 @@ def _on_one_core(run: Callable, *args):
     return run(*args)
 
 
-# --- batches on every core: the sample as a batch of lines -------------------------------------
+# Batches on every core: the sample as a batch of lines. Each takes (threads, path, vocab, merges,
+# special_tokens, pattern).
+def _batch_ours_numpy(threads: int, path, vocab, merges, special_tokens, pattern=GPT2):
+    return _on_sample(path, _ours(vocab, merges, special_tokens, pattern),
+                      lambda tok, lines: tok.encode_batch_to_numpy(lines, threads)[0], np.ndarray.tolist, lines=True)
 
 
-def _batch_sample(path: str) -> list[str]:
-    return _corpus_sample(path).splitlines(keepends=True)
+def _batch_ours_lists(threads: int, path, vocab, merges, special_tokens, pattern=GPT2):
+    return _on_sample(path, _ours(vocab, merges, special_tokens, pattern),
+                      lambda tok, lines: tok.encode_batch(lines, threads), _flat, lines=True)
 
 
-def _flat(batch_ids) -> list[int]:
-    return [token for ids in batch_ids for token in ids]
+def _batch_tiktoken(threads: int, path, vocab, merges, special_tokens, pattern=GPT2):
+    return _on_sample(path, _tiktoken(vocab, merges, special_tokens, pattern),
+                      lambda encoding, lines: encoding.encode_batch(lines, num_threads=threads, allowed_special="all"),
+                      _flat, lines=True)
 
 
-def _batch_ours_numpy(threads: int, path: str, vocab, merges, special_tokens, pattern=GPT2):
-    lines = _batch_sample(path)
-    (ids, _), seconds = _best_time(lambda: Tokenizer(vocab, merges, special_tokens, pattern=pattern),
-                                   lambda tok: tok.encode_batch_to_numpy(lines, threads))
-    return ids.tolist(), len("".join(lines).encode("utf-8")), seconds
+def _batch_huggingface(threads: int, path, vocab, merges, special_tokens, pattern=GPT2):
+    return _on_sample(path, lambda: peer_adapters.huggingface_tokenizer(vocab, merges, special_tokens, pattern),
+                      lambda tokenizer, lines: tokenizer.encode_batch(lines),
+                      lambda encodings: _flat(e.ids for e in encodings), lines=True)
 
 
-def _batch_ours_lists(threads: int, path: str, vocab, merges, special_tokens, pattern=GPT2):
-    lines = _batch_sample(path)
-    ids, seconds = _best_time(lambda: Tokenizer(vocab, merges, special_tokens, pattern=pattern),
-                              lambda tok: tok.encode_batch(lines, threads))
-    return _flat(ids), len("".join(lines).encode("utf-8")), seconds
+def _batch_gigatoken(threads: int, path, vocab, merges, special_tokens, pattern=GPT2):
+    # parallel=True: in this child process, which it takes for a worker, it would run serially.
+    return _on_sample(path, lambda: peer_adapters.gigatoken_tokenizer(vocab, merges, special_tokens, pattern),
+                      lambda tokenizer, lines: tokenizer.encode_batch(lines, parallel=True),
+                      lambda ids: _flat(ids.tolist()), lines=True)
 
 
-def _batch_tiktoken(threads: int, path: str, vocab, merges, special_tokens, pattern=GPT2):
-    lines = _batch_sample(path)
-    ids, seconds = _best_time(
-        lambda: peer_adapters.tiktoken_encoding(vocab, special_tokens, "bpe_impls_compare", pattern),
-        lambda encoding: encoding.encode_batch(lines, num_threads=threads, allowed_special="all"),
-    )
-    return _flat(ids), len("".join(lines).encode("utf-8")), seconds
-
-
-def _batch_huggingface(threads: int, path: str, vocab, merges, special_tokens, pattern=GPT2):
-    lines = _batch_sample(path)
-    encodings, seconds = _best_time(
-        lambda: peer_adapters.huggingface_tokenizer(vocab, merges, special_tokens, pattern),
-        lambda tokenizer: tokenizer.encode_batch(lines),
-    )
-    return _flat(e.ids for e in encodings), len("".join(lines).encode("utf-8")), seconds
-
-
-def _batch_gigatoken(threads: int, path: str, vocab, merges, special_tokens, pattern=GPT2):
-    lines = _batch_sample(path)
-    ids, seconds = _best_time(
-        lambda: peer_adapters.gigatoken_tokenizer(vocab, merges, special_tokens, pattern),
-        # parallel=True: it would run serially in this child process, which it takes for a worker
-        lambda tokenizer: tokenizer.encode_batch(lines, parallel=True),
-    )
-    return _flat(ids.tolist()), len("".join(lines).encode("utf-8")), seconds
-
-
-def _batch_tokie(threads: int, path: str, vocab, merges, special_tokens, pattern=GPT2):
-    lines = _batch_sample(path)
-    (ids, _), seconds = _best_time(
-        lambda: peer_adapters.tokie_tokenizer(vocab, merges, special_tokens, pattern),
-        lambda tokenizer: tokenizer.encode_batch_flat(lines),
-    )
-    return ids.tolist(), len("".join(lines).encode("utf-8")), seconds
+def _batch_tokie(threads: int, path, vocab, merges, special_tokens, pattern=GPT2):
+    return _on_sample(path, lambda: peer_adapters.tokie_tokenizer(vocab, merges, special_tokens, pattern),
+                      lambda tokenizer, lines: tokenizer.encode_batch_flat(lines)[0], np.ndarray.tolist, lines=True)
 
 
 def _on_threads(threads: int, run: Callable, *args):
