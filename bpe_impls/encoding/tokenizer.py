@@ -357,6 +357,12 @@ def _check_batch(texts: Sequence[str]) -> list[bytes]:
     """Each text's UTF-8; a non-str or a lone surrogate is an error naming its batch index."""
     if isinstance(texts, (str, bytes)):
         raise TypeError(f"expected a sequence of str, got {type(texts).__name__}")
+    try:
+        # At C speed: a Python loop per text cost as much as encoding short lines. str.encode
+        # refuses a non-str and a lone surrogate; the loop below then names the first such item.
+        return list(map(str.encode, texts))
+    except (TypeError, UnicodeEncodeError):
+        pass
     datas = []
     for index, text in enumerate(texts):
         if not isinstance(text, str):
