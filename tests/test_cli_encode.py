@@ -175,3 +175,25 @@ def test_bad_arguments(gpt2_dir, tmp_path):
     assert not (tmp_path / "ids.npy").exists()
     result = run("encode", "--tokenizer", str(gpt2_dir), str(source), "--out", str(tmp_path / "x.bin"), "--threads", "0")
     assert result.returncode == 1 and result.stderr.strip() == "bpe: error: threads must be a positive integer, got 0"
+
+
+def test_memory_does_not_grow_with_the_file(gpt2_dir, tmp_path):
+    """Streaming: a few blocks per thread are held at a time, whatever the file's size."""
+    import tracemalloc
+
+    text = require_fixture("kjv.txt").read_bytes()[: 1 << 21]
+    tokenizer = Tokenizer.load(gpt2_dir)
+
+    def peak(copies: int) -> int:
+        source = tmp_path / f"in{copies}.txt"
+        source.write_bytes(text * copies)
+        tracemalloc.start()
+        try:
+            encode_file(tokenizer, source, tmp_path / "ids.bin", "bin", threads=2, block_size=1 << 16)
+            return tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+
+    small, large = peak(1), peak(4)
+    assert large < 1.25 * small + (1 << 20), (small, large)
+    assert large < 8 << 20, large  # the 8 MB file's ids alone would be about 4 MB
