@@ -89,16 +89,16 @@ pair_rank(const PairMap *pm, uint32_t a, uint32_t b, uint32_t *merged)
  * no LRU bookkeeping on a hit; on text with more distinct pre-tokens than
  * cache_size, as CJK text has, clearing it all would also drop the frequent
  * ones, and the cache would stop helping). */
-#define CACHE_INLINE_IDS 6
+#define CACHE_INLINE_IDS 3
+#define HOT 0x8000u /* in CacheSlot.n: hit since the cache last filled up */
 #define INLINE_KEY_BYTES 16
 
 typedef struct {
     uint64_t k0, k1; /* key bytes (len <= 16); else k0: arena offset, k1: hash */
-    uint32_t len;    /* 0: a free slot (a pre-token is never empty) */
-    uint16_t n;      /* number of ids (<= MAX_CACHED_BYTES) */
-    uint16_t hot;    /* hit since the cache last filled up: kept then */
+    uint16_t len;    /* 0: a free slot (a pre-token is never empty) */
+    uint16_t n;      /* number of ids (<= MAX_CACHED_BYTES), | HOT */
     uint32_t ids[CACHE_INLINE_IDS]; /* else ids[0]: offset in id_arena */
-} CacheSlot; /* 48 bytes */
+} CacheSlot; /* 32 bytes: two to a cache line (English needs ~1 MB of them) */
 
 typedef struct {
     CacheSlot *slots;
@@ -270,10 +270,11 @@ cache_evict(Cache *c)
     size_t cap = c->mask + 1, kept = 0, key_bytes = 0, id_count = 0;
     for (size_t k = 0; k < cap; k++) {
         const CacheSlot *slot = &c->slots[k];
-        if (slot->len && slot->hot) {
+        size_t n = slot->n & ~HOT;
+        if (slot->len && (slot->n & HOT)) {
             kept++;
             key_bytes += slot->len > INLINE_KEY_BYTES ? slot->len : 0;
-            id_count += slot->n > CACHE_INLINE_IDS ? slot->n : 0;
+            id_count += n > CACHE_INLINE_IDS ? n : 0;
         }
     }
     CacheSlot *slots = NULL;
@@ -292,10 +293,10 @@ cache_evict(Cache *c)
     size_t key_len = 0, id_len = 0;
     for (size_t k = 0; k < cap; k++) {
         CacheSlot slot = c->slots[k];
-        if (!slot.len || !slot.hot) {
+        if (!slot.len || !(slot.n & HOT)) {
             continue;
         }
-        slot.hot = 0;
+        slot.n &= (uint16_t)~HOT;
         if (slot.len > INLINE_KEY_BYTES) {
             memcpy(keys + key_len, c->key_arena + slot.k0, slot.len);
             slot.k0 = key_len;
@@ -373,9 +374,8 @@ cache_store(Cache *c, const unsigned char *s, size_t len, size_t room,
     CacheSlot *slot = cache_find(c, s, len, k0, k1, h);
     slot->k0 = k0;
     slot->k1 = k1;
-    slot->len = (uint32_t)len;
+    slot->len = (uint16_t)len;
     slot->n = (uint16_t)n;
-    slot->hot = 0;
     if (n > CACHE_INLINE_IDS) {
         slot->ids[0] = id_off;
         c->id_len += n;
@@ -390,6 +390,16 @@ cache_store(Cache *c, const unsigned char *s, size_t len, size_t room,
     return 0;
 }
 
+/* Growable array of ids: the encoder's output. */
+typedef struct {
+    uint32_t *ids;
+    size_t len, cap;
+} IdBuf;
+
+/* A spare output buffer larger than this many ids is not kept for the next
+ * call. */
+#define MAX_SPARE_IDS ((size_t)1 << 24)
+
 /* ---- the tables ---------------------------------------------------------
  *
  * What an __init__ builds, reference counted (with the GIL held): each call
@@ -400,6 +410,11 @@ typedef struct {
     Py_ssize_t refs;
     PairMap pairs;
     uint32_t byte_ids[256];
+    /* byte_pairs[x << 8 | y]: the rank (high half) and merged id (low half)
+     * of the pair of byte ids of bytes x and y, NO_RANK << 32 if none: BPE's
+     * first round, which looks up every pair of a pre-token, reads 512 KB
+     * directly instead of probing the pair map (2 MB for GPT-2). */
+    uint64_t *byte_pairs;
     int pattern; /* the scanner: PAT_GPT2, PAT_CL100K or PAT_O200K */
     size_t cache_size;
     /* The caches not in use: a call takes one (the last returned: the
@@ -414,6 +429,9 @@ typedef struct {
      * the GIL), so filling a list is a store and an INCREF per id. */
     PyObject **id_objects;
     size_t id_objects_len;
+    /* The output buffer of the last call, kept for the next (with the GIL,
+     * as the caches): a warm call then writes to memory already mapped. */
+    IdBuf spare;
 } Tables;
 
 static void
@@ -423,6 +441,8 @@ tables_free(Tables *t)
         return;
     }
     free(t->pairs.slots);
+    free(t->byte_pairs);
+    free(t->spare.ids);
     for (size_t k = 0; k < t->pool_len; k++) {
         cache_free(t->pool[k]);
     }
@@ -497,11 +517,6 @@ tables_id_object(Tables *t, uint32_t id)
     return PyLong_FromUnsignedLong(id);
 }
 
-/* Growable array of ids: the encoder's output. */
-typedef struct {
-    uint32_t *ids;
-    size_t len, cap;
-} IdBuf;
 
 static inline int
 idbuf_reserve(IdBuf *b, size_t extra)
@@ -535,27 +550,34 @@ ids_to_list(Tables *t, const uint32_t *ids, size_t n)
  * a tie), repeat. ranks[k] is the rank of (ids[k], ids[k+1]); after a merge
  * only its two neighbours change. */
 static size_t
-bpe_scan(const PairMap *pm, uint32_t *ids, size_t n, uint32_t *ranks,
+bpe_scan(const PairMap *pm, const uint64_t *byte_pairs,
+         const unsigned char *bytes, uint32_t *ids, size_t n, uint32_t *ranks,
          uint32_t *merged)
 {
     if (n < 2) {
         return n;
     }
     size_t m = n - 1;
+    /* the first ranks: of byte pairs, one direct read each */
     for (size_t k = 0; k < m; k++) {
-        ranks[k] = pair_rank(pm, ids[k], ids[k + 1], &merged[k]);
+        uint64_t entry = byte_pairs[bytes[k] << 8 | bytes[k + 1]];
+        ranks[k] = (uint32_t)(entry >> 32);
+        merged[k] = (uint32_t)entry;
     }
     for (;;) {
+        /* The lowest rank, then its leftmost position: the first loop has
+         * no branch (it vectorises), where tracking the position as well
+         * would mispredict on every new minimum. */
         uint32_t best = NO_RANK;
-        size_t at = 0;
         for (size_t k = 0; k < m; k++) {
-            if (ranks[k] < best) {
-                best = ranks[k];
-                at = k;
-            }
+            best = ranks[k] < best ? ranks[k] : best;
         }
         if (best == NO_RANK) {
             break;
+        }
+        size_t at = 0;
+        while (ranks[at] != best) {
+            at++;
         }
         ids[at] = merged[at];
         for (size_t k = at + 1; k + 1 < n; k++) {
@@ -727,7 +749,8 @@ encode_pretoken(const Tables *t, const unsigned char *key, size_t len,
     for (size_t k = 0; k < len; k++) {
         ids[k] = t->byte_ids[key[k]];
     }
-    out->len += bpe_scan(&t->pairs, ids, len, ranks, merged);
+    out->len +=
+        bpe_scan(&t->pairs, t->byte_pairs, key, ids, len, ranks, merged);
     return 0;
 }
 
@@ -751,8 +774,8 @@ encode_token(const Tables *t, Cache *c, const unsigned char *s, size_t len,
         uint64_t h = cache_hash_short(k0, k1, len);
         CacheSlot *slot = cache_find(c, s, len, k0, k1, h);
         if (slot->len) {
-            size_t n = slot->n;
-            slot->hot = 1;
+            size_t n = slot->n & ~HOT;
+            slot->n |= HOT;
             if (n <= CACHE_INLINE_IDS) { /* a fixed-size copy: no loop */
                 memcpy(out->ids + out->len, slot->ids, sizeof(slot->ids));
             }
@@ -768,8 +791,8 @@ encode_token(const Tables *t, Cache *c, const unsigned char *s, size_t len,
         uint64_t h = bpe_hash_bytes(s, len);
         CacheSlot *slot = cache_find(c, s, len, 0, 0, h);
         if (slot->len) {
-            size_t n = slot->n;
-            slot->hot = 1;
+            size_t n = slot->n & ~HOT;
+            slot->n |= HOT;
             memcpy(out->ids + out->len,
                    n > CACHE_INLINE_IDS ? c->id_arena + slot->ids[0]
                                         : slot->ids,
@@ -1095,6 +1118,19 @@ Encoder_init(EncoderObject *self, PyObject *args, PyObject *kwds)
     if (merges == NULL || read_merges(&t->pairs, merges, &max_id) < 0) {
         goto done;
     }
+    t->byte_pairs = malloc(65536 * sizeof(uint64_t));
+    if (t->byte_pairs == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (size_t x = 0; x < 256; x++) {
+        for (size_t y = 0; y < 256; y++) {
+            uint32_t merged = 0;
+            uint32_t rank = pair_rank(&t->pairs, t->byte_ids[x],
+                                      t->byte_ids[y], &merged);
+            t->byte_pairs[x << 8 | y] = (uint64_t)rank << 32 | merged;
+        }
+    }
     t->id_objects_len =
         max_id < MAX_ID_OBJECTS ? (size_t)max_id + 1 : MAX_ID_OBJECTS;
     t->id_objects = calloc(t->id_objects_len, sizeof(PyObject *));
@@ -1143,6 +1179,7 @@ typedef struct {
     uint32_t *special_ids;
     Tables *tables;
     Cache *cache;
+    IdBuf out; /* the ids */
 } Call;
 
 /* The special tokens and their ids, read (and checked) in PythonEncoder's
@@ -1200,6 +1237,9 @@ call_start(Call *call, EncoderObject *self)
     }
     call->tables = t;
     t->refs++;
+    call->out = t->spare;
+    call->out.len = 0;
+    memset(&t->spare, 0, sizeof(t->spare));
     return 0;
 }
 
@@ -1210,8 +1250,15 @@ call_close(Call *call)
 {
     if (call->tables != NULL) {
         tables_give_cache(call->tables, call->cache);
+        if (call->tables->spare.ids == NULL &&
+            call->out.cap <= MAX_SPARE_IDS)
+        {
+            call->tables->spare = call->out;
+            memset(&call->out, 0, sizeof(call->out));
+        }
         tables_decref(call->tables);
     }
+    free(call->out.ids);
     PyMem_Free(call->special_ids);
     Py_XDECREF(call->ids_seq);
     bpe_specials_close(&call->sp);
@@ -1333,15 +1380,15 @@ encode_one(EncoderObject *self, PyObject *data_arg, PyObject *specials_arg,
      * PythonEncoder.encode_utf8's order. */
     Call call;
     Utf8Data d = {0};
-    IdBuf out = {0};
     PyObject *result = NULL;
     size_t cut = 0;
     if (call_open_specials(&call, specials_arg, ids_arg) < 0 ||
         open_utf8(&d, data_arg) < 0 || call_start(&call, self) < 0 ||
-        call_encode(&call, &d, settled, &out, &cut) < 0)
+        call_encode(&call, &d, settled, &call.out, &cut) < 0)
     {
         goto done;
     }
+    const IdBuf out = call.out;
     /* A list's ints come from the tables: they stay until call_close. */
     PyObject *ids = as_buffer ? ids_to_bytearray(out.ids, out.len, as_buffer)
                               : ids_to_list(call.tables, out.ids, out.len);
@@ -1349,7 +1396,6 @@ encode_one(EncoderObject *self, PyObject *data_arg, PyObject *specials_arg,
         result = settled ? Py_BuildValue("(Nn)", ids, (Py_ssize_t)cut) : ids;
     }
 done:
-    free(out.ids);
     call_close(&call);
     bpe_data_close(&d);
     return result;
@@ -1418,7 +1464,6 @@ Encoder_encode_many_buffer(EncoderObject *self, PyObject *args,
         return NULL;
     }
     Call call;
-    IdBuf out = {0};
     PyObject *result = NULL, *held = NULL;
     PyObject **items = NULL; /* our own references: the list may change */
     int64_t *offsets = NULL;
@@ -1452,6 +1497,7 @@ Encoder_encode_many_buffer(EncoderObject *self, PyObject *args,
     }
     Py_ssize_t bad = -1;
     int err = 0;
+    IdBuf out = call.out;
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t k = 0; k < count; k++) {
         const unsigned char *s =
@@ -1470,6 +1516,7 @@ Encoder_encode_many_buffer(EncoderObject *self, PyObject *args,
         offsets[k + 1] = (int64_t)out.len;
     }
     Py_END_ALLOW_THREADS
+    call.out = out; /* (grown: call_close frees or keeps it) */
     if (bad >= 0) {
         PyErr_Format(PyExc_ValueError, "datas[%zd] is not valid UTF-8", bad);
         goto done;
@@ -1492,7 +1539,6 @@ Encoder_encode_many_buffer(EncoderObject *self, PyObject *args,
     Py_DECREF(ids);
     Py_DECREF(offs);
 done:
-    free(out.ids);
     call_close(&call);
     for (Py_ssize_t k = 0; k < taken; k++) {
         Py_DECREF(items[k]);

@@ -35,6 +35,19 @@
 #define POS_T Py_ssize_t
 #define SCAN_READ(s, j, len) ((len) = 1, (Py_UCS4)(s)[j])
 #endif
+/* In a run of letters (cls), move j past its ASCII letters in bulk when the
+ * units are bytes (UTF-8, or a Latin-1 str, whose units >= 0x80 are
+ * characters of their own): the scalar loop after it then goes on from the
+ * first unit that is not an ASCII letter. Other kinds: nothing (the test is
+ * constant, so the code goes). */
+#define SCAN_LETTER_RUN(cls, j)                                              \
+    do {                                                                     \
+        if (sizeof(CHAR_T) == 1 && (cls) == CLS_LETTER) {                    \
+            (j) = (POS_T)bpe_ascii_letters_end(                              \
+                (const unsigned char *)(const void *)s, (size_t)(j),         \
+                (size_t)n);                                                  \
+        }                                                                    \
+    } while (0)
 /* The class table entry of the character at j (its length into len). */
 #define SCAN_CLASS(j, len) (char_class[SCAN_READ(s, (j), len)])
 #define SCAN_BASE(j, len) (SCAN_CLASS(j, len) & CLS_BASE)
@@ -75,6 +88,7 @@ SCAN_NAME(bpe_gpt2_end, SUFFIX)(const CHAR_T *s, POS_T i, POS_T n)
         }
     }
     if (cls != CLS_SPACE) {
+        SCAN_LETTER_RUN(cls, j);
         while (j < n && SCAN_BASE(j, len) == cls) {
             j += len;
         }
@@ -138,6 +152,7 @@ SCAN_NAME(bpe_cl100k_end, SUFFIX)(const CHAR_T *s, POS_T i, POS_T n)
     /* \p{L}++ (the optional prefix is no letter, so a letter starts the run
      * itself) */
     if (cls == CLS_LETTER) {
+        SCAN_LETTER_RUN(cls, j);
         while (j < n && SCAN_BASE(j, len) == CLS_LETTER) {
             j += len;
         }
@@ -379,6 +394,7 @@ SCAN_NAME(bpe_utf8, SUFFIX)(const CHAR_T *s, Py_ssize_t i, Py_ssize_t j,
 }
 #endif
 
+#undef SCAN_LETTER_RUN
 #undef SCAN_BASE
 #undef SCAN_CLASS
 #undef SCAN_READ

@@ -19,6 +19,10 @@
 
 #include "bpe_util.h"
 
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
+
 /* The class table: one byte per code point. The low two bits (CLS_BASE) are
  * the class every pattern uses: other, \p{L}, \p{N} or \s. CLS_UP and
  * CLS_LOW are o200k's two letter sets, [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}] and
@@ -69,6 +73,35 @@ bpe_utf8_at(const unsigned char *s, size_t i, size_t *len)
     *len = 4;
     return ((Py_UCS4)(c & 0x07) << 18 | (Py_UCS4)(s[i + 1] & 0x3F) << 12 |
             (Py_UCS4)(s[i + 2] & 0x3F) << 6 | (s[i + 3] & 0x3F));
+}
+
+/* The end of the run of ASCII letters at s[j:n] (units of one byte: UTF-8 or
+ * a Latin-1 str), 16 bytes at a time where 16 are left: no branch per letter,
+ * so where a word ends costs no misprediction. A unit >= 0x80 ends the run
+ * here too; the caller looks at its class. */
+static inline size_t
+bpe_ascii_letters_end(const unsigned char *s, size_t j, size_t n)
+{
+#ifdef __SSE2__
+    /* (b | 0x20) in 'a'..'z', as a signed compare: SSE2 has no unsigned one */
+    const __m128i fold = _mm_set1_epi8(0x20);
+    const __m128i shift = _mm_set1_epi8((char)(0x80 - 'a'));
+    const __m128i limit = _mm_set1_epi8((char)(-128 + 26));
+    while (j + 16 <= n) {
+        __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(s + j));
+        __m128i x = _mm_add_epi8(_mm_or_si128(v, fold), shift);
+        unsigned other =
+            ~(unsigned)_mm_movemask_epi8(_mm_cmplt_epi8(x, limit)) & 0xFFFFu;
+        if (other) {
+            return j + (size_t)__builtin_ctz(other);
+        }
+        j += 16;
+    }
+#endif
+    while (j < n && (unsigned char)((s[j] | 0x20) - 'a') < 26) {
+        j++;
+    }
+    return j;
 }
 
 /* bpe_{gpt2,cl100k,o200k}_end_{1,2,4} and bpe_utf8_{1,2,4}, per str kind. */

@@ -353,3 +353,27 @@ def test_the_gil_is_released_while_encoding(tables):
     finally:
         sys.setswitchinterval(old)
     assert during > 1000  # with the GIL held for the call, the ticker could not have run
+
+
+# --- the scanner's bulk path over ASCII letters -----------------------------------------------------
+
+# What may follow a run of ASCII letters: the run goes on (a non-ASCII letter, one byte in Latin-1
+# and two or more in UTF-8), or ends (ASCII and non-ASCII non-letters, digits, spaces, the edges of
+# the letter range: @ [ ` {).
+RUN_ENDS = ["é", "ª", "ß", "中", "Ω", "ſ", "\u0301", "1", "²", " ", "\u00a0", "\n", "'", "'s", "@", "[", "`", "{", ".", "\x7f", "\x80"]
+
+
+@pytest.mark.parametrize("pattern", list(PRESETS))
+def test_letter_runs_of_every_length_split_as_the_regex_does(tables, pattern):
+    """Runs of 1..40 ASCII letters (past the 16-byte blocks the scanner reads at once), in both
+    cases, ending in each kind of character, at the end of the text and before more letters."""
+    compiled_pattern = PRESETS[pattern].compiled
+    twin, native = twin_and_native(tables, 1 << 16, pattern)
+    for length in range(1, 41):
+        for end in RUN_ENDS:
+            word = ("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ" * 2)[length : 2 * length]
+            for text in (word + end, word + end + word, " " + word + end + "Zz" * length, word):
+                data = text.encode()
+                assert native.encode_utf8(data, [], []) == twin.encode_utf8(data, [], []), (pattern, text)
+                if pattern == "gpt2":  # the str scanners (Latin-1 and wider kinds), via pretokenize
+                    assert compiled.core().pretokenize(text) == compiled_pattern.findall(text), text

@@ -257,7 +257,18 @@ class PythonEncoder(BufferFromLists):
 def native_encoder(byte_ids: Sequence[int], ranks: RankTable, cache_size: int, pattern: SplitPattern = GPT2) -> Encoder:
     """The compiled core's Encoder: PythonEncoder with `bpe_hybrid`, in C (its pre-token cache is
     keyed by UTF-8 bytes, and it never builds a str). It scans the presets (gpt2, cl100k, o200k),
-    each with its own settled rule."""
+    each with its own settled rule.
+
+    Beyond the Encoder contract it encodes without the GIL, so threads sharing it run in parallel
+    (each call has a cache of its own, of at most cache_size pre-tokens), into native unsigned ids
+    of 2 or 4 bytes:
+
+        encode_utf8_buffer(data, special_tokens, special_ids, settled=False, itemsize=4)
+            -> bytearray (or (bytearray, cut) when settled), encode_utf8's ids
+        encode_many_buffer(datas, special_tokens, special_ids, itemsize=4)
+            -> (ids, offsets): each bytes of datas encoded, ids back to back, and len(datas) + 1
+               native int64 offsets (datas[i]'s ids are ids[offsets[i]:offsets[i + 1]])
+    """
     scanner = compiled.scanner_name(pattern)
     if scanner is None:
         raise ConfigError(
