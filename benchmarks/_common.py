@@ -13,6 +13,7 @@ import importlib.util
 import os
 from collections import Counter
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any, NoReturn
 
 # asv installs the package non-editable into its own environment, where bpe_impls.tools.data's default
@@ -83,8 +84,9 @@ ENCODER_NAMES: list[str] = _registry_keys("bpe_impls/encoding/encoders.py", "ENC
 # Peers have fixed names, so the grid (and asv's result history) does not depend on what is
 # installed; a peer that is not importable is skipped.
 PEER_TRAINERS = ["hf_tokenizers", "rustbpe"]
-PEER_ENCODERS = ["tiktoken"]
-_PEER_MODULES = {"hf_tokenizers": "tokenizers", "rustbpe": "rustbpe", "tiktoken": "tiktoken"}
+PEER_ENCODERS = ["tiktoken", "gigatoken", "tokie"]
+_PEER_MODULES = {"hf_tokenizers": "tokenizers", "rustbpe": "rustbpe", "tiktoken": "tiktoken", "gigatoken": "gigatoken",
+                 "tokie": "tokie"}
 
 
 def skip(reason: str) -> NoReturn:
@@ -183,3 +185,38 @@ def train_peer(name: str, path: Path, vocab_size: int) -> None:
 def tiktoken_encoding(vocab: dict[int, bytes], special_tokens: list[str] = SPECIAL_TOKENS) -> Any:
     """A tiktoken Encoding of our vocab (built offline, no download), as `bpe compare` builds it."""
     return _peers_or_skip().tiktoken_encoding(vocab, special_tokens, "bpe_impls_bench")
+
+
+def peer_encode(name: str, vocab: dict[int, bytes], merges: list[tuple[bytes, bytes]],
+                special_tokens: list[str] = SPECIAL_TOKENS) -> Callable[[str], Any]:
+    """A peer's encode of one text (special tokens as specials), built offline from our vocab and
+    merges as `bpe compare` builds it; skips when the peer or its adapter is missing."""
+    peer_or_skip(name)
+    peers = _peers_or_skip()
+    if name == "tiktoken":
+        encoding = tiktoken_encoding(vocab, special_tokens)
+        return lambda text: encoding.encode(text, allowed_special="all")
+    if not hasattr(peers, f"{name}_tokenizer"):
+        skip(f"no adapter for {name} in this commit's peers")
+    tokenizer = getattr(peers, f"{name}_tokenizer")(vocab, merges, special_tokens)
+    return tokenizer.encode if name == "gigatoken" else lambda text: tokenizer.encode(text).ids
+
+
+def peer_encode_batch(name: str, vocab: dict[int, bytes], merges: list[tuple[bytes, bytes]], threads: int,
+                      special_tokens: list[str] = SPECIAL_TOKENS) -> Callable[[list[str]], Any]:
+    """A peer's batch encode on `threads` threads: tiktoken's encode_batch(num_threads); gigatoken's
+    encode_batch on its rayon pool (parallel=True), or serially for one thread; tokie's
+    encode_batch_flat (its own pool: every core, whatever `threads` says)."""
+    peer_or_skip(name)
+    peers = _peers_or_skip()
+    if name == "tiktoken":
+        encoding = tiktoken_encoding(vocab, special_tokens)
+        return lambda texts: encoding.encode_batch(texts, num_threads=threads, allowed_special="all")
+    if not hasattr(peers, f"{name}_tokenizer"):
+        skip(f"no adapter for {name} in this commit's peers")
+    tokenizer = getattr(peers, f"{name}_tokenizer")(vocab, merges, special_tokens)
+    if name == "gigatoken":
+        return lambda texts: tokenizer.encode_batch(texts, parallel=threads > 1)
+    if threads == 1:
+        skip("tokie's batch runs on every core: no one-thread row")
+    return tokenizer.encode_batch_flat

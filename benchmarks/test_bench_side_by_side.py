@@ -10,7 +10,10 @@ benchmarks/. Groups (one row per trainer/encoder in each):
     merge corpus.en v2000          the merge phase from word counts, every trainer
     merge kjv.txt v10000           the same on the 4 MB corpus, the fast trainers only
     train kjv.txt v10000           end to end from the file: one fast trainer of ours vs the peers
-    encode corpus.en               Tokenizer.encode with the kjv v10000 tokenizer, per encoder, and tiktoken
+    encode corpus.en               Tokenizer.encode with the kjv v10000 tokenizer, per encoder, and the
+                                   encode peers (tiktoken, gigatoken, tokie)
+    encode batch kjv.txt tN        kjv.txt's lines as one batch on N = 1, 2 threads: ours
+                                   encode_batch_to_numpy, and the peers' batch APIs
 
 asv also imports this module (it imports everything in benchmark_dir, in an environment without
 pytest), so it stays import-safe: no module-level pytest import -- parametrization comes from the
@@ -32,8 +35,9 @@ from ._common import (
     SPECIAL_TOKENS,
     corpus_path,
     fast_trainer,
+    peer_encode,
+    peer_encode_batch,
     peer_or_skip,
-    tiktoken_encoding,
     too_slow,
     train_peer,
     word_counts,
@@ -56,6 +60,9 @@ def pytest_generate_tests(metafunc: Any) -> None:
         metafunc.parametrize("train_impl", [*filter(None, [fast_trainer()]), *PEER_TRAINERS])
     if "encoder" in fixtures:
         metafunc.parametrize("encoder", [*ENCODERS, *PEER_ENCODERS])
+    if "batch_encoder" in fixtures:
+        metafunc.parametrize("batch_encoder", ["bpe_impls", *PEER_ENCODERS])
+        metafunc.parametrize("threads", [1, 2])
     if "pretokenize_case" in fixtures:
         metafunc.parametrize("pretokenize_case", _PRETOKENIZE_RUNS, ids=[f"{c}-w{w}" for c, w in _PRETOKENIZE_RUNS])
 
@@ -117,9 +124,13 @@ def test_encode(benchmark, encoder: str) -> None:
     benchmark.group = "encode corpus.en"
     benchmark.extra_info["MB"] = len(text.encode("utf-8")) / 1e6
     if encoder in PEER_ENCODERS:
-        _or_skip(peer_or_skip, encoder)
-        encoding = tiktoken_encoding(vocab)
-        benchmark.pedantic(encoding.encode, args=(text,), kwargs={"allowed_special": "all"}, rounds=5)
+        _or_skip(peer_encode, encoder, vocab, merges)  # skip here, not in the setup below
+
+        # A fresh peer per round too: its caches start empty, as ours do.
+        def fresh_peer() -> tuple[tuple[Any, str], dict]:
+            return (peer_encode(encoder, vocab, merges), text), {}
+
+        benchmark.pedantic(lambda encode, t: encode(t), setup=fresh_peer, rounds=5)
         return
     from bpe_impls import Tokenizer
 
@@ -129,3 +140,19 @@ def test_encode(benchmark, encoder: str) -> None:
 
     benchmark.pedantic(lambda tok, t: tok.encode(t), setup=fresh, rounds=5)
 
+
+
+def test_encode_batch(benchmark, batch_encoder: str, threads: int) -> None:
+    path = _or_skip(corpus_path, "kjv.txt")
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    vocab, merges = _kjv_tokenizer_data()
+    benchmark.group = f"encode batch kjv.txt t{threads}"
+    benchmark.extra_info["MB"] = path.stat().st_size / 1e6
+    if batch_encoder in PEER_ENCODERS:
+        encode = _or_skip(peer_encode_batch, batch_encoder, vocab, merges, threads)
+    else:
+        from bpe_impls import Tokenizer
+
+        tokenizer = Tokenizer(vocab, merges, SPECIAL_TOKENS)
+        encode = lambda batch: tokenizer.encode_batch_to_numpy(batch, threads)  # noqa: E731
+    benchmark.pedantic(encode, args=(lines,), rounds=3, warmup_rounds=1)

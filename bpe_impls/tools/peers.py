@@ -15,7 +15,10 @@ imported only when used, and `installed` says which are there.
 from __future__ import annotations
 
 import importlib.util
+import os
+import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from ..base.patterns import GPT2, SplitPattern, special_token_regex
@@ -141,6 +144,38 @@ def huggingface_tokenizer(vocab: Vocab, merges: Merges, special_tokens: Sequence
     tokenizer.pre_tokenizer = _hf_pre_tokenizer(pattern)
     tokenizer.add_special_tokens(list(special_tokens))
     return tokenizer
+
+
+def gigatoken_tokenizer(vocab: Vocab, merges: Merges, special_tokens: Sequence[str], pattern: SplitPattern = GPT2) -> Any:
+    """gigatoken's Tokenizer of our vocab and merges, built from the HF tokenizer above. Its
+    `encode(text)` gives numpy uint32 ids, special tokens encoded as specials; `encode_batch` and
+    `encode_batch_list` use its rayon pool when given parallel=True (it runs serially by default
+    in a worker process, such as `bpe compare`'s children)."""
+    import gigatoken
+
+    return gigatoken.Tokenizer(huggingface_tokenizer(vocab, merges, special_tokens, pattern))
+
+
+def tokie_tokenizer(vocab: Vocab, merges: Merges, special_tokens: Sequence[str], pattern: SplitPattern = GPT2) -> Any:
+    """tokie's Tokenizer of our vocab and merges: it loads a HF tokenizer.json, so the HF tokenizer
+    above is saved to a temporary directory and read back (nothing is downloaded)."""
+    import tokie
+
+    with tempfile.TemporaryDirectory(prefix="bpe_impls_tokie_") as folder:
+        path = Path(folder) / "tokenizer.json"
+        huggingface_tokenizer(vocab, merges, special_tokens, pattern).save(str(path))
+        return tokie.Tokenizer.from_json(str(path))
+
+
+def use_one_core() -> None:
+    """Pin this process, and every thread it starts, to one core: how each single-thread row runs,
+    for ours and every peer alike. Rust thread pools (rayon: gigatoken, HF tokenizers; tokie's)
+    size themselves from the affinity mask, and RAYON_NUM_THREADS / TOKENIZERS_PARALLELISM say
+    the same to those that read them; call it before a peer first encodes."""
+    os.environ["RAYON_NUM_THREADS"] = "1"
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"
+    if hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
 
 
 # Peer trainers by name: (module to import, train(path, vocab_size, special_tokens, workers) -> merges).

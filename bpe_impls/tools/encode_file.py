@@ -1,0 +1,172 @@
+"""`bpe encode`: a UTF-8 corpus file to a file of token ids, on every core, in bounded memory.
+
+The file is read in blocks; each block (with what the last one left over) is cut at a safe cut
+(bpe_impls.corpus.cuts: after a special token, or at one of the split pattern's proven prose
+cuts), where encoding the two sides separately gives the ids of encoding the whole. The pieces
+are encoded on threads (the compiled encoder runs without the GIL) and written in file order, so
+the output is byte for byte the same for any thread count and block size, and equal to
+`Tokenizer.encode_to_numpy` of the whole text. At most two pieces per thread are in flight.
+
+Formats: "npy" (a 1-D .npy array, its header rewritten with the length at the end) and "bin" (the
+raw ids, little-endian uint16 when the vocab fits in 65536 ids, else uint32: the flat layout
+nanoGPT and the CS336 training loop read with numpy.memmap). The output is written to a temp
+file and renamed into place only when complete (bpe_impls.base.atomic).
+"""
+
+from __future__ import annotations
+
+import os
+from collections import deque
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import BinaryIO
+
+import numpy as np
+
+from ..base.atomic import atomic_write
+from ..base.checks import require_int, resolve_workers
+from ..base.errors import ConfigError, CorpusError, EncodeError, unreadable
+from ..corpus.cuts import CutFinder
+from ..encoding import Tokenizer
+from ..encoding.formats.npy import NpyStreamWriter
+
+OUTPUT_FORMATS = ("npy", "bin")
+DEFAULT_BLOCK_SIZE = 1 << 20
+# How far before a block's end a cut is first looked for: prose has a cut every few bytes, so the
+# carry into the next block stays this small; without one there, wider windows further back.
+_LOOKBACK = 1 << 12
+
+
+@dataclass
+class Encoded:
+    tokens: int
+    dtype: np.dtype
+    bytes_read: int
+
+
+def iter_pieces(file: BinaryIO, finder: CutFinder, block_size: int) -> Iterator[tuple[int, bytes]]:
+    """(file offset, bytes) of pieces that together are the file, each ending at a safe cut (or
+    the end of the file): about one per block. Text with no safe cut is carried over whole."""
+    carry = b""
+    offset = 0  # of carry[0] in the file
+    # Every occurrence a cut is checked against ends within 2 * margin of the searched stretch.
+    context = 2 * finder.margin
+    while True:
+        block = file.read(block_size)
+        buffer = carry + block if carry else block
+        if not block:
+            if buffer:
+                yield offset, buffer
+            return
+        cut = _cut_near_end(finder, buffer, len(buffer) - context)
+        if cut is None:
+            carry = buffer
+            continue
+        yield offset, buffer[:cut]
+        carry = buffer[cut:]
+        offset += cut
+
+
+def _cut_near_end(finder: CutFinder, buffer: bytes, limit: int) -> int | None:
+    """A safe cut p with 0 < p < limit, near limit: the first cut in the last window before
+    limit that has one, the windows doubling in width (so the search costs O(len(buffer)) and
+    what is carried over is at most about twice the stretch without a cut)."""
+    hi, width = limit, _LOOKBACK
+    while hi > 1:
+        lo = max(1, hi - width)
+        cut = _first_cut(finder, buffer, lo, hi)
+        if cut is not None:
+            return cut
+        hi, width = lo, 2 * width
+    return None
+
+
+def _first_cut(finder: CutFinder, buffer: bytes, lo: int, hi: int) -> int | None:
+    """The first safe cut p with lo <= p < hi; buffer holds 2 * margin bytes after hi.
+
+    The search sees a window around [lo, hi), not the whole buffer. Before the window's start is
+    either more context or the buffer's start, itself a safe cut: the text after a safe cut
+    encodes as if it were a whole text, so cuts safe in it are safe in the file."""
+    start = max(0, lo - finder.margin)
+    window = buffer[start : hi + 2 * finder.margin]
+    cut = finder.first_cut_in(window, lo - start, hi - lo)
+    return None if cut is None else start + cut
+
+
+def encode_file(
+    tokenizer: Tokenizer,
+    source: str | os.PathLike,
+    target: str | os.PathLike,
+    output_format: str = "npy",
+    *,
+    threads: int | None = None,
+    block_size: int = DEFAULT_BLOCK_SIZE,
+    on_progress: Callable[[int], None] = lambda nbytes: None,
+) -> Encoded:
+    """Encode the UTF-8 file `source` (special tokens as specials) into `target` (see the module
+    docstring); `threads` None means every core available. Bytes that are not UTF-8 are a
+    CorpusError naming the file and the byte offset, and nothing is written."""
+    if output_format not in OUTPUT_FORMATS:
+        raise ConfigError(f"unknown output format {output_format!r}; choose from {', '.join(OUTPUT_FORMATS)}")
+    workers = resolve_workers(None) if threads is None else require_int(threads, "threads", minimum=1)
+    block_size = require_int(block_size, "block_size", minimum=1)
+    dtype = tokenizer.id_dtype()
+    specials = [token.encode("utf-8") for token in tokenizer.special_tokens]
+    finder = CutFinder(specials, specials, prose=tokenizer.pattern.prose_cuts)
+    try:
+        file = open(source, "rb")
+    except OSError as exc:
+        raise unreadable(source, exc) from None
+
+    def encode(piece: bytes) -> np.ndarray:
+        return tokenizer.encode_utf8_batch_to_numpy([piece], 1, dtype)[0]
+
+    tokens = read = 0
+    with file, ThreadPoolExecutor(workers) as pool, atomic_write(target) as out:
+        write = _writer(out, output_format, dtype)
+        pending: deque[tuple[int, bytes, Future]] = deque()
+
+        def write_oldest() -> None:
+            nonlocal tokens, read
+            offset, piece, future = pending.popleft()
+            try:
+                ids = future.result()
+            except EncodeError:
+                raise _not_utf8(source, offset, piece) from None
+            write(ids)
+            tokens += len(ids)
+            read += len(piece)
+            on_progress(len(piece))
+
+        try:
+            try:
+                for offset, piece in iter_pieces(file, finder, block_size):
+                    pending.append((offset, piece, pool.submit(encode, piece)))
+                    if len(pending) > 2 * workers:
+                        write_oldest()
+            except OSError as exc:
+                raise unreadable(source, exc) from None
+            while pending:
+                write_oldest()
+        finally:
+            pool.shutdown(cancel_futures=True)  # on an error, the pieces not yet started
+        write(None)
+    return Encoded(tokens, dtype, read)
+
+
+def _writer(out: BinaryIO, output_format: str, dtype: np.dtype) -> Callable[[np.ndarray | None], None]:
+    """write(ids) appends ids; write(None) finishes the file."""
+    if output_format == "npy":
+        npy = NpyStreamWriter(out, dtype)
+        return lambda ids: npy.finish() if ids is None else npy.write(ids)
+    little = dtype.newbyteorder("<")  # .bin is little-endian on every machine (a no-op on x86 and ARM)
+    return lambda ids: None if ids is None else out.write(ids.astype(little, copy=False).data)
+
+
+def _not_utf8(source: str | os.PathLike, offset: int, piece: bytes) -> CorpusError:
+    try:
+        piece.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return CorpusError(f"{source}: not valid UTF-8 at byte offset {offset + exc.start}")
+    raise AssertionError("unreachable: the encoder refused a piece that is valid UTF-8")

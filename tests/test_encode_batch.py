@@ -1,0 +1,199 @@
+"""Batches, numpy output and threads: every encoder, cache size and thread count gives the ids of
+the pure-Python scan encoder text by text (and tiktoken's on GPT-2's vocab); bad input is named."""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+from conftest import examples, fixture_text, require_gpt2_files
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from bpe_impls import Tokenizer
+from bpe_impls.base.errors import ConfigError, EncodeError
+from bpe_impls.encoding.encoders import ENCODERS
+from bpe_impls.encoding.tokenizer import _balanced_runs
+
+EOT = "<|endoftext|>"
+SPECIALS = [EOT, EOT + EOT, "<|e", "x"]  # overlapping, one a prefix of another, one a single letter
+CACHES = [0, 1, 2**16]
+THREADS = [1, 2, 3]
+SETTINGS = [(name, cache) for name in ENCODERS for cache in CACHES]
+
+
+@pytest.fixture(scope="module")
+def gpt2_parts():
+    tok = Tokenizer.from_files(*require_gpt2_files(), [EOT])
+    return tok.vocab, tok.merges
+
+
+@pytest.fixture(scope="module")
+def reference(gpt2_parts) -> Tokenizer:
+    """The pure-Python twin every other path is held to."""
+    return Tokenizer(*gpt2_parts, SPECIALS, encoder="scan", cache_size=0)
+
+
+@pytest.fixture(scope="module", params=SETTINGS, ids=[f"{n}-cache{c}" for n, c in SETTINGS])
+def tok(request, gpt2_parts) -> Tokenizer:
+    # One per setting for the module, so the cache carries over between examples, as in real use.
+    name, cache = request.param
+    return Tokenizer(*gpt2_parts, SPECIALS, encoder=name, cache_size=cache)
+
+
+pieces = st.one_of(
+    st.text(alphabet=st.characters(exclude_categories=("Cs",)), max_size=10),  # every category but surrogates
+    st.sampled_from([EOT, EOT + EOT, "<|e", "<|endoftext", "x", "'ll", " ", "  ", "\n\n", "\u00a0", "日本語", "Привет", "é"]),
+    st.text(alphabet=" \t\n\r\x0b\x0c\u3000", min_size=1, max_size=6),
+)
+texts = st.lists(pieces, max_size=8).map("".join)
+batches = st.lists(texts, max_size=7)
+
+
+@pytest.mark.parametrize("threads", THREADS)
+@settings(max_examples=examples(25), deadline=None)
+@given(batch=batches)
+def test_batches_equal_the_reference_text_by_text(tok, reference, threads, batch):
+    expected = [reference.encode(text) for text in batch]
+    assert tok.encode_batch(batch, threads) == expected
+    assert tok.encode_ordinary_batch(batch, threads) == [reference.encode_ordinary(text) for text in batch]
+    ids, offsets = tok.encode_batch_to_numpy(batch, threads)
+    assert ids.dtype == np.uint16 and offsets.dtype == np.int64 and len(offsets) == len(batch) + 1
+    assert [ids[a:b].tolist() for a, b in zip(offsets[:-1], offsets[1:])] == expected
+    for text, want in zip(batch, expected):
+        assert tok.encode_to_numpy(text).tolist() == want
+
+
+@settings(max_examples=examples(40), deadline=None)
+@given(text=texts, specials=st.sampled_from([[], SPECIALS]), itemsize=st.sampled_from([2, 4]))
+def test_encoder_buffer_methods_equal_encode_utf8(tok, text, specials, itemsize):
+    encoder = tok._encoder
+    data = text.encode("utf-8")
+    special_bytes = [s.encode() for s in specials]
+    special_ids = [tok.special_token_ids[s] for s in specials]
+    dtype = {2: np.uint16, 4: np.uint32}[itemsize]
+    want = encoder.encode_utf8(data, special_bytes, special_ids)
+    assert np.frombuffer(encoder.encode_utf8_buffer(data, special_bytes, special_ids, itemsize=itemsize), dtype).tolist() == want
+    want_settled, want_cut = encoder.encode_utf8(data, special_bytes, special_ids, True)
+    buffer, cut = encoder.encode_utf8_buffer(data, special_bytes, special_ids, True, itemsize)
+    assert (np.frombuffer(buffer, dtype).tolist(), cut) == (want_settled, want_cut)
+    datas = [data, b"", data[: len(data) // 2].decode("utf-8", "ignore").encode()]
+    ids, offsets = encoder.encode_many_buffer(datas, special_bytes, special_ids, itemsize)
+    flat, bounds = np.frombuffer(ids, dtype).tolist(), np.frombuffer(offsets, np.int64).tolist()
+    assert [flat[a:b] for a, b in zip(bounds, bounds[1:])] == [encoder.encode_utf8(d, special_bytes, special_ids) for d in datas]
+
+
+@pytest.mark.parametrize("name", list(ENCODERS))
+def test_encoder_buffer_errors_name_the_id_and_the_index(name, gpt2_parts):
+    encoder = Tokenizer(*gpt2_parts, [EOT], encoder=name)._encoder
+    with pytest.raises(ValueError, match="70000"):
+        encoder.encode_utf8_buffer(b"a<|x|>b", [b"<|x|>"], [70000], itemsize=2)
+    assert np.frombuffer(encoder.encode_utf8_buffer(b"<|x|>", [b"<|x|>"], [70000]), np.uint32).tolist() == [70000]
+    with pytest.raises(ValueError, match="70000"):
+        encoder.encode_many_buffer([b"a", b"<|x|>"], [b"<|x|>"], [70000], 2)
+    with pytest.raises(TypeError, match="2"):
+        encoder.encode_many_buffer([b"a", b"b", "c"], [], [])
+    with pytest.raises(ValueError):
+        encoder.encode_many_buffer([b"a", b"\xff"], [], [])
+
+
+@pytest.mark.parametrize("name", list(ENCODERS))
+@pytest.mark.parametrize("cache", CACHES)
+def test_threads_share_one_encoder_safely(name, cache, gpt2_parts, reference):
+    """Three threads call encode_many_buffer on one encoder at once (started together by a barrier),
+    each on its own texts, over and over; a tiny cache is cleared under them all the time."""
+    encoder = Tokenizer(*gpt2_parts, SPECIALS, encoder=name, cache_size=cache)._encoder
+    lines = fixture_text("corpus.en").splitlines(keepends=True)[:300]
+    work = [lines[i::3] for i in range(3)]
+    specials = [s.encode() for s in SPECIALS]
+    special_ids = [reference.special_token_ids[s] for s in SPECIALS]
+    expected = [[reference.encode(line) for line in part] for part in work]
+    barrier = threading.Barrier(3)
+
+    def run(part: int) -> list[list[list[int]]]:
+        datas = [line.encode() for line in work[part]]
+        barrier.wait()
+        results = []
+        for _ in range(4):
+            ids, offsets = encoder.encode_many_buffer(datas, specials, special_ids, 4)
+            flat, bounds = np.frombuffer(ids, np.uint32).tolist(), np.frombuffer(offsets, np.int64).tolist()
+            results.append([flat[a:b] for a, b in zip(bounds, bounds[1:])])
+        return results
+
+    with ThreadPoolExecutor(3) as pool:
+        for part, results in enumerate(pool.map(run, range(3))):
+            assert all(result == expected[part] for result in results)
+
+
+@pytest.mark.parametrize("name", list(ENCODERS))
+@pytest.mark.parametrize("threads", THREADS)
+def test_real_text_batch_equals_tiktoken(name, threads, gpt2_parts):
+    tiktoken = pytest.importorskip("tiktoken")
+    from bpe_impls.tools.peers import tiktoken_encoding
+
+    encoding = tiktoken_encoding(gpt2_parts[0], [EOT], "test_encode_batch")
+    assert isinstance(encoding, tiktoken.Encoding)
+    lines = fixture_text("corpus.en").splitlines(keepends=True)
+    tok = Tokenizer(*gpt2_parts, [EOT], encoder=name)
+    expected = encoding.encode_ordinary_batch(lines, num_threads=threads)
+    assert tok.encode_ordinary_batch(lines, threads) == expected
+    ids, offsets = tok.encode_batch_to_numpy(lines, threads)
+    assert ids.tolist() == [token for line in expected for token in line]
+    assert np.diff(offsets).tolist() == [len(line) for line in expected]
+
+
+def test_num_threads_none_uses_every_core_and_bad_counts_are_named(gpt2_parts):
+    tok = Tokenizer(*gpt2_parts, [EOT])
+    assert tok.encode_batch(["a b", "c"]) == [tok.encode("a b"), tok.encode("c")]
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(ConfigError, match="num_threads"):
+            tok.encode_batch(["a"], bad)
+
+
+@pytest.mark.parametrize("name", list(ENCODERS))
+def test_bad_batch_items_are_named_by_index(name, gpt2_parts):
+    tok = Tokenizer(*gpt2_parts, [EOT], encoder=name)
+    for call in (tok.encode_batch, tok.encode_ordinary_batch, tok.encode_batch_to_numpy):
+        with pytest.raises(TypeError, match="batch index 2: expected str, got bytes"):
+            call(["a", "b", b"c"])
+        with pytest.raises(EncodeError, match=r"batch index 1: lone surrogate U\+DC80 at position 3"):
+            call(["ok", "abc\udc80"], 2)
+        with pytest.raises(TypeError, match="sequence of str"):
+            call("not a list")
+    with pytest.raises(EncodeError, match="batch index 1: not valid UTF-8 at byte offset 2"):
+        tok.encode_utf8_batch_to_numpy([b"fine", b"ab\xc3(", b"x"], 2)
+    with pytest.raises(TypeError, match="batch index 0: expected bytes"):
+        tok.encode_utf8_batch_to_numpy(["text"])
+
+
+def test_dtypes(gpt2_parts):
+    small = Tokenizer(*gpt2_parts, [EOT])
+    assert small.encode_to_numpy("hi").dtype == np.uint16
+    assert small.encode_to_numpy("hi", dtype="uint32").dtype == np.uint32
+    assert small.encode_batch_to_numpy(["hi"], dtype=np.uint32)[0].dtype == np.uint32
+    for bad in ("float32", "int8", "nonsense", object):
+        with pytest.raises(ValueError, match="unknown id dtype"):
+            small.encode_to_numpy("hi", dtype=bad)
+    vocab = {i: bytes([i]) for i in range(256)} | {70000: b"ab"}
+    large = Tokenizer(vocab, [(b"a", b"b")], ["<|x|>"])
+    assert large.n_vocab == 70002
+    ids = large.encode_to_numpy("ab<|x|>")
+    assert ids.dtype == np.uint32 and ids.tolist() == large.encode("ab<|x|>") == [70000, 70001]
+    with pytest.raises(ConfigError, match="uint16 cannot hold"):
+        large.encode_batch_to_numpy(["ab"], dtype="uint16")
+    assert large.encode_batch_to_numpy([])[0].dtype == np.uint32
+    empty_ids, empty_offsets = small.encode_batch_to_numpy([], 3)
+    assert empty_ids.tolist() == [] and empty_offsets.tolist() == [0]
+
+
+@settings(max_examples=examples(200), deadline=None)
+@given(sizes=st.lists(st.integers(0, 50), max_size=30), parts=st.integers(1, 6))
+def test_balanced_runs_cover_the_batch_in_order(sizes, parts):
+    runs = _balanced_runs(sizes, parts)
+    assert [i for run in runs for i in range(len(sizes))[run]] == list(range(len(sizes)))
+    assert all(run.stop > run.start for run in runs) and len(runs) <= parts
+    if sizes and sum(sizes) and parts > 1:
+        # no run is heavier than an equal share plus the largest single item
+        assert max(sum(sizes[run]) for run in runs) <= sum(sizes) / parts + max(sizes)
