@@ -18,6 +18,7 @@ import importlib.util
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
+from ..base.errors import ConfigError
 from ..base.patterns import GPT2, SplitPattern, special_token_regex
 from ..encoding.formats.gpt2 import token_to_str
 
@@ -87,6 +88,19 @@ def train_rustbpe(
     return tokenizer.vocab_size - 256
 
 
+def train_gigatoken(
+    path: str, vocab_size: int, special_tokens: Sequence[str], workers: int | None = None, pattern: SplitPattern = GPT2
+) -> int:
+    """Train gigatoken's BPE (its own GPT-2 pre-tokenizer) on the documents between the first special
+    token; returns the number of merges it made. Its vocab_size counts the bytes and specials too."""
+    import gigatoken
+
+    if pattern is not GPT2:
+        raise ConfigError(f"gigatoken pre-tokenizes with GPT-2's pattern only, not {pattern.name!r}")
+    source = gigatoken.TextFileSource([str(path)], separator=special_tokens[0] if special_tokens else None)
+    return len(gigatoken.train_bpe(source, vocab_size, list(special_tokens))[1])
+
+
 def special_ids(vocab: Vocab, special_tokens: Sequence[str]) -> dict[str, int]:
     """Each special token's id in `vocab` (trained vocabs put them first, GPT-2's last)."""
     ids = {token: i for i, token in vocab.items()}
@@ -130,4 +144,5 @@ def huggingface_tokenizer(vocab: Vocab, merges: Merges, special_tokens: Sequence
 TRAIN_PEERS: dict[str, tuple[str, Callable[..., int]]] = {
     "huggingface": ("tokenizers", train_huggingface),
     "rustbpe": ("rustbpe", train_rustbpe),
+    "gigatoken": ("gigatoken", train_gigatoken),
 }
