@@ -147,7 +147,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Measure every trainer (merge phase and end to end) while the corpus grows (generated "
                     "1-32 MB, and prefixes of real fixtures such as kjv.txt) and while the vocab grows (1k-32k), "
                     "and every encoder against text and cache size; fit each curve's log-log slope with a 95%% "
-                    "interval. Default sizes take about 6-8 minutes on 2 cores; --quick takes seconds.",
+                    "interval. Default sizes take about 5 minutes on 2 idle cores (8 on a busy machine); --quick "
+                    "well under a minute.",
     )
     scale.add_argument("--quick", action="store_true", help="tiny sizes (CI smoke run: seconds)")
     scale.add_argument("--peers", action="store_true",
@@ -158,7 +159,7 @@ def build_parser() -> argparse.ArgumentParser:
     scale.add_argument("--study", dest="studies", action="append", choices=["corpus", "vocab", "encode"],
                        default=None, help="measure only this study; repeat for several (default: all)")
     scale.add_argument("--budget", type=float, default=None, metavar="SECONDS",
-                       help="skip a point predicted to take longer (default: 20, quick: 5)")
+                       help="skip a point predicted to take longer (default: 10, quick: 5)")
     scale.add_argument("--workers", type=int, default=None, help="pre-tokenizer processes (default: all cores)")
     scale.add_argument("--json", type=Path, default=None, help="write the curves and fits as JSON here")
     scale.add_argument("--plot", type=Path, default=None, metavar="DIR", help="draw each study as PNG and SVG here")

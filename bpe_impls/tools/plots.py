@@ -220,6 +220,7 @@ def _bars(axis, rows, attribute: str, title: str, better: str, colours: dict, ve
     log = attribute == "seconds" and values and max(values) / max(min(values), 1e-9) > 30
     if log:
         axis.set_xscale("log")  # naive and the compiled trainer differ by orders of magnitude
+        _plain_ticks(axis)
     top = max(values) if values else 1
     for position, value in zip(positions, values):
         axis.text(value, position, " " + _format_value(value), va="center", ha="left", fontsize=8.5)

@@ -51,12 +51,14 @@ from .machine import describe_machine
 from .measure import Measured, measure_in_child, measure_tree
 
 SPECIALS = [SEPARATOR]
-REPEAT_BELOW = 1.0  # a measurement faster than this many seconds is repeated (best of Sizes.repeats): noise
+REPEAT_BELOW = 0.5  # a measurement faster than this many seconds is repeated (best of Sizes.repeats): noise
 
 
 @dataclass(frozen=True)
 class Sizes:
-    """What one run measures. DEFAULT finishes in about 6-8 minutes on 2 cores; QUICK in seconds."""
+    """What one run measures. DEFAULT takes about 5 minutes on 2 idle cores (8 on a busy machine);
+    QUICK well under a minute. The corpus studies use a small vocab (512) so that naive, whose
+    merge phase is O(merges x corpus), still gets a few sizes within the budget."""
 
     generated_mb: tuple[float, ...]
     real_parts: tuple[int, ...]  # real fixtures: prefixes of 1/part of the file (1 = all of it)
@@ -74,10 +76,10 @@ class Sizes:
 
 
 DEFAULT = Sizes(
-    generated_mb=(1, 2, 4, 8, 16, 32), real_parts=(16, 8, 4, 2, 1), real_cap_mb=None, corpus_vocab=1024,
-    vocabs=(1024, 2048, 4096, 8192, 16384, 32768), vocab_corpus_mb=16,
-    text_mb=(0.25, 0.5, 1, 2, 4), cache_sizes=(0, 64, 1024, 16384, 262144), cache_text_mb=1, encode_vocab=8192,
-    budget=20.0, repeats=3, workers=None,
+    generated_mb=(0.25, 0.5, 1, 2, 4, 8, 16, 32), real_parts=(16, 8, 4, 2, 1), real_cap_mb=None, corpus_vocab=512,
+    vocabs=(1024, 2048, 4096, 8192, 16384, 32768), vocab_corpus_mb=4,
+    text_mb=(0.125, 0.25, 0.5, 1, 2), cache_sizes=(0, 64, 1024, 16384, 262144), cache_text_mb=0.5,
+    encode_vocab=8192, budget=10.0, repeats=3, workers=None,
 )
 QUICK = Sizes(
     generated_mb=(0.05, 0.1, 0.2), real_parts=(4, 2, 1), real_cap_mb=0.1, corpus_vocab=320,
@@ -213,32 +215,18 @@ def fit_curves(curves: Sequence[Curve]) -> tuple[list[Fit], str]:
 
 def heaps_exponents(curves: Sequence[Curve]) -> dict[str, float | None]:
     """Per corpus study: how distinct pre-token bytes grow with the corpus (Heaps' law exponent)."""
-    out = {}
+    out: dict[str, float | None] = {}
+    longest: dict[str, Curve] = {}  # the curve that reached the most sizes (naive stops early)
     for curve in curves:
-        if curve.kind == "corpus" and curve.metric == "merge" and curve.study not in out and curve.points:
-            out[curve.study] = fit_slope([p.x for p in curve.points],
-                                         [p.extra.get("distinct_bytes") for p in curve.points])[0]
+        if curve.kind == "corpus" and curve.metric == "merge":
+            if len(curve.points) > len(longest.get(curve.study, Curve("", "", "", False, "")).points):
+                longest[curve.study] = curve
+    for study, curve in longest.items():
+        out[study] = fit_slope([p.x for p in curve.points], [p.extra.get("distinct_bytes") for p in curve.points])[0]
     return out
 
 
 # --- the runs (module-level functions, so they pickle into child processes) ---------------------
-
-
-def _silenced(func: Callable[..., Any], *args: Any) -> Any:
-    """Run func with stdout and stderr sent to /dev/null at the OS level (gigatoken prints its
-    progress from Rust); its exceptions still reach the parent, pickled."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    saved = [os.dup(1), os.dup(2)]
-    with open(os.devnull, "w") as devnull:
-        os.dup2(devnull.fileno(), 1)
-        os.dup2(devnull.fileno(), 2)
-    try:
-        return func(*args)
-    finally:
-        for fd, copy in zip((1, 2), saved):
-            os.dup2(copy, fd)
-            os.close(copy)
 
 
 def _merge_run(name: str, counts, vocab_size: int) -> int:
@@ -253,7 +241,7 @@ def _stats_run(name: str, counts, vocab_size: int) -> dict[str, dict[str, float]
 
 def _train_run(name: str, path: str, vocab_size: int, workers: int | None) -> int:
     if name in peer_adapters.TRAIN_PEERS:
-        return _silenced(peer_adapters.TRAIN_PEERS[name][1], path, vocab_size, SPECIALS, workers)
+        return peer_adapters.TRAIN_PEERS[name][1](path, vocab_size, SPECIALS, workers)
     return len(train_bpe(path, vocab_size, SPECIALS, impl=name, num_workers=workers)[1])
 
 
@@ -533,7 +521,7 @@ def stats_rows(report: ScalingReport) -> list[list[str]]:
         last = points[-1]
         for counter, values in last.extra["stats"].items():
             slope = fit_slope([p.x for p in points], [p.extra["stats"][counter]["total"] for p in points])[0]
-            rows.append([curve.study, curve.name, f"{last.x:.3g}", counter, f"{values['mean']:.1f}",
+            rows.append([curve.study, curve.name, f"{last.x:.3g}" if last.x < 1000 else f"{last.x:.0f}", counter, f"{values['mean']:.1f}",
                          f"{values['total']:.0f}", _cell(slope)])
     return rows
 
