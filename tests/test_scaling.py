@@ -138,6 +138,7 @@ def test_a_point_over_budget_is_skipped_with_every_larger_one_and_the_table_says
     assert "skipped from 0.02 MB" in naive_row
 
 
+@pytest.mark.slow
 def test_the_study_measures_every_trainer_and_encoder_and_fits_each_curve(tmp_path):
     real = tmp_path / "real.txt"
     real.write_text("In the beginning God created the heaven and the earth.\n" * 800, encoding="utf-8")

@@ -159,7 +159,7 @@ def build_parser() -> argparse.ArgumentParser:
     scale.add_argument("--study", dest="studies", action="append", choices=["corpus", "vocab", "encode"],
                        default=None, help="measure only this study; repeat for several (default: all)")
     scale.add_argument("--budget", type=float, default=None, metavar="SECONDS",
-                       help="skip a point predicted to take longer (default: 10, quick: 5)")
+                       help="skip a point predicted to take longer (default: 10, quick: 3)")
     scale.add_argument("--workers", type=int, default=None, help="pre-tokenizer processes (default: all cores)")
     scale.add_argument("--json", type=Path, default=None, help="write the curves and fits as JSON here")
     scale.add_argument("--plot", type=Path, default=None, metavar="DIR", help="draw each study as PNG and SVG here")

@@ -127,17 +127,19 @@ def _draw_lines(axis, report, curves, attribute: str, colours: dict, log_x: bool
     axis.set_yscale("log")
     _plain_ticks(axis)
     if all_x:  # a tick at every measured size (the sizes double, so they never crowd)
-        axis.set_xticks(sorted(all_x), [f"{x:.3g}" for x in sorted(all_x)])
+        axis.set_xticks(sorted(all_x), [f"{x:.3g}" if x < 1000 else f"{x:,.0f}" for x in sorted(all_x)])
     axis.grid(True, which="major", alpha=0.35)
     axis.grid(True, which="minor", alpha=0.12)
 
 
-def _plain_ticks(axis) -> None:
-    """Tick labels as plain numbers (0.05, 2, 300), not powers of ten."""
-    from matplotlib.ticker import FuncFormatter, NullFormatter
+def _plain_ticks(axis, y: bool = True) -> None:
+    """Tick labels as plain numbers (0.05, 2, 300), not powers of ten (x only when y holds names)."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
     plain = FuncFormatter(lambda value, _: f"{value:g}")
-    for ax in (axis.xaxis, axis.yaxis):
+    if y and axis.get_yscale() == "log":  # 1, 2, 5, 10, ...: labels even on a range under a decade
+        axis.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    for ax in (axis.xaxis, axis.yaxis) if y else (axis.xaxis,):
         ax.set_major_formatter(plain)
         ax.set_minor_formatter(NullFormatter())
 
@@ -152,10 +154,10 @@ def scaling_figures(report) -> list[tuple[str, Any]]:
     plt = _pyplot()
     figures = []
     studies = list(dict.fromkeys(c.study for c in report.curves))
+    colours: dict = {}  # shared by every figure: an implementation keeps its colour throughout
     for study in studies:
         curves = [c for c in report.curves if c.study == study]
         kind = curves[0].kind
-        colours: dict = {}
         if kind in ("corpus", "vocab"):
             panels = [("merge", [c for c in curves if c.metric == "merge"], "seconds"),
                       ("train", [c for c in curves if c.metric == "train"], "seconds"),
@@ -220,7 +222,7 @@ def _bars(axis, rows, attribute: str, title: str, better: str, colours: dict, ve
     log = attribute == "seconds" and values and max(values) / max(min(values), 1e-9) > 30
     if log:
         axis.set_xscale("log")  # naive and the compiled trainer differ by orders of magnitude
-        _plain_ticks(axis)
+        _plain_ticks(axis, y=False)
     top = max(values) if values else 1
     for position, value in zip(positions, values):
         axis.text(value, position, " " + _format_value(value), va="center", ha="left", fontsize=8.5)

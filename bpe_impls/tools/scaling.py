@@ -51,14 +51,15 @@ from .machine import describe_machine
 from .measure import Measured, measure_in_child, measure_tree
 
 SPECIALS = [SEPARATOR]
+ENCODE_PEERS = {"tiktoken": "tiktoken", "huggingface": "tokenizers"}  # name -> module, as in `bpe compare`
 REPEAT_BELOW = 0.5  # a measurement faster than this many seconds is repeated (best of Sizes.repeats): noise
 
 
 @dataclass(frozen=True)
 class Sizes:
     """What one run measures. DEFAULT takes about 5 minutes on 2 idle cores (8 on a busy machine);
-    QUICK well under a minute. The corpus studies use a small vocab (512) so that naive, whose
-    merge phase is O(merges x corpus), still gets a few sizes within the budget."""
+    QUICK well under a minute. The corpus studies use a small vocab (320: 63 merges) so that naive,
+    whose merge phase is O(merges x corpus), still gets several sizes within the budget."""
 
     generated_mb: tuple[float, ...]
     real_parts: tuple[int, ...]  # real fixtures: prefixes of 1/part of the file (1 = all of it)
@@ -76,17 +77,19 @@ class Sizes:
 
 
 DEFAULT = Sizes(
-    generated_mb=(0.25, 0.5, 1, 2, 4, 8, 16, 32), real_parts=(16, 8, 4, 2, 1), real_cap_mb=None, corpus_vocab=512,
+    generated_mb=(0.125, 0.25, 0.5, 1, 2, 4, 8, 16, 32), real_parts=(16, 8, 4, 2, 1), real_cap_mb=None,
+    corpus_vocab=320,
     vocabs=(1024, 2048, 4096, 8192, 16384, 32768), vocab_corpus_mb=4,
     text_mb=(0.125, 0.25, 0.5, 1, 2), cache_sizes=(0, 64, 1024, 16384, 262144), cache_text_mb=0.5,
     encode_vocab=8192, budget=10.0, repeats=3, workers=None,
 )
 QUICK = Sizes(
-    generated_mb=(0.05, 0.1, 0.2), real_parts=(4, 2, 1), real_cap_mb=0.1, corpus_vocab=320,
-    vocabs=(300, 400, 600), vocab_corpus_mb=0.1,
+    generated_mb=(0.05, 0.1, 0.2), real_parts=(2, 1), real_cap_mb=0.1, corpus_vocab=280,
+    vocabs=(280, 320, 400), vocab_corpus_mb=0.05,
     text_mb=(0.02, 0.04, 0.08), cache_sizes=(0, 64, 4096), cache_text_mb=0.04, encode_vocab=500,
-    budget=5.0, repeats=1, workers=1,  # a worker pool's start-up would be most of a tiny run
+    budget=3.0, repeats=1, workers=1,  # a worker pool's start-up would be most of a tiny run
 )
+
 
 # What the README states, per (study kind, phase, family); peers state nothing.
 EXPECTED = {
@@ -301,19 +304,20 @@ class _Runner:
         return best
 
     def predict(self, curve: Curve, x: float, first_guess: float | None) -> float | None:
-        """Seconds the next point should take: extrapolated along the last two points' slope
-        (at least linear, so a noisy flat start cannot hide growth), else `first_guess`.
-        Cache size is not a cost axis: its points are not predicted."""
+        """Seconds the next point should take: the least-squares line through every point so far
+        (log-log), so one point slowed by a busy machine moves it by only 1/n; its slope at least 1,
+        so a flat start (fixed costs) cannot hide growth. With one point, linear from it; with none,
+        `first_guess`. Cache size is not a cost axis: its points are not predicted."""
         if curve.kind == "encode cache":
             return first_guess
         done = [p for p in curve.points if p.seconds]
-        if len(done) >= 2:
-            (x0, y0), (x1, y1) = [(p.x, p.seconds) for p in done[-2:]]
-            slope = max(1.0, math.log(y1 / y0) / math.log(x1 / x0)) if x1 != x0 and y0 > 0 else 1.0
-            return y1 * (x / x1) ** slope
-        if done:
-            return done[-1].seconds * x / done[-1].x
-        return first_guess
+        if not done:
+            return first_guess
+        log_x = np.log([p.x for p in done])
+        log_y = np.log([p.seconds for p in done])
+        slope = fit_slope([p.x for p in done], [p.seconds for p in done])[0] if len(done) >= 2 else None
+        slope = max(1.0, slope if slope is not None else 1.0)
+        return float(np.exp(log_y.mean() + slope * (math.log(x) - log_x.mean())))
 
     def point(self, curve: Curve, x: float, func, *args, tree: bool = False, own_time: bool = False,
               first_guess: float | None = None, extra: dict | None = None, label: str = "") -> Point | None:
@@ -414,8 +418,9 @@ def run_scaling(
     peer_names = _peers_installed(log) if peers else []
     report = ScalingReport(sizes=asdict(sizes), machine=describe_machine(), command=list(sys.argv))
     trainers = len(IMPLEMENTATIONS) * 2 + len(peer_names)
-    encoders = list(ENCODERS) + ([n for n in ("tiktoken", "huggingface") if peer_adapters.installed(
-        {"tiktoken": "tiktoken", "huggingface": "tokenizers"}[n])] if peers else [])
+    encoders = list(ENCODERS)
+    if peers:
+        encoders += [name for name, module in ENCODE_PEERS.items() if peer_adapters.installed(module)]
     total = 0
     if "corpus" in studies:
         total += trainers * (len(sizes.generated_mb) + len(sizes.real_parts) * len(real))
