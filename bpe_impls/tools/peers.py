@@ -21,7 +21,6 @@ from contextlib import contextmanager
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-from ..base.errors import ConfigError
 from ..base.patterns import GPT2, SplitPattern, special_token_regex
 from ..encoding.formats.gpt2 import token_to_str
 
@@ -94,15 +93,19 @@ def train_rustbpe(
 def train_gigatoken(
     path: str, vocab_size: int, special_tokens: Sequence[str], workers: int | None = None, pattern: SplitPattern = GPT2
 ) -> int:
-    """Train gigatoken's BPE (its own GPT-2 pre-tokenizer) on the documents between the first special
-    token; returns the number of merges it made. Its vocab_size counts the bytes and specials too."""
+    """Train gigatoken's BPE on the file; returns the number of merges it made.
+
+    It reads the file itself (its own threads), splits documents at the first special token and
+    pre-tokenizes with GPT-2's pattern, its only one: other patterns are refused.
+    """
     import gigatoken
 
     if pattern is not GPT2:
-        raise ConfigError(f"gigatoken pre-tokenizes with GPT-2's pattern only, not {pattern.name!r}")
+        raise ValueError(f"gigatoken trains with GPT-2's split pattern only, not {pattern.name!r}")
     source = gigatoken.TextFileSource([str(path)], separator=special_tokens[0] if special_tokens else None)
     with quiet_stdio():  # it prints its progress from Rust, into our reports' stdout
-        return len(gigatoken.train_bpe(source, vocab_size, list(special_tokens))[1])
+        vocab, merges = gigatoken.train_bpe(source, vocab_size, list(special_tokens))
+    return len(merges)
 
 
 @contextmanager
@@ -167,3 +170,10 @@ TRAIN_PEERS: dict[str, tuple[str, Callable[..., int]]] = {
     "rustbpe": ("rustbpe", train_rustbpe),
     "gigatoken": ("gigatoken", train_gigatoken),
 }
+# Peer trainers that pre-tokenize with GPT-2's pattern whatever they are told.
+GPT2_PATTERN_ONLY = {"gigatoken"}
+
+
+def can_train(name: str, pattern: SplitPattern) -> bool:
+    """Whether peer trainer `name` can train with split `pattern` (so its result is comparable)."""
+    return name not in GPT2_PATTERN_ONLY or pattern is GPT2
