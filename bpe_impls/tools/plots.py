@@ -36,10 +36,10 @@ def _pyplot():
     return plt
 
 
-def save(figure: Any, path: Path) -> Path:
+def save(figure: Any, path: Path, dpi: int = 110) -> Path:
     """Write a figure atomically, in the format its suffix names (png or svg)."""
     with atomic_write(path, "wb") as out:
-        figure.savefig(out, format=Path(path).suffix.lstrip(".") or "png", dpi=110, bbox_inches="tight")
+        figure.savefig(out, format=Path(path).suffix.lstrip(".") or "png", dpi=dpi, bbox_inches="tight")
     return Path(path)
 
 
@@ -100,7 +100,7 @@ def _legend_label(curve, fit) -> str:
         spread = f" ± {(fit.high - fit.low) / 2:.2f}" if fit.low is not None else ""
         label += f": slope {fit.slope:.2f}{spread}"
     if curve.skipped:
-        label += " (larger sizes skipped)"
+        label += " (larger: over budget)"
     return label
 
 
@@ -114,6 +114,9 @@ def _draw_lines(axis, report, curves, attribute: str, colours: dict, log_x: bool
             points = [(p.x, getattr(p, attribute)) for p in curve.points]
         points = [(x, y) for x, y in points if y is not None and y > 0]
         if not points:
+            if curve.skipped:  # say so in the legend rather than leave it out silently
+                axis.plot([], [], linestyle="none", marker="x", color="#888888",
+                          label=f"{curve.name}: not run (over the time budget)")
             continue
         all_x.update(x for x, _ in points)
         fit = _fit_of(report, curve, quantity) if quantity else None
@@ -166,7 +169,7 @@ def scaling_figures(report) -> list[tuple[str, Any]]:
             panels = [("encode", curves, "seconds")]
         else:
             panels = [("encode cache", curves, "mb_per_s")]
-        figure, axes = plt.subplots(1, len(panels), figsize=(6.2 * len(panels), 5.6), squeeze=False)
+        figure, axes = plt.subplots(1, len(panels), figsize=(7.2 * len(panels), 5.6), squeeze=False)
         for axis, (panel, panel_curves, attribute) in zip(axes[0], panels):
             _draw_lines(axis, report, panel_curves, attribute, colours, log_x=kind != "encode cache")
             _, title, better = _PANELS[panel]
@@ -186,14 +189,14 @@ def scaling_figures(report) -> list[tuple[str, Any]]:
     return figures
 
 
-def plot_scaling(report, directory: Path, formats: Sequence[str] = ("png", "svg")) -> list[Path]:
+def plot_scaling(report, directory: Path, formats: Sequence[str] = ("png", "svg"), dpi: int = 110) -> list[Path]:
     """Each study of a ScalingReport as PNG and SVG in `directory`; returns the files written."""
     plt = _pyplot()
     Path(directory).mkdir(parents=True, exist_ok=True)
     written = []
     for stem, figure in scaling_figures(report):
         for suffix in formats:
-            written.append(save(figure, Path(directory) / f"{stem}.{suffix}"))
+            written.append(save(figure, Path(directory) / f"{stem}.{suffix}", dpi))
         plt.close(figure)
     return written
 
