@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import codecs
+import dataclasses
 import resource
 import sys
 import time
@@ -30,8 +31,11 @@ from ..fixtures.tinystories import default_corpus, parse_size, write_corpus
 from ..trainers import DEFAULT_IMPL, IMPLEMENTATIONS, train_bpe
 from ..trainers.common import merge_budget
 from . import peers as peer_adapters
-from .compare import PEER_MODULES, format_report, plot, run_compare, write_json
+from . import scaling
+from .compare import PEER_MODULES, format_report, run_compare, write_json
 from .encode_file import DEFAULT_BLOCK_SIZE, OUTPUT_FORMATS, encode_file
+from .plots import plot_compare, plot_scaling
+from .report import write_report
 
 IDS_PER_WRITE = 1 << 20
 
@@ -149,6 +153,37 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--plot", type=Path, default=None, help="draw bars of the results to this PNG")
     _add_common(compare)
 
+    scale = commands.add_parser(
+        "scaling", help="how time and memory grow with corpus, vocab, text and cache; fitted exponents",
+        description="Measure every trainer (merge phase and end to end) while the corpus grows (generated "
+                    "1-32 MB, and prefixes of real fixtures such as kjv.txt) and while the vocab grows (1k-32k), "
+                    "and every encoder against text and cache size; fit each curve's log-log slope with a 95%% "
+                    "interval. Default sizes take about 5 minutes on 2 idle cores (8 on a busy machine); --quick "
+                    "well under a minute.",
+    )
+    scale.add_argument("--quick", action="store_true", help="tiny sizes (CI smoke run: seconds)")
+    scale.add_argument("--peers", action="store_true",
+                       help="also HuggingFace tokenizers, rustbpe, gigatoken (train) and tiktoken, HF (encode)")
+    scale.add_argument("--real", type=Path, action="append", default=None, metavar="FILE",
+                       help="a real text file to take prefixes of; repeat for several (default: kjv.txt from "
+                            "the shared fixtures, where found)")
+    scale.add_argument("--study", dest="studies", action="append", choices=["corpus", "vocab", "encode"],
+                       default=None, help="measure only this study; repeat for several (default: all)")
+    scale.add_argument("--budget", type=float, default=None, metavar="SECONDS",
+                       help="skip a point predicted to take longer (default: 10, quick: 3)")
+    scale.add_argument("--workers", type=int, default=None, help="pre-tokenizer processes (default: all cores)")
+    scale.add_argument("--json", type=Path, default=None, help="write the curves and fits as JSON here")
+    scale.add_argument("--plot", type=Path, default=None, metavar="DIR", help="draw each study as PNG and SVG here")
+    _add_common(scale)
+
+    report = commands.add_parser("report", help="one self-contained HTML page: compare, scaling, machine, commit")
+    report.add_argument("out", type=Path, help="output directory (index.html, plus the JSON it was made from)")
+    report.add_argument("--compare-json", type=Path, default=None, help="a `bpe compare --json` file (default: run it)")
+    report.add_argument("--scaling-json", type=Path, default=None, help="a `bpe scaling --json` file (default: run it)")
+    report.add_argument("--quick", action="store_true", help="when running them: tiny sizes (seconds)")
+    report.add_argument("--peers", action="store_true", help="when running them: with the peers")
+    _add_common(report)
+
     generate = commands.add_parser("gen-corpus", help="write a seeded corpus of any size (TinyStories, web or intl style)")
     generate.add_argument("out", type=Path, help="output text file")
     generate.add_argument("--size", required=True, help="e.g. 5MB, 200MB, 2GB, 1GiB")
@@ -167,7 +202,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     handler = {
         "train": cmd_train, "encode": cmd_encode, "decode": cmd_decode, "export": cmd_export,
-        "compare": cmd_compare, "gen-corpus": cmd_gen_corpus,
+        "compare": cmd_compare, "gen-corpus": cmd_gen_corpus, "scaling": cmd_scaling, "report": cmd_report,
     }[args.command]
     try:
         return handler(args)
@@ -325,9 +360,58 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if args.json:
         write_json(report, args.json)
     if args.plot:
-        plot(report, args.plot)
+        plot_compare(report, args.plot)
     identical = all(row.identical for row in report.rows if row.table == "merge")
     return 0 if identical else 1
+
+
+def _require_matplotlib(flag: str) -> None:
+    if not peer_adapters.installed("matplotlib"):  # say so before a run of minutes
+        raise ConfigError(f"{flag} needs matplotlib: pip install 'bpe_impls[plot]'")
+
+
+def _logger(args: argparse.Namespace):
+    def log(message: str) -> None:
+        if not args.quiet:
+            print(f"  {message} ...", file=sys.stderr, flush=True)
+
+    return log
+
+
+def cmd_scaling(args: argparse.Namespace) -> int:
+    if args.plot:
+        _require_matplotlib("--plot")
+    for path in args.real or []:
+        if not path.is_file():
+            raise CorpusError(f"{path}: no such file")
+    sizes = scaling.QUICK if args.quick else scaling.DEFAULT
+    if args.budget is not None:
+        if not args.budget > 0:
+            raise ConfigError(f"--budget must be a positive number of seconds, got {args.budget}")
+        sizes = dataclasses.replace(sizes, budget=args.budget)
+    report = scaling.run_scaling(
+        sizes, real=args.real, peers=args.peers, workers=args.workers,
+        studies=args.studies or ("corpus", "vocab", "encode"), progress=_progress_enabled(args),
+        log=_logger(args),
+    )
+    print(scaling.format_scaling(report))
+    if args.json:
+        scaling.write_json(report, args.json)
+    if args.plot:
+        written = plot_scaling(report, args.plot)
+        print(f"wrote {len(written)} figures to {args.plot}")
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    _require_matplotlib("bpe report")
+    for path in (args.compare_json, args.scaling_json):
+        if path is not None and not path.is_file():
+            raise CorpusError(f"{path}: no such file")
+    page = write_report(args.out, compare_json=args.compare_json, scaling_json=args.scaling_json,
+                        quick=args.quick, peers=args.peers, progress=_progress_enabled(args), log=_logger(args))
+    print(f"wrote {page}")
+    return 0
 
 
 def cmd_gen_corpus(args: argparse.Namespace) -> int:

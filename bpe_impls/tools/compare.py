@@ -475,30 +475,3 @@ def write_json(report: Report, path: Path) -> None:
     payload = asdict(report) | {"command": sys.argv}
     with atomic_write(path, "w", encoding="utf-8") as out:
         json.dump(payload, out, indent=2)
-
-
-def plot(report: Report, path: Path) -> None:
-    """Bars of seconds and peak MB per trainer (merge phase and end to end) and MB/s per encoder."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    panels = [
-        ("merge", "seconds", "merge phase: seconds"), ("merge", "peak_mb", "merge phase: peak MB"),
-        ("train", "seconds", "end to end: seconds"), ("train", "peak_mb", "end to end: peak MB"),
-        ("encode trained vocab", "mb_per_s", "encode: MB/s"),
-    ]
-    figure, axes = plt.subplots(1, len(panels), figsize=(4 * len(panels), 4))
-    for axis, (table, attribute, title) in zip(axes, panels):
-        rows = [r for r in report.rows if r.table == table and getattr(r, attribute) is not None]
-        axis.bar([r.name for r in rows], [getattr(r, attribute) for r in rows], color="tab:blue")
-        axis.set_title(title)
-        if attribute == "seconds":
-            axis.set_yscale("log")  # naive and the fast trainers differ by orders of magnitude
-        axis.tick_params(axis="x", rotation=45)
-    figure.suptitle(f"{Path(report.corpus).name}, vocab {report.vocab_size}, {report.machine.get('cores')} cores")
-    figure.tight_layout()
-    with atomic_write(path, "wb") as out:
-        figure.savefig(out, format=Path(path).suffix.lstrip(".") or "png")
-    plt.close(figure)

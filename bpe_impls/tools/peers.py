@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import sys
 import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -103,8 +105,26 @@ def train_gigatoken(
     if pattern is not GPT2:
         raise ValueError(f"gigatoken trains with GPT-2's split pattern only, not {pattern.name!r}")
     source = gigatoken.TextFileSource([str(path)], separator=special_tokens[0] if special_tokens else None)
-    vocab, merges = gigatoken.train_bpe(source, vocab_size, list(special_tokens))
+    with quiet_stdio():  # it prints its progress from Rust, into our reports' stdout
+        vocab, merges = gigatoken.train_bpe(source, vocab_size, list(special_tokens))
     return len(merges)
+
+
+@contextmanager
+def quiet_stdio() -> Iterator[None]:
+    """stdout and stderr sent to /dev/null at the file-descriptor level (also silences native code)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = [os.dup(1), os.dup(2)]
+    with open(os.devnull, "w") as devnull:
+        os.dup2(devnull.fileno(), 1)
+        os.dup2(devnull.fileno(), 2)
+    try:
+        yield
+    finally:
+        for fd, copy in zip((1, 2), saved):
+            os.dup2(copy, fd)
+            os.close(copy)
 
 
 def special_ids(vocab: Vocab, special_tokens: Sequence[str]) -> dict[str, int]:

@@ -128,6 +128,33 @@ def build_vocab(special_tokens: Sequence[str], merges: Merges) -> Vocab:
     return dict(enumerate(tokens))
 
 
+class MergeStats:
+    """Per-merge counters a Python trainer records when handed one (`stats=`), for `bpe scaling`.
+
+    Trainers fill it between merges from quantities they hold anyway (lengths before and after a
+    step), never inside their inner loops, so a run without it (`stats=None`) costs nothing extra.
+    `per_merge[name][i]` is counter `name` for merge i.
+    """
+
+    __slots__ = ("per_merge",)
+
+    def __init__(self) -> None:
+        self.per_merge: dict[str, list[int]] = {}
+
+    def add(self, **counters: int) -> None:
+        for name, value in counters.items():
+            self.per_merge.setdefault(name, []).append(value)
+
+    def summary(self) -> dict[str, dict[str, float]]:
+        """Each counter's mean, median, maximum and total over the merges."""
+        out = {}
+        for name, values in self.per_merge.items():
+            ordered = sorted(values)
+            out[name] = {"mean": sum(values) / len(values), "median": ordered[len(ordered) // 2],
+                         "max": ordered[-1], "total": sum(values)}
+        return out
+
+
 def merge_progress(total: int, enabled: bool) -> tqdm:
     """A progress bar over merges on stderr (updated by the caller)."""
     return tqdm(total=total, unit="merge", desc="merge", disable=not enabled, leave=False)

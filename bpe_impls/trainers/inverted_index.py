@@ -21,16 +21,21 @@ from __future__ import annotations
 from collections.abc import Sequence
 from heapq import heapify, heappop, heappush
 
-from .common import Descending, Merges, TokenTable, Vocab, WordCounts
+from .common import Descending, Merges, MergeStats, TokenTable, Vocab, WordCounts
 from .common import build_vocab, checked_budget, merge_progress
 
 Pair = tuple[int, int]
 
 
 def train(
-    word_counts: WordCounts, vocab_size: int, special_tokens: Sequence[str] = (), *, progress: bool = False
+    word_counts: WordCounts, vocab_size: int, special_tokens: Sequence[str] = (), *, progress: bool = False,
+    stats: MergeStats | None = None,
 ) -> tuple[Vocab, Merges]:
-    """Train byte-level BPE on pre-token counts; returns exactly what `naive.train` returns."""
+    """Train byte-level BPE on pre-token counts; returns exactly what `naive.train` returns.
+
+    `stats`, if given, records per merge: words_touched (words rewritten), heap_pushes, and
+    stale_discarded (heap entries popped and dropped as out of date before the best one).
+    """
     num_merges = checked_budget(word_counts, vocab_size, special_tokens)
 
     tokens = TokenTable()
@@ -71,17 +76,22 @@ def train(
     merges: Merges = []
     with merge_progress(num_merges, progress) as bar:
         while len(merges) < num_merges:
+            heap_before = len(heap)
             best = _pop_best(heap, pair_counts)
             if best is None:
                 break  # every word is a single token: nothing left to merge
             left, right = best
             merges.append((token_bytes[left], token_bytes[right]))
             new = tokens.merge(left, right)
+            if stats is not None:  # once per merge, outside the loops below
+                discarded, touched, heap_before = heap_before - len(heap) - 1, len(index[best]), len(heap)
 
             risen = _apply_merge(best, new, words, counts, pair_counts, index)
             for pair in risen:
                 if pair in pair_counts:  # it may have been added in one word and removed in a later one
                     heappush(heap, entry(pair))
+            if stats is not None:
+                stats.add(words_touched=touched, heap_pushes=len(heap) - heap_before, stale_discarded=discarded)
             bar.update()
     return build_vocab(special_tokens, merges), merges
 

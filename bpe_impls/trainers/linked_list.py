@@ -22,7 +22,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Sequence
 
-from .common import Descending, Merges, TokenTable, Vocab, WordCounts
+from .common import Descending, Merges, MergeStats, TokenTable, Vocab, WordCounts
 from .common import build_vocab, checked_budget, merge_progress, pair_key_bits
 
 _DEAD = -1  # the value of a node merged into its left neighbour: no pair test can match it
@@ -193,8 +193,15 @@ def _best(
 
 
 def train(
-    word_counts: WordCounts, vocab_size: int, special_tokens: Sequence[str] = (), *, progress: bool = False
+    word_counts: WordCounts, vocab_size: int, special_tokens: Sequence[str] = (), *, progress: bool = False,
+    stats: MergeStats | None = None,
 ) -> tuple[Vocab, Merges]:
+    """Train byte-level BPE on pre-token counts; returns exactly what `naive.train` returns.
+
+    `stats`, if given, records per merge: index_entries (occurrence-index entries visited, stale
+    ones included), heap_pushes, and stale_discarded (heap entries popped and dropped as out of
+    date before the best one).
+    """
     num_merges = checked_budget(word_counts, vocab_size, special_tokens)
     shift = pair_key_bits(word_counts, num_merges)
     mask = (1 << shift) - 1
@@ -210,15 +217,20 @@ def train(
     merges: Merges = []
     with merge_progress(num_merges, progress) as bar:
         while len(merges) < num_merges:
+            heap_before = len(heap)
             key = _best(heap, counts)
             if key is None:
                 break  # every word is a single token: nothing left to merge
             a, b = key >> shift, key & mask
             merges.append((token_bytes[a], token_bytes[b]))
             new = tokens.merge(a, b)
+            if stats is not None:  # once per merge, outside the loops below
+                discarded, visited, heap_before = heap_before - len(heap) - 1, len(index[key]), len(heap)
             for grown in _merge_pair(a, b, new, shift, counts, index):
                 count = counts[grown]
                 if count > 0:
                     heapq.heappush(heap, entry(grown, count))
+            if stats is not None:
+                stats.add(index_entries=visited, heap_pushes=len(heap) - heap_before, stale_discarded=discarded)
             bar.update()
     return build_vocab(special_tokens, merges), merges

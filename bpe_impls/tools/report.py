@@ -1,0 +1,196 @@
+"""`bpe report OUT_DIR`: one self-contained HTML page of everything the harness measures.
+
+The page holds `bpe compare`'s tables and picture, `bpe scaling`'s exponent table, per-merge
+statistics and pictures, the machine's description and the git commit. Figures are inline SVG,
+the data is inline JSON, and a Content-Security-Policy forbids every fetch, so the page opens
+offline and shows the same thing anywhere. A small inline script marks the <body> with
+data-figures="rendered/total" once every figure has a nonzero size (the headless-browser test
+reads it with --dump-dom).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from ..base.atomic import atomic_write
+from ..fixtures.tinystories import SEPARATOR, default_corpus
+from ..trainers import IMPLEMENTATIONS
+from . import compare, plots, scaling
+from .machine import describe_machine
+
+QUICK_COMPARE_BYTES = 200_000  # `--quick`: compare on a 0.2 MB generated corpus at vocab 500
+QUICK_COMPARE_VOCAB = 500
+
+_STYLE = """
+body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1500px; color: #222; line-height: 1.4; }
+h1 { font-size: 1.6em; } h2 { margin-top: 2em; border-bottom: 1px solid #ccc; }
+table { border-collapse: collapse; margin: 0.8em 0; font-size: 0.9em; }
+th, td { border: 1px solid #ddd; padding: 3px 8px; text-align: right; }
+th { background: #f3f5f8; } td:first-child, th:first-child { text-align: left; }
+td.text { text-align: left; } .no { color: #b00020; font-weight: bold; }
+figure { margin: 1em 0; } figure svg { max-width: 100%; height: auto; }
+.note { color: #555; font-size: 0.9em; }
+"""
+
+# Counts the figures that have a nonzero size once the page has loaded; errors are counted too.
+_CHECK = """
+window.__errors = 0;
+window.addEventListener('error', function () { window.__errors += 1; });
+window.addEventListener('load', function () {
+  var figures = document.querySelectorAll('figure svg, figure img');
+  var shown = 0;
+  figures.forEach(function (f) { var r = f.getBoundingClientRect(); if (r.width > 0 && r.height > 0) shown += 1; });
+  document.body.setAttribute('data-figures', shown + '/' + figures.length);
+  document.body.setAttribute('data-errors', String(window.__errors));
+});
+"""
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[Any]], text_columns: Sequence[int] = (0,)) -> str:
+    """An HTML table; numbers right-aligned, the `text_columns` left-aligned, a "NO" verdict in red."""
+    head = "".join(f"<th>{html.escape(str(cell))}</th>" for cell in header)
+    body = []
+    for row in rows:
+        cells = []
+        for i, cell in enumerate(row):
+            value = html.escape(str(cell))
+            classes = ["text"] if i in text_columns else []
+            if value == "NO":
+                classes.append("no")
+            cells.append(f"<td class=\"{' '.join(classes)}\">{value}</td>" if classes else f"<td>{value}</td>")
+        body.append("<tr>" + "".join(cells) + "</tr>")
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+def _figure(figure: Any, caption: str) -> str:
+    svg = plots.figure_svg(figure)
+    plots.close(figure)
+    return f"<figure>{svg}<figcaption class=\"note\">{html.escape(caption)}</figcaption></figure>"
+
+
+def _fmt(value: float | None, digits: int = 2) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def compare_section(report: compare.Report) -> str:
+    yes = {True: "yes", False: "NO", None: "-"}
+    parts = [f"<p>Corpus {html.escape(report.corpus)} ({report.corpus_mb:.1f} MB, {report.distinct_pretokens} "
+             f"distinct pre-tokens), vocab {report.vocab_size}, pattern {html.escape(report.pattern)}.</p>"]
+    parts += [f"<p class=\"note\">{html.escape(line)}</p>" for line in report.left_out]
+    merge_rows = [r for r in report.rows if r.table == "merge"]
+    parts.append("<h3>Merge phase (from the same word counts)</h3>")
+    parts.append(_table(["trainer", "seconds", "peak MB", "merges", f"identical to {report.reference}"],
+                        [[r.name, _fmt(r.seconds, 3), _fmt(r.peak_mb, 1), r.merges, yes[r.identical]]
+                         for r in merge_rows]))
+    train_rows = [r for r in report.rows if r.table == "train"]
+    if train_rows:
+        parts.append("<h3>Train end to end (read + pre-tokenize + merge)</h3>")
+        parts.append(_table(["trainer", "seconds", "peak MB (process tree)", "x ours (time)"],
+                            [[r.name, _fmt(r.seconds, 3), _fmt(r.peak_mb, 1), _fmt(r.seconds / train_rows[0].seconds)]
+                             for r in train_rows]))
+    for table in dict.fromkeys(r.table for r in report.rows if r.table.startswith("encode")):
+        rows = [r for r in report.rows if r.table == table]
+        parts.append(f"<h3>{html.escape(table.capitalize())} ({html.escape(rows[0].note)} of the corpus)</h3>")
+        parts.append(_table(["encoder", "seconds", "MB/s", "x ours", "same ids"],
+                            [[r.name, _fmt(r.seconds, 3), _fmt(r.mb_per_s), _fmt(r.mb_per_s / rows[0].mb_per_s),
+                              yes[r.identical]] for r in rows]))
+    parts.append(_figure(plots.compare_figure(report), "bpe compare, as bars (value on each bar)"))
+    return "\n".join(parts)
+
+
+def scaling_section(report: scaling.ScalingReport) -> str:
+    parts = [f"<p>Exponent k of cost ~ x<sup>k</sup>: the least-squares slope of log cost against log x, with "
+             f"a 95% interval ({html.escape(report.interval or '-')}). x is the study's axis: corpus MB, merges, "
+             "text MB. Each point is one measurement in a fresh process (best of 3 when under a second); the "
+             "machine is shared, so single points are noisy.</p>",
+             _table(scaling.EXPONENT_HEADER, scaling.exponent_rows(report), text_columns=(0, 1, 2, 7, 8))]
+    for study, slope in scaling.heaps_exponents(report.curves).items():
+        parts.append(f"<p class=\"note\">{html.escape(study)}: distinct pre-token bytes grow as corpus "
+                     f"MB<sup>{_fmt(slope)}</sup> (Heaps' law), which bounds the merge phase's growth.</p>")
+    stats = scaling.stats_rows(report)
+    if stats:
+        parts.append("<h3>Per-merge statistics of the Python trainers (untimed runs)</h3>")
+        parts.append(_table(scaling.STATS_HEADER, stats, text_columns=(0, 1, 3)))
+    for _, figure in plots.scaling_figures(report):
+        parts.append(_figure(figure, "log-log; legend: fitted slope ± 95% interval"))
+    return "\n".join(parts)
+
+
+def machine_section(machine: dict[str, Any]) -> str:
+    rows = [[key, machine[key]] for key in ("cpu", "cores", "memory_gib", "os", "python", "commit") if key in machine]
+    rows += [[f"package {name}", version or "not installed"] for name, version in machine.get("packages", {}).items()]
+    return _table(["", "value"], rows, text_columns=(0, 1))
+
+
+def render(compare_report: compare.Report | None, scaling_report: scaling.ScalingReport | None,
+           machine: dict[str, Any]) -> str:
+    """The whole page as a string."""
+    sections = [f"<h1>bpe_impls benchmark report</h1><p>Commit <code>{html.escape(str(machine.get('commit')))}</code>"
+                f" on {html.escape(str(machine.get('cpu')))}, {machine.get('cores')} cores.</p>",
+                "<h2>Machine</h2>", machine_section(machine)]
+    if compare_report is not None:
+        sections += ["<h2>bpe compare: every trainer and encoder on one corpus</h2>", compare_section(compare_report)]
+    if scaling_report is not None:
+        sections += ["<h2>bpe scaling: how cost grows</h2>", scaling_section(scaling_report)]
+    data = {"compare": asdict(compare_report) if compare_report else None,
+            "scaling": asdict(scaling_report) if scaling_report else None, "machine": machine}
+    # "</" would end the script element early; JSON allows "<\/" for it.
+    payload = json.dumps(data).replace("</", "<\\/")
+    policy = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:"
+    return (
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        f"<meta http-equiv=\"Content-Security-Policy\" content=\"{policy}\">"
+        "<title>bpe_impls report</title>"
+        f"<style>{_STYLE}</style><script>{_CHECK}</script></head><body>"
+        + "\n".join(sections)
+        + f"<script type=\"application/json\" id=\"data\">{payload}</script></body></html>\n"
+    )
+
+
+def load_compare_json(path: Path) -> compare.Report:
+    """A compare.Report back from `bpe compare --json`'s file."""
+    with open(path, encoding="utf-8") as file:
+        data = json.load(file)
+    data.pop("command", None)
+    rows = [compare.Row(**row) for row in data.pop("rows")]
+    data["pretokenize_by_workers"] = {int(k): v for k, v in data.get("pretokenize_by_workers", {}).items()}
+    return compare.Report(rows=rows, **data)
+
+
+def write_report(
+    out_dir: Path,
+    *,
+    compare_json: Path | None = None,
+    scaling_json: Path | None = None,
+    quick: bool = False,
+    peers: bool = False,
+    progress: bool = False,
+    log: Callable[[str], None] = lambda message: None,
+) -> Path:
+    """Write OUT_DIR/index.html (and the compare.json / scaling.json it was made from, when this
+    run measured them); runs `bpe compare` and `bpe scaling` for whatever JSON is not given."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if compare_json is not None:
+        compare_report = load_compare_json(compare_json)
+    else:
+        corpus = default_corpus(QUICK_COMPARE_BYTES) if quick else default_corpus()
+        vocab = QUICK_COMPARE_VOCAB if quick else 1000
+        compare_report = compare.run_compare(corpus, vocab, [SEPARATOR], impls=list(IMPLEMENTATIONS), peers=peers,
+                                             progress=progress, log=log, leave_out_slow_naive=True)
+        compare.write_json(compare_report, out_dir / "compare.json")
+    if scaling_json is not None:
+        scaling_report = scaling.load_json(scaling_json)
+    else:
+        scaling_report = scaling.run_scaling(scaling.QUICK if quick else scaling.DEFAULT, peers=peers,
+                                             progress=progress, log=log)
+        scaling.write_json(scaling_report, out_dir / "scaling.json")
+    page = out_dir / "index.html"
+    with atomic_write(page, "w", encoding="utf-8") as out:
+        out.write(render(compare_report, scaling_report, describe_machine()))
+    return page

@@ -1,0 +1,567 @@
+"""`bpe scaling`: how time and memory grow with the corpus, the vocab, the text and the cache.
+
+Studies (each point is one measurement in a fresh child process, best of up to 3 when it is fast):
+  * corpus: every registered trainer's merge phase (from the same word counts; seconds and peak
+    memory above the child's baseline) and end to end (`train_bpe` with that trainer; seconds and
+    peak RSS of the process tree), on growing prefixes of the generated corpus (1 ... 32 MB) and of
+    each real fixture (kjv.txt: 1/16 ... all of it), at a fixed vocab. With peers, HuggingFace
+    tokenizers, rustbpe and gigatoken end to end too.
+  * vocab: the same on one corpus while the vocab grows (1k ... 32k); x is the number of merges.
+  * encode text: every encoder's seconds to encode growing prefixes of the text (fresh cache).
+  * encode cache: every encoder's MB/s on one text as its pre-token cache grows (0 = no cache).
+
+Each curve's log-log slope is fitted by least squares with a 95% confidence interval (Student's t
+from scipy when it is installed, else the normal approximation, which is too narrow for few
+points: the table says which), and set beside the complexity the README states. The Python
+trainers also report per-merge statistics (words touched, heap pushes, stale entries) from a
+separate, untimed run with `stats=MergeStats()`.
+
+A point predicted to take more than the budget (from the curve's previous points, or for naive
+from its measured cost per byte and merge) is skipped with every larger one, and the table says so.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import math
+import multiprocessing
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from tqdm import tqdm
+
+from ..base.atomic import atomic_write
+from ..corpus import count_pretokens
+from ..encoding import ENCODERS, Tokenizer
+from ..fixtures.tinystories import SEPARATOR, default_corpus
+from ..trainers import DEFAULT_IMPL, IMPLEMENTATIONS, train_bpe
+from ..trainers.common import MergeStats
+from . import peers as peer_adapters
+from .compare import NAIVE_SECONDS_PER_BYTE_MERGE
+from .data import fixture_path
+from .machine import describe_machine
+from .measure import Measured, measure_in_child, measure_tree
+
+SPECIALS = [SEPARATOR]
+ENCODE_PEERS = {"tiktoken": "tiktoken", "huggingface": "tokenizers"}  # name -> module, as in `bpe compare`
+REPEAT_BELOW = 0.5  # a measurement faster than this many seconds is repeated (best of Sizes.repeats): noise
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """What one run measures. DEFAULT takes about 5 minutes on 2 idle cores (8 on a busy machine);
+    QUICK well under a minute. The corpus studies use a small vocab (320: 63 merges) so that naive,
+    whose merge phase is O(merges x corpus), still gets several sizes within the budget."""
+
+    generated_mb: tuple[float, ...]
+    real_parts: tuple[int, ...]  # real fixtures: prefixes of 1/part of the file (1 = all of it)
+    real_cap_mb: float | None  # ... of at most this many MB
+    corpus_vocab: int
+    vocabs: tuple[int, ...]
+    vocab_corpus_mb: float
+    text_mb: tuple[float, ...]
+    cache_sizes: tuple[int, ...]
+    cache_text_mb: float
+    encode_vocab: int
+    budget: float  # seconds one point may take
+    repeats: int  # a point under REPEAT_BELOW seconds is measured this many times (best of)
+    workers: int | None  # pre-tokenizer processes when not given (None: all cores)
+
+
+DEFAULT = Sizes(
+    generated_mb=(0.125, 0.25, 0.5, 1, 2, 4, 8, 16, 32), real_parts=(16, 8, 4, 2, 1), real_cap_mb=None,
+    corpus_vocab=320,
+    vocabs=(1024, 2048, 4096, 8192, 16384, 32768), vocab_corpus_mb=4,
+    text_mb=(0.125, 0.25, 0.5, 1, 2), cache_sizes=(0, 64, 1024, 16384, 262144), cache_text_mb=0.5,
+    encode_vocab=8192, budget=10.0, repeats=3, workers=None,
+)
+QUICK = Sizes(
+    generated_mb=(0.05, 0.1, 0.2), real_parts=(2, 1), real_cap_mb=0.1, corpus_vocab=280,
+    vocabs=(280, 320, 400), vocab_corpus_mb=0.05,
+    text_mb=(0.02, 0.04, 0.08), cache_sizes=(0, 64, 4096), cache_text_mb=0.04, encode_vocab=500,
+    budget=3.0, repeats=1, workers=1,  # a worker pool's start-up would be most of a tiny run
+)
+
+
+# What the README states, per (study kind, phase, family); peers state nothing.
+EXPECTED = {
+    ("corpus", "merge", "naive"): "1 vs distinct bytes: O(merges x corpus)",
+    ("corpus", "merge", "incremental"): "<= 1 vs distinct bytes: O(corpus + affected words x log pairs)",
+    ("corpus", "train", None): "<= 1: counting O(corpus), merging sublinear",
+    ("vocab", "merge", "naive"): "1: O(merges x corpus)",
+    ("vocab", "merge", "incremental"): "< 1: O(corpus) once + ever fewer affected words per merge",
+    ("vocab", "train", None): "< 1: counting does not grow with the vocab",
+    ("encode text", "encode", None): "1: linear in the text",
+}
+
+
+@dataclass
+class Point:
+    x: float
+    seconds: float | None = None
+    peak_mb: float | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Curve:
+    study: str  # "corpus: generated", "corpus: kjv.txt", "vocab: generated 16 MB", "encode text", "encode cache"
+    metric: str  # "merge", "train" or "encode"
+    name: str
+    peer: bool
+    x_label: str
+    points: list[Point] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+
+    @property
+    def kind(self) -> str:
+        return self.study.split(":")[0]
+
+
+@dataclass
+class Fit:
+    study: str
+    metric: str
+    name: str
+    peer: bool
+    quantity: str  # what was fitted against what, e.g. "seconds vs corpus MB"
+    slope: float | None
+    low: float | None
+    high: float | None
+    points: int
+    expected: str
+    note: str = ""
+
+
+@dataclass
+class ScalingReport:
+    sizes: dict[str, Any]
+    curves: list[Curve] = field(default_factory=list)
+    fits: list[Fit] = field(default_factory=list)
+    interval: str = ""
+    machine: dict[str, Any] = field(default_factory=dict)
+    command: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+# --- fitting ------------------------------------------------------------------------------------
+
+
+def _t_quantile(df: int) -> tuple[float, str]:
+    try:
+        from scipy import stats
+    except ImportError:
+        return 1.959964, "normal approximation (scipy not installed: too narrow for few points)"
+    return float(stats.t.ppf(0.975, df)), "Student's t"
+
+
+def fit_slope(xs: Sequence[float], ys: Sequence[float]) -> tuple[float | None, float | None, float | None, str]:
+    """(slope, low, high, method) of log y = a + slope log x, with a 95% interval; needs 2 points
+    for a slope and 3 for an interval (one degree of freedom); non-positive values are left out."""
+    pairs = [(x, y) for x, y in zip(xs, ys) if x and y and x > 0 and y > 0]
+    if len(pairs) < 2 or len({x for x, _ in pairs}) < 2:
+        return None, None, None, ""
+    log_x = np.log([x for x, _ in pairs])
+    log_y = np.log([y for _, y in pairs])
+    slope, intercept = np.polyfit(log_x, log_y, 1)
+    n = len(pairs)
+    if n < 3:
+        return float(slope), None, None, ""
+    residuals = log_y - (intercept + slope * log_x)
+    spread = float(np.sum((log_x - log_x.mean()) ** 2))
+    standard_error = math.sqrt(float(np.sum(residuals**2)) / (n - 2) / spread)
+    t, method = _t_quantile(n - 2)
+    return float(slope), float(slope - t * standard_error), float(slope + t * standard_error), method
+
+
+def _expected(curve: Curve) -> str:
+    if curve.peer:
+        return "-"
+    family = "naive" if curve.name == "naive" else "incremental"
+    for key in ((curve.kind, curve.metric, family), (curve.kind, curve.metric, None)):
+        if key in EXPECTED:
+            return EXPECTED[key]
+    return "-"
+
+
+TIME, DISTINCT, MEMORY = "seconds vs x", "seconds vs distinct pre-token bytes", "peak MB vs x"
+
+
+def fit_curves(curves: Sequence[Curve]) -> tuple[list[Fit], str]:
+    """A Fit of seconds (and, for the merge phase, peak MB) against x for every curve, plus merge
+    seconds against distinct pre-token bytes for the corpus studies."""
+    fits, method = [], ""
+    for curve in curves:
+        if curve.kind == "encode cache":
+            continue  # throughput against cache size has no stated power law
+        measured = [p for p in curve.points if p.seconds is not None]
+        jobs = [(TIME, [p.x for p in measured], [p.seconds for p in measured])]
+        if curve.kind == "corpus" and curve.metric == "merge":
+            jobs.append((DISTINCT, [p.extra.get("distinct_bytes") for p in measured], [p.seconds for p in measured]))
+        if curve.metric == "merge":
+            jobs.append((MEMORY, [p.x for p in measured], [p.peak_mb for p in measured]))
+        for quantity, xs, ys in jobs:
+            slope, low, high, how = fit_slope(xs, ys)
+            method = method or how
+            fits.append(Fit(curve.study, curve.metric, curve.name, curve.peer, quantity, slope, low, high,
+                            sum(1 for x, y in zip(xs, ys) if x and y), _expected(curve), "; ".join(curve.skipped)))
+    return fits, method
+
+
+def heaps_exponents(curves: Sequence[Curve]) -> dict[str, float | None]:
+    """Per corpus study: how distinct pre-token bytes grow with the corpus (Heaps' law exponent)."""
+    out: dict[str, float | None] = {}
+    longest: dict[str, Curve] = {}  # the curve that reached the most sizes (naive stops early)
+    for curve in curves:
+        if curve.kind == "corpus" and curve.metric == "merge":
+            if len(curve.points) > len(longest.get(curve.study, Curve("", "", "", False, "")).points):
+                longest[curve.study] = curve
+    for study, curve in longest.items():
+        out[study] = fit_slope([p.x for p in curve.points], [p.extra.get("distinct_bytes") for p in curve.points])[0]
+    return out
+
+
+# --- the runs (module-level functions, so they pickle into child processes) ---------------------
+
+
+def _merge_run(name: str, counts, vocab_size: int) -> int:
+    return len(IMPLEMENTATIONS[name](counts, vocab_size, SPECIALS)[1])
+
+
+def _stats_run(name: str, counts, vocab_size: int) -> dict[str, dict[str, float]]:
+    stats = MergeStats()
+    IMPLEMENTATIONS[name](counts, vocab_size, SPECIALS, stats=stats)
+    return stats.summary()
+
+
+def _train_run(name: str, path: str, vocab_size: int, workers: int | None) -> int:
+    if name in peer_adapters.TRAIN_PEERS:
+        return peer_adapters.TRAIN_PEERS[name][1](path, vocab_size, SPECIALS, workers)
+    return len(train_bpe(path, vocab_size, SPECIALS, impl=name, num_workers=workers)[1])
+
+
+def _make_encoder(name: str, vocab, merges, cache_size: int):
+    if name == "tiktoken":
+        return peer_adapters.tiktoken_encoding(vocab, SPECIALS, "bpe_impls_scaling").encode_ordinary
+    if name == "huggingface":
+        tokenizer = peer_adapters.huggingface_tokenizer(vocab, merges, SPECIALS)
+        return lambda text: tokenizer.encode(text).ids
+    return Tokenizer(vocab, merges, SPECIALS, encoder=name, cache_size=cache_size).encode
+
+
+def _encode_timed(name: str, vocab, merges, text: str, cache_size: int) -> tuple[int, float]:
+    """(ids, seconds of the encode alone): a fresh encoder, so a cold cache; building it is not timed."""
+    encode = _make_encoder(name, vocab, merges, cache_size)
+    start = time.perf_counter()
+    count = len(encode(text))
+    return count, time.perf_counter() - start
+
+
+def has_stats(name: str) -> bool:
+    """Whether a registered trainer can count per-merge statistics (a `stats` keyword)."""
+    try:
+        return "stats" in inspect.signature(IMPLEMENTATIONS[name]).parameters
+    except (TypeError, ValueError):  # a compiled function without a signature
+        return False
+
+
+# --- the study ----------------------------------------------------------------------------------
+
+
+class _Runner:
+    """Runs measurements with the time budget, progress and logging."""
+
+    def __init__(self, budget: float, repeats: int, total: int, progress: bool, log: Callable[[str], None]):
+        self.budget = budget
+        self.repeats = repeats
+        self.bar = tqdm(total=total, unit="run", desc="scaling", disable=not progress, leave=False)
+        self.log = log
+        self.started = time.perf_counter()
+
+    def measure(self, tree: bool, own_time: bool, func: Callable[..., Any], *args: Any) -> Measured:
+        """Best of `repeats` when the first run is under REPEAT_BELOW seconds, else one run.
+        With `own_time`, func returns (result, seconds) and times itself (to leave out its setup)."""
+        run = measure_tree if tree else measure_in_child
+        best = None
+        for _ in range(self.repeats):
+            measured = run(func, *args)
+            if own_time:
+                measured = Measured(measured.result[0], measured.result[1], measured.peak_bytes)
+            if best is not None:
+                measured = Measured(best.result, min(best.seconds, measured.seconds),
+                                    min(best.peak_bytes, measured.peak_bytes))
+            best = measured
+            if best.seconds >= REPEAT_BELOW:
+                break
+        return best
+
+    def predict(self, curve: Curve, x: float, first_guess: float | None) -> float | None:
+        """Seconds the next point should take: the least-squares line through every point so far
+        (log-log), so one point slowed by a busy machine moves it by only 1/n; its slope at least 1,
+        so a flat start (fixed costs) cannot hide growth. With one point, linear from it; with none,
+        `first_guess`. Cache size is not a cost axis: its points are not predicted."""
+        if curve.kind == "encode cache":
+            return first_guess
+        done = [p for p in curve.points if p.seconds]
+        if not done:
+            return first_guess
+        log_x = np.log([p.x for p in done])
+        log_y = np.log([p.seconds for p in done])
+        slope = fit_slope([p.x for p in done], [p.seconds for p in done])[0] if len(done) >= 2 else None
+        slope = max(1.0, slope if slope is not None else 1.0)
+        return float(np.exp(log_y.mean() + slope * (math.log(x) - log_x.mean())))
+
+    def point(self, curve: Curve, x: float, func, *args, tree: bool = False, own_time: bool = False,
+              first_guess: float | None = None, extra: dict | None = None, label: str = "") -> Point | None:
+        self.bar.update()
+        if curve.skipped:
+            return None  # a smaller point was over budget already
+        predicted = self.predict(curve, x, first_guess)
+        if predicted is not None and predicted > self.budget:
+            curve.skipped.append(f"skipped from {label or x}: predicted {predicted:.0f} s > budget {self.budget:.0f} s")
+            return None
+        self.log(f"{time.perf_counter() - self.started:5.1f} s  {curve.study}, {curve.metric}: {curve.name} at {label or x}")
+        measured = self.measure(tree, own_time, func, *args)
+        point = Point(x, measured.seconds, measured.peak_mb, dict(extra or {}))
+        curve.points.append(point)
+        return point
+
+
+def _prefix_file(path: Path, size: int, directory: Path) -> Path:
+    """The first `size` bytes of a file, cut back to a line end, written into `directory`."""
+    with open(path, "rb") as file:
+        data = file.read(size)
+    if len(data) == size and b"\n" in data:
+        data = data[: data.rindex(b"\n") + 1]
+    out = directory / f"{path.stem}-{len(data)}B{path.suffix}"
+    out.write_bytes(data)
+    return out
+
+
+def _corpora(sizes: Sizes, real: Sequence[Path], directory: Path) -> list[tuple[str, list[tuple[float, Path]]]]:
+    """(study name, [(corpus MB, file)]) for the generated corpus and each real fixture."""
+    studies = [("corpus: generated", [(mb, default_corpus(int(mb * 1e6))) for mb in sizes.generated_mb])]
+    for path in real:
+        whole = path.stat().st_size
+        top = min(whole, int(sizes.real_cap_mb * 1e6)) if sizes.real_cap_mb else whole
+        files = [_prefix_file(path, top // part, directory) for part in sizes.real_parts]
+        studies.append((f"corpus: {path.name}", [(f.stat().st_size / 1e6, f) for f in files]))
+    return studies
+
+
+def _peers_installed(log: Callable[[str], None]) -> list[str]:
+    names = []
+    for name, (module, _) in peer_adapters.TRAIN_PEERS.items():
+        if peer_adapters.installed(module):
+            names.append(name)
+        else:
+            log(f"peer {name} left out: {module} is not installed")
+    return names
+
+
+def _trainer_study(
+    runner: _Runner, study: str, x_label: str, points: Sequence[tuple[float, Path, int, str]],
+    peers: Sequence[str], workers: int | None,
+) -> list[Curve]:
+    """Merge phase and end to end for every trainer (and peer) over (x, corpus, vocab, label) points."""
+    merge = {name: Curve(study, "merge", name, False, x_label) for name in IMPLEMENTATIONS}
+    train = {name: Curve(study, "train", name, False, x_label) for name in IMPLEMENTATIONS}
+    train.update({name: Curve(study, "train", name, True, x_label) for name in peers})
+    for x, path, vocab_size, label in points:
+        counts = count_pretokens(path, SPECIALS, workers)
+        distinct = {"distinct_pretokens": len(counts), "distinct_bytes": sum(map(len, counts))}
+        merges = vocab_size - 256 - len(SPECIALS)
+        naive_guess = NAIVE_SECONDS_PER_BYTE_MERGE * distinct["distinct_bytes"] * merges
+        for name, curve in merge.items():
+            point = runner.point(curve, x, _merge_run, name, counts, vocab_size, extra=distinct, label=label,
+                                 first_guess=naive_guess if name == "naive" else None)
+            if point is not None and has_stats(name):
+                point.extra["stats"] = measure_in_child(_stats_run, name, counts, vocab_size).result
+        del counts
+        for name, curve in train.items():
+            merge_point = next((p for p in merge[name].points if p.x == x), None) if name in merge else None
+            if name in merge and merge_point is None:
+                if not curve.skipped:
+                    curve.skipped.append(f"skipped from {label}: its merge phase was over budget")
+                runner.bar.update()
+                continue
+            runner.point(curve, x, _train_run, name, str(path), vocab_size, workers, tree=True,
+                         first_guess=merge_point.seconds if merge_point else None, label=label)
+    return [*merge.values(), *train.values()]
+
+
+def run_scaling(
+    sizes: Sizes = DEFAULT,
+    *,
+    real: Sequence[Path] | None = None,
+    peers: bool = False,
+    workers: int | None = None,
+    studies: Sequence[str] = ("corpus", "vocab", "encode"),
+    progress: bool = False,
+    log: Callable[[str], None] = lambda message: None,
+) -> ScalingReport:
+    """Every curve `bpe scaling` measures, fitted; `real` defaults to kjv.txt where it is found."""
+    start = time.perf_counter()
+    if real is None:
+        real = [p for p in [fixture_path("kjv.txt")] if p is not None]
+    # Children fork from a server that has imported this module once, instead of each importing it.
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload([__name__])
+    peer_names = _peers_installed(log) if peers else []
+    report = ScalingReport(sizes=asdict(sizes), machine=describe_machine(), command=list(sys.argv))
+    trainers = len(IMPLEMENTATIONS) * 2 + len(peer_names)
+    encoders = list(ENCODERS)
+    if peers:
+        encoders += [name for name, module in ENCODE_PEERS.items() if peer_adapters.installed(module)]
+    total = 0
+    if "corpus" in studies:
+        total += trainers * (len(sizes.generated_mb) + len(sizes.real_parts) * len(real))
+    if "vocab" in studies:
+        total += trainers * len(sizes.vocabs)
+    if "encode" in studies:
+        total += len(encoders) * len(sizes.text_mb) + len(ENCODERS) * len(sizes.cache_sizes)
+    runner = _Runner(sizes.budget, sizes.repeats, total, progress, log)
+    workers = sizes.workers if workers is None else workers
+    with tempfile.TemporaryDirectory(prefix="bpe-scaling-") as scratch, runner.bar:
+        if "corpus" in studies:
+            for study, files in _corpora(sizes, real, Path(scratch)):
+                points = [(mb, path, sizes.corpus_vocab, f"{mb:.3g} MB") for mb, path in files]
+                report.curves += _trainer_study(runner, study, "corpus MB", points, peer_names, workers)
+        if "vocab" in studies:
+            path = default_corpus(int(sizes.vocab_corpus_mb * 1e6))
+            points = [(v - 256 - len(SPECIALS), path, v, f"vocab {v}") for v in sizes.vocabs]
+            report.curves += _trainer_study(runner, f"vocab: generated {sizes.vocab_corpus_mb:g} MB", "merges",
+                                            points, peer_names, workers)
+        if "encode" in studies:
+            report.curves += _encoder_study(runner, sizes, encoders, workers)
+    report.fits, report.interval = fit_curves(report.curves)
+    report.seconds = time.perf_counter() - start
+    return report
+
+
+def _encoder_study(runner: _Runner, sizes: Sizes, encoders: Sequence[str], workers: int | None) -> list[Curve]:
+    """Seconds against text size, and MB/s against cache size, for each encoder (trained vocab)."""
+    top = max(max(sizes.text_mb), sizes.cache_text_mb)
+    corpus = default_corpus(max(int(top * 1e6), 1_000_000))
+    vocab, merges = train_bpe(corpus, sizes.encode_vocab, SPECIALS, num_workers=workers, impl=DEFAULT_IMPL)
+    with open(corpus, "rb") as file:
+        data = file.read(int(top * 1e6))
+
+    def text_of(mb: float) -> str:
+        return data[: int(mb * 1e6)].decode("utf-8", errors="ignore")
+
+    curves = []
+    for name in encoders:
+        curve = Curve("encode text", "encode", name, name not in ENCODERS, "text MB")
+        for mb in sizes.text_mb:
+            point = runner.point(curve, mb, _encode_timed, name, vocab, merges, text_of(mb), 1 << 16,
+                                 own_time=True, label=f"{mb:g} MB")
+            if point is not None:
+                point.extra["mb_per_s"] = mb / point.seconds
+        curves.append(curve)
+    text = text_of(sizes.cache_text_mb)
+    for name in ENCODERS:
+        curve = Curve("encode cache", "encode", name, False, "cache entries")
+        for cache in sizes.cache_sizes:
+            point = runner.point(curve, cache, _encode_timed, name, vocab, merges, text, cache, own_time=True,
+                                 label=f"cache {cache}")
+            if point is not None:
+                point.extra["mb_per_s"] = sizes.cache_text_mb / point.seconds
+        curves.append(curve)
+    return curves
+
+
+# --- output -------------------------------------------------------------------------------------
+
+
+def _cell(value: float | None, digits: int = 2) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def _exponent(fit: Fit | None) -> str:
+    if fit is None or fit.slope is None:
+        return "-"
+    interval = f" [{_cell(fit.low)}, {_cell(fit.high)}]" if fit.low is not None else ""
+    return f"{fit.slope:.2f}{interval}"
+
+
+EXPONENT_HEADER = ["study", "phase", "implementation", "time exponent [95% CI]", "vs distinct bytes",
+                   "memory exponent", "points", "stated (README)", "skipped"]
+
+
+def exponent_rows(report: ScalingReport) -> list[list[str]]:
+    """The exponent table, one row per curve: time ~ x^k, (corpus merge) time ~ distinct bytes^k,
+    merge peak memory ~ x^k, the number of points, the stated complexity and what was skipped."""
+    by_curve: dict[tuple, dict[str, Fit]] = {}
+    for fit in report.fits:
+        by_curve.setdefault((fit.study, fit.metric, fit.name, fit.peer), {})[fit.quantity] = fit
+    rows = []
+    for (study, metric, name, peer), fits in by_curve.items():
+        time_fit = fits[TIME]
+        rows.append([study, metric, name + (" (peer)" if peer else ""), _exponent(time_fit),
+                     _exponent(fits.get(DISTINCT)), _exponent(fits.get(MEMORY)), str(time_fit.points),
+                     time_fit.expected, time_fit.note])
+    return rows
+
+
+STATS_HEADER = ["study", "trainer", "at x", "counter", "per merge (mean)", "total", "total exponent vs x"]
+
+
+def stats_rows(report: ScalingReport) -> list[list[str]]:
+    """Per-merge statistics of the Python trainers at each curve's largest x, and how each
+    counter's total over the run grows with x (its log-log slope)."""
+    rows = []
+    for curve in report.curves:
+        points = [p for p in curve.points if p.extra.get("stats")]
+        if not points:
+            continue
+        last = points[-1]
+        for counter, values in last.extra["stats"].items():
+            slope = fit_slope([p.x for p in points], [p.extra["stats"][counter]["total"] for p in points])[0]
+            rows.append([curve.study, curve.name, f"{last.x:.3g}" if last.x < 1000 else f"{last.x:.0f}", counter, f"{values['mean']:.1f}",
+                         f"{values['total']:.0f}", _cell(slope)])
+    return rows
+
+
+def _text_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    widths = [max(len(str(row[i])) for row in [header, *rows]) for i in range(len(header))]
+    return "\n".join("  ".join(str(cell).ljust(width) for cell, width in zip(row, widths)).rstrip()
+                     for row in [header, *rows])
+
+
+def format_scaling(report: ScalingReport) -> str:
+    out = [f"scaling exponents k of cost ~ x^k: log-log least-squares slope, 95% interval by "
+           f"{report.interval or '-'}; x is the study's axis (corpus MB, merges, text MB)", ""]
+    out.append(_text_table(EXPONENT_HEADER, exponent_rows(report)))
+    for study, slope in heaps_exponents(report.curves).items():
+        out.append(f"{study}: distinct pre-token bytes grow as corpus MB^{_cell(slope)} (Heaps' law)")
+    stats = stats_rows(report)
+    if stats:
+        out += ["", "per-merge statistics of the Python trainers (untimed runs with stats=MergeStats())"]
+        out.append(_text_table(STATS_HEADER, stats))
+    out += ["", f"{report.seconds:.0f} s on {report.machine.get('cpu')}, {report.machine.get('cores')} cores "
+            "(a shared machine makes single points noisy; the fit uses all of them)"]
+    return "\n".join(out)
+
+
+def write_json(report: ScalingReport, path: Path) -> None:
+    with atomic_write(path, "w", encoding="utf-8") as out:
+        json.dump(asdict(report), out, indent=1)
+
+
+def load_json(path: Path) -> ScalingReport:
+    """A ScalingReport back from `write_json`'s file."""
+    with open(path, encoding="utf-8") as file:
+        data = json.load(file)
+    curves = [Curve(**{**c, "points": [Point(**p) for p in c["points"]]}) for c in data.pop("curves")]
+    data.pop("fits"), data.pop("interval")
+    report = ScalingReport(curves=curves, **data)
+    report.fits, report.interval = fit_curves(curves)  # derived from the curves, by this version's rules
+    return report
