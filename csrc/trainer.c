@@ -29,6 +29,7 @@
 #include <string.h>
 
 #include "bpe_util.h"
+#include "packed.h"
 
 /* val[] of a cell between words: matches no token, ends every walk */
 #define BOUNDARY INT32_MIN
@@ -968,6 +969,86 @@ fail:
     return -1;
 }
 
+/* Lay out the words of packed word counts (see counter.h) as load_words does
+ * those of a mapping. The buffer is exported for the whole read (a bytearray
+ * cannot resize) and no Python code runs meanwhile. */
+static int
+load_packed(State *s, PyObject *packed)
+{
+    Py_buffer view;
+    if (PyObject_GetBuffer(packed, &view, PyBUF_SIMPLE) < 0) {
+        return -1;
+    }
+    PackedView p;
+    int64_t cells = 1, words = 0, pairs_weight = 0;
+    if (bpe_packed_open(&p, view.buf, (size_t)view.len) < 0) {
+        goto fail;
+    }
+    for (uint64_t k = 0; k < p.n; k++) {
+        int64_t count = bpe_packed_count(&p, k);
+        int64_t len = bpe_packed_len(&p, k);
+        if (count <= 0) {
+            PyErr_Format(PyExc_ValueError,
+                         "packed word counts: word %llu has count %lld; "
+                         "counts must be positive",
+                         (unsigned long long)k, (long long)count);
+            goto fail;
+        }
+        if (len < 2) {
+            continue; /* a single token has no pair and never changes */
+        }
+        if (count > (INT64_MAX - pairs_weight) / (len - 1)) {
+            PyErr_SetString(
+                PyExc_OverflowError,
+                "the word counts sum to more than 2**63 - 1 pair occurrences, "
+                "beyond the native trainer's 64-bit counts");
+            goto fail;
+        }
+        pairs_weight += count * (len - 1);
+        cells += len + 1;
+        words++;
+        if (cells > INT32_MAX - 512) {
+            PyErr_SetString(PyExc_OverflowError,
+                            "the distinct words hold about 2**31 bytes or "
+                            "more, beyond the native "
+                            "trainer's 32-bit cell indices");
+            goto fail;
+        }
+    }
+    s->num_cells = (int32_t)cells;
+    s->val = malloc((size_t)cells * sizeof *s->val);
+    s->word = malloc((size_t)cells * sizeof *s->word);
+    s->word_count = malloc(((size_t)words + 1) * sizeof *s->word_count);
+    if (!s->val || !s->word || !s->word_count) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    int32_t n = 0, w = 0;
+    s->val[n] = BOUNDARY;
+    s->word[n++] = 0;
+    const unsigned char *bytes = p.bytes;
+    for (uint64_t k = 0; k < p.n; k++) {
+        uint32_t len = bpe_packed_len(&p, k);
+        if (len >= 2) {
+            s->word_count[w] = bpe_packed_count(&p, k);
+            for (uint32_t i = 0; i < len; i++) {
+                s->val[n] = bytes[i];
+                s->word[n++] = w;
+            }
+            s->val[n] = BOUNDARY;
+            s->word[n++] = w;
+            w++;
+        }
+        bytes += len;
+    }
+    s->num_words = w;
+    PyBuffer_Release(&view);
+    return 0;
+fail:
+    PyBuffer_Release(&view);
+    return -1;
+}
+
 /* ---- the module --------------------------------------------------------- */
 
 /* The merges as a list of (left, right) bytes; one bytes object per token,
@@ -1039,7 +1120,12 @@ train(PyObject *module, PyObject *args, PyObject *kwargs)
     State s = {0};
     PyObject *result = NULL;
     int err = 0;
-    if (load_words(&s, word_counts) < 0) {
+    /* a mapping (a dict, a Counter), or packed word counts (bytes, or any
+     * buffer): PretokenCounter.to_packed's, which hold no object per word */
+    int packed = !PyDict_Check(word_counts) && PyObject_CheckBuffer(word_counts);
+    if ((packed ? load_packed(&s, word_counts)
+                : load_words(&s, word_counts)) < 0)
+    {
         goto done;
     }
     /* Each merge shortens some word by a cell, so no run makes more than
@@ -1097,7 +1183,8 @@ static PyMethodDef methods[] = {
     {"train", (PyCFunction)(void (*)(void))train, METH_VARARGS | METH_KEYWORDS,
      "train(word_counts, num_merges, on_merges=None) -> list of (left bytes, "
      "right bytes)\n\nUp to num_merges BPE merges over word_counts (bytes -> "
-     "positive int), in the order and with\nthe tie-break of bpe_impls.naive. "
+     "positive int, or packed word\ncounts as PretokenCounter.to_packed "
+     "makes), in the order and with\nthe tie-break of bpe_impls.naive. "
      "on_merges(k), if given, is called after each batch of k\nmerges. Use "
      "bpe_impls.native_train.train, which validates arguments and builds "
      "the vocab."},

@@ -29,6 +29,10 @@ once, live or stale; a run of a's is walked once more for a == b -- plus a hash 
 neighbour token, and O(log heap) per pair whose count grew and per stale entry popped later:
 route_b's bounds, without its Python objects. Counts are int64: word counts whose pair occurrences
 sum past 2**63 - 1 raise OverflowError instead of wrapping.
+
+It takes word counts as a mapping or as PackedCounts (bpe_impls.corpus.tally), which the C side
+reads directly: `train_bpe` counts into packed form for this trainer, so a corpus's millions of
+distinct pre-tokens never become Python objects on the way from the counter to the merge loop.
 """
 
 from __future__ import annotations
@@ -39,7 +43,8 @@ from collections.abc import Sequence
 from ..base import compiled
 from ..base.errors import ConfigError
 from .common import Merges, Vocab, WordCounts
-from .common import build_vocab, checked_budget, merge_progress
+from .common import build_vocab, checked_budget, merge_budget, merge_progress
+from ..corpus.tally import PackedCounts
 
 try:
     from .. import _native_train
@@ -57,10 +62,17 @@ def train(
             "the compiled trainer 'native' is not available (bpe_impls._native_train was not built, "
             "or BPE_IMPLS_PURE=1): reinstall with a C compiler available, or choose another trainer"
         )
-    num_merges = checked_budget(word_counts, vocab_size, special_tokens)
+    if isinstance(word_counts, PackedCounts):
+        # Read by the C loader straight from the packed bytes (which it validates): no Python
+        # object per word, and no unpacking.
+        num_merges = merge_budget(vocab_size, special_tokens)
+        source: object = word_counts.data
+    else:
+        num_merges = checked_budget(word_counts, vocab_size, special_tokens)
+        source = word_counts
     with merge_progress(num_merges, progress) as bar:
         # The C loop calls bar.update(k) after each batch of k merges (a few hundred), and
         # stops by itself when no pair is left, so a budget beyond sys.maxsize changes nothing.
         on_merges = bar.update if progress else None
-        merges = _native_train.train(word_counts, min(num_merges, sys.maxsize), on_merges)
+        merges = _native_train.train(source, min(num_merges, sys.maxsize), on_merges)
     return build_vocab(special_tokens, merges), merges

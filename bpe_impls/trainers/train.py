@@ -10,7 +10,7 @@ from ..base.errors import CorpusError
 from ..base.patterns import SplitPattern, resolve_pattern, validate_special_tokens
 from ..corpus import count_pretokens, count_texts
 from .common import Merges, Vocab, merge_budget
-from .registry import get_trainer
+from .registry import get_trainer, takes_packed
 
 
 def train_bpe(
@@ -46,7 +46,7 @@ def train_bpe(
     word_counts = count_pretokens(
         input_path, specials, num_workers, progress=progress, backend=backend, scheduler=scheduler,
         text_field=text_field, skip_bad_records=skip_bad_records, min_pretoken_count=min_pretoken_count,
-        pattern=split,
+        pattern=split, packed=takes_packed(impl),
     )
     if not word_counts:
         raise CorpusError(_nothing_to_train_on(input_path, min_pretoken_count))
