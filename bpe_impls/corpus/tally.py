@@ -112,8 +112,9 @@ def unpack_counts(data: bytes | bytearray | memoryview) -> dict[bytes, int]:
     start = _PACKED_HEADER.size
     if n > (len(view) - start) // 12:
         raise ValueError(f"packed word counts: {n} words do not fit in {len(view)} bytes")
-    values = array("q", view[start:start + 8 * n])
-    lengths = array("I", view[start + 8 * n:start + 12 * n])
+    values, lengths = array("q"), array("I")
+    values.frombytes(view[start:start + 8 * n])
+    lengths.frombytes(view[start + 8 * n:start + 12 * n])
     at = start + 12 * n
     if at + sum(lengths) != len(view):
         raise ValueError(f"packed word counts: the words take {sum(lengths)} bytes, not {len(view) - at}")
