@@ -54,7 +54,7 @@
  */
 typedef struct {
     int32_t *items;
-    size_t len, cap;
+    uint32_t len, cap; /* 32-bit: a Pair of 40 bytes, not 48, on millions */
 } CellList;
 
 /* Most pairs never hold more than a few occurrences, so a list's first
@@ -111,7 +111,10 @@ cells_append(Arena *arena, CellList *list, int32_t cell)
             list->cap = SMALL_LIST;
         }
         else {
-            size_t cap = 2 * list->cap;
+            if (list->cap > UINT32_MAX / 2) {
+                return -1; /* (beyond any real run: cells are < 2**31) */
+            }
+            uint32_t cap = 2 * list->cap;
             int32_t *items = list->cap > SMALL_LIST
                                  ? realloc(list->items, cap * sizeof *items)
                                  : malloc(cap * sizeof *items);
@@ -316,6 +319,12 @@ typedef struct {
     Tokens tok;
     int32_t *merge_left, *merge_right;
     int32_t num_merges, max_merges;
+
+    /* the work done, for train(stats=...): occurrence-list entries visited
+     * and merged, heap pushes and pops (lazy ones included), the heap's
+     * largest size */
+    int64_t visited, merged, pushes, pops;
+    size_t heap_peak;
 } State;
 
 static size_t
@@ -384,10 +393,13 @@ pair_id(State *s, int32_t a, int32_t b)
     s->pairs[id] = (Pair){.count = 0, .left = a, .right = b, .grown_at = -1};
     s->slots[i].key = (uint64_t)a << 32 | (uint32_t)b;
     s->slots[i].pair = id;
-    if (2 * s->num_pairs > ((size_t)1 << s->slot_bits) &&
+    /* Load factor <= 3/4: a web corpus makes millions of pairs, and the
+     * table's 16-byte slots were its largest array at <= 1/2; most lookups
+     * go through the shift arrays, not this table. */
+    if (4 * s->num_pairs > 3 * ((size_t)1 << s->slot_bits) &&
         slots_resize(s, s->slot_bits + 1) < 0)
     {
-        return -1; /* keep the load factor <= 1/2 */
+        return -1;
     }
     return id;
 }
@@ -481,6 +493,10 @@ heap_push(State *s, const Pair *p)
     }
     Entry e = {p->count, p->left, p->right}, *h = s->heap;
     size_t i = s->heap_len++;
+    s->pushes++;
+    if (s->heap_len > s->heap_peak) {
+        s->heap_peak = s->heap_len;
+    }
     while (i > 0 && ranks_before(s, e, h[(i - 1) / 2])) {
         h[i] = h[(i - 1) / 2];
         i = (i - 1) / 2;
@@ -512,6 +528,7 @@ static int32_t
 pop_best(State *s)
 {
     while (s->heap_len > 0) {
+        s->pops++;
         Entry top = s->heap[0];
         int32_t id = s->slots[pair_slot(s, top.left, top.right)]
                          .pair; /* pairs are never removed */
@@ -563,6 +580,7 @@ merge_at(State *s, int32_t n, int32_t new_id)
     int32_t last = y - 1;
     int32_t x = token_before(val, n);
     int64_t c = s->word_count[s->word[n]];
+    s->merged++;
 
     val[n] = new_id;
     val[m] = DEAD;
@@ -645,6 +663,7 @@ merge_pair(State *s, int32_t id, int32_t new_id)
             } while (!err && val[n] == a && val[n + la] == a);
         }
     }
+    s->visited += (int64_t)seen.len;
     cells_free(&seen);
     s->pairs[id].count = 0; /* no word holds (a, b) any more */
     return err;
@@ -1100,12 +1119,18 @@ done:
 static PyObject *
 train(PyObject *module, PyObject *args, PyObject *kwargs)
 {
-    static char *keywords[] = {"word_counts", "num_merges", "on_merges", NULL};
-    PyObject *word_counts, *on_merges = Py_None;
+    static char *keywords[] = {"word_counts", "num_merges", "on_merges",
+                               "stats", NULL};
+    PyObject *word_counts, *on_merges = Py_None, *stats = Py_None;
     Py_ssize_t num_merges;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "On|O:train", keywords,
-                                     &word_counts, &num_merges, &on_merges))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "On|OO:train", keywords,
+                                     &word_counts, &num_merges, &on_merges,
+                                     &stats))
     {
+        return NULL;
+    }
+    if (stats != Py_None && !PyDict_Check(stats)) {
+        PyErr_SetString(PyExc_TypeError, "stats must be a dict or None");
         return NULL;
     }
     if (num_merges < 0) {
@@ -1174,6 +1199,42 @@ train(PyObject *module, PyObject *args, PyObject *kwargs)
         }
     }
     result = merges_to_list(&s);
+    if (result != NULL && stats != Py_None) {
+        size_t list_bytes = 0;
+        for (size_t p = 0; p < s.num_pairs; p++) {
+            if (s.pairs[p].seen.cap > SMALL_LIST) {
+                list_bytes += s.pairs[p].seen.cap * sizeof(int32_t);
+            }
+        }
+        const struct {
+            const char *name;
+            long long value;
+        } items[] = {
+            {"words", s.num_words},
+            {"cells", s.num_cells},
+            {"pairs", (long long)s.num_pairs},
+            {"occurrences_visited", s.visited},
+            {"occurrences_merged", s.merged},
+            {"heap_pushes", s.pushes},
+            {"heap_pops", s.pops},
+            {"heap_peak", (long long)s.heap_peak},
+            {"pair_bytes", (long long)(s.pairs_cap * sizeof(Pair) +
+                                       (sizeof(PairSlot) << s.slot_bits))},
+            {"list_bytes", (long long)(list_bytes + s.arena.num_blocks *
+                                                        ARENA_BLOCK *
+                                                        sizeof(int32_t))},
+            {"heap_bytes", (long long)(s.heap_cap * sizeof(Entry))},
+        };
+        for (size_t k = 0; k < sizeof items / sizeof items[0]; k++) {
+            PyObject *v = PyLong_FromLongLong(items[k].value);
+            if (v == NULL || PyDict_SetItemString(stats, items[k].name, v) < 0) {
+                Py_XDECREF(v);
+                Py_CLEAR(result);
+                break;
+            }
+            Py_DECREF(v);
+        }
+    }
 done:
     state_free(&s);
     return result;
