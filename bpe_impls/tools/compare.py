@@ -225,7 +225,8 @@ def run_compare(
 
     trainers = {f"bpe_impls ({DEFAULT_IMPL})": _train_ours}
     if peers:
-        trainers.update({name: run for name, (module, run) in peer_adapters.TRAIN_PEERS.items() if peer_adapters.installed(module)})
+        trainers.update({name: run for name, (module, run) in peer_adapters.TRAIN_PEERS.items()
+                         if peer_adapters.installed(module) and peer_adapters.can_train(name, split)})
     for name, run in trainers.items():
         log(f"train end to end: {name}")
         measured = measure_tree(run, str(corpus), vocab_size, special_tokens, workers, split)

@@ -87,6 +87,23 @@ def train_rustbpe(
     return tokenizer.vocab_size - 256
 
 
+def train_gigatoken(
+    path: str, vocab_size: int, special_tokens: Sequence[str], workers: int | None = None, pattern: SplitPattern = GPT2
+) -> int:
+    """Train gigatoken's BPE on the file; returns the number of merges it made.
+
+    It reads the file itself (its own threads), splits documents at the first special token and
+    pre-tokenizes with GPT-2's pattern, its only one: other patterns are refused.
+    """
+    import gigatoken
+
+    if pattern is not GPT2:
+        raise ValueError(f"gigatoken trains with GPT-2's split pattern only, not {pattern.name!r}")
+    source = gigatoken.TextFileSource([str(path)], separator=special_tokens[0] if special_tokens else None)
+    vocab, merges = gigatoken.train_bpe(source, vocab_size, list(special_tokens))
+    return len(merges)
+
+
 def special_ids(vocab: Vocab, special_tokens: Sequence[str]) -> dict[str, int]:
     """Each special token's id in `vocab` (trained vocabs put them first, GPT-2's last)."""
     ids = {token: i for i, token in vocab.items()}
@@ -130,4 +147,12 @@ def huggingface_tokenizer(vocab: Vocab, merges: Merges, special_tokens: Sequence
 TRAIN_PEERS: dict[str, tuple[str, Callable[..., int]]] = {
     "huggingface": ("tokenizers", train_huggingface),
     "rustbpe": ("rustbpe", train_rustbpe),
+    "gigatoken": ("gigatoken", train_gigatoken),
 }
+# Peer trainers that pre-tokenize with GPT-2's pattern whatever they are told.
+GPT2_PATTERN_ONLY = {"gigatoken"}
+
+
+def can_train(name: str, pattern: SplitPattern) -> bool:
+    """Whether peer trainer `name` can train with split `pattern` (so its result is comparable)."""
+    return name not in GPT2_PATTERN_ONLY or pattern is GPT2
