@@ -14,7 +14,8 @@
  * object while the GIL is released.
  *
  * Words are laid out one byte per cell in one array, `val`, each word preceded
- * by a BOUNDARY cell (and one more at the end). A token covers consecutive
+ * by a boundary cell holding its number (and one more at the end), so a cell
+ * needs no parallel array naming its word. A token covers consecutive
  * cells (its bytes); val of its first cell is its id. The other cells of a
  * token are dead (negative): its last cell holds the offset back to the
  * token's start, so the token before cell n is found from val[n - 1] alone,
@@ -31,8 +32,15 @@
 #include "bpe_util.h"
 #include "packed.h"
 
-/* val[] of a cell between words: matches no token, ends every walk */
+/* val[] of the cell before word w is BOUNDARY + w: it matches no token and
+ * ends every walk. Boundaries lie below every dead cell's offset (each is at
+ * least -(a word's length), and words plus lengths stay below 2**31), so
+ * `v <= s->last_boundary` tells them apart. */
 #define BOUNDARY INT32_MIN
+/* Tokens walked back from a cell to its word's boundary, to read the word's
+ * count, before a long word's boundary is looked up in long_starts instead:
+ * bounds the walk in a word of millions of bytes. */
+#define WALK_LIMIT 32
 /* val[] of a token's inner cell (any negative but BOUNDARY would do) */
 #define DEAD (-1)
 /* merges between signal checks and progress calls */
@@ -296,9 +304,12 @@ typedef struct {
 typedef struct {
     /* per cell: token id at a token's start, else BOUNDARY or negative */
     int32_t *val;
-    int32_t *word; /* per cell: index of its word in word_count */
     int64_t *word_count;
     int32_t num_cells, num_words;
+    int32_t last_boundary; /* BOUNDARY + num_words: val[] <= it is a boundary */
+    /* the boundary cells of words of WALK_LIMIT bytes or more, ascending */
+    int32_t *long_starts;
+    size_t num_long, long_cap;
 
     Pair *pairs; /* pair id -> pair; a pair keeps its id for the whole run */
     size_t num_pairs, pairs_cap;
@@ -553,14 +564,41 @@ pop_best(State *s)
 /* The start of the token before the one starting at cell n, or -1 at the start
  * of a word. */
 static inline int32_t
-token_before(const int32_t *val, int32_t n)
+token_before(const State *s, int32_t n)
 {
-    int32_t v = val[n - 1];
-    if (v == BOUNDARY) {
+    int32_t v = s->val[n - 1];
+    if (v <= s->last_boundary) {
         return -1;
     }
     /* a multi-cell token's last cell holds -(its length - 1) */
     return v >= 0 ? n - 1 : n - 1 + v;
+}
+
+/* The count of the word holding the token that starts at cell n. */
+static int64_t
+count_at(const State *s, int32_t n)
+{
+    const int32_t *val = s->val;
+    for (int step = 0; step < WALK_LIMIT; step++) {
+        int32_t v = val[n - 1];
+        if (v <= s->last_boundary) {
+            return s->word_count[(int64_t)v - BOUNDARY];
+        }
+        n = v >= 0 ? n - 1 : n - 1 + v;
+    }
+    /* WALK_LIMIT tokens from the boundary: a long word, whose boundary is the
+     * last long one before n */
+    size_t lo = 0, hi = s->num_long; /* long_starts[lo] < n <= [hi] */
+    while (hi - lo > 1) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (s->long_starts[mid] < n) {
+            lo = mid;
+        }
+        else {
+            hi = mid;
+        }
+    }
+    return s->word_count[(int64_t)val[s->long_starts[lo]] - BOUNDARY];
 }
 
 /* Merge `x a b y` into `x new y` at cell n, where a starts, and move the
@@ -578,8 +616,8 @@ merge_at(State *s, int32_t n, int32_t new_id)
     /* the next token's start, or the word's closing BOUNDARY */
     int32_t y = m + s->tok.len[b];
     int32_t last = y - 1;
-    int32_t x = token_before(val, n);
-    int64_t c = s->word_count[s->word[n]];
+    int32_t x = token_before(s, n);
+    int64_t c = count_at(s, n);
     s->merged++;
 
     val[n] = new_id;
@@ -597,7 +635,7 @@ merge_at(State *s, int32_t n, int32_t new_id)
             return -1;
         }
     }
-    if (val[y] != BOUNDARY) {
+    if (val[y] >= 0) { /* else the word's end */
         int32_t t = val[y];
         Shift *sh = &s->right_shift[t];
         if (sh->stamp != stamp && shift_lookup(s, sh, b, t, new_id, t) < 0) {
@@ -632,7 +670,6 @@ merge_pair(State *s, int32_t id, int32_t new_id)
             int32_t n = seen.items[k];
             if (k + LOOKAHEAD < seen.len) {
                 PREFETCH(&val[seen.items[k + LOOKAHEAD]]);
-                PREFETCH(&s->word[seen.items[k + LOOKAHEAD]]);
             }
             if (val[n] == a && val[n + la] == b) {
                 err = merge_at(s, n, new_id);
@@ -652,8 +689,8 @@ merge_pair(State *s, int32_t id, int32_t new_id)
             if (val[n] != a || val[n + la] != a) {
                 continue;
             }
-            for (int32_t p = token_before(val, n); p >= 0 && val[p] == a;
-                 p = token_before(val, n))
+            for (int32_t p = token_before(s, n); p >= 0 && val[p] == a;
+                 p = token_before(s, n))
             {
                 n = p;
             }
@@ -720,7 +757,7 @@ initial_pairs(State *s)
     /* Every position counts, overlapping ones included (`aaa` has (a, a)
      * twice), as in naive. */
     for (int32_t n = 1; n + 1 < s->num_cells; n++) {
-        if (val[n] != BOUNDARY && val[n + 1] != BOUNDARY) {
+        if (val[n] >= 0 && val[n + 1] >= 0) { /* bytes, not boundaries */
             occurrences[val[n] << 8 | val[n + 1]]++;
         }
     }
@@ -745,11 +782,15 @@ initial_pairs(State *s)
             goto done;
         }
     }
-    for (int32_t n = 1; n + 1 < s->num_cells; n++) {
-        if (val[n] != BOUNDARY && val[n + 1] != BOUNDARY) {
+    int64_t c = 0; /* the count of the word being read */
+    for (int32_t n = 0; n + 1 < s->num_cells; n++) {
+        if (val[n] < 0) {
+            c = s->word_count[(int64_t)val[n] - BOUNDARY];
+        }
+        else if (val[n + 1] >= 0) {
             Pair *p = &s->pairs[id_of[val[n] << 8 | val[n + 1]]];
             p->seen.items[p->seen.len++] = n;
-            p->count += s->word_count[s->word[n]];
+            p->count += c;
         }
     }
     if (bpe_reserve(&s->heap, &s->heap_cap, s->num_pairs, sizeof *s->heap, 4) <
@@ -776,7 +817,7 @@ static void
 state_free(State *s)
 {
     free(s->val);
-    free(s->word);
+    free(s->long_starts);
     free(s->word_count);
     for (size_t p = 0; p < s->num_pairs; p++) {
         cells_free(&s->pairs[p].seen);
@@ -887,6 +928,44 @@ read_count(PyObject *word, PyObject *value, int64_t *out)
     return 0;
 }
 
+/* The cells and word counts for `words` words filling `cells` cells (their
+ * bytes, a boundary before each and one at the end). */
+static int
+alloc_cells(State *s, int64_t cells, int64_t words)
+{
+    s->num_cells = (int32_t)cells;
+    s->val = malloc((size_t)cells * sizeof *s->val);
+    s->word_count = malloc(((size_t)words + 1) * sizeof *s->word_count);
+    if (!s->val || !s->word_count) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    return 0;
+}
+
+/* Lay out word w (its boundary, then its bytes) from cell *n on. */
+static int
+lay_word(State *s, int32_t *n, int32_t w, const unsigned char *bytes,
+         size_t len)
+{
+    if (len >= WALK_LIMIT) {
+        if (bpe_reserve(&s->long_starts, &s->long_cap, s->num_long + 1,
+                        sizeof *s->long_starts, 16) < 0)
+        {
+            PyErr_NoMemory();
+            return -1;
+        }
+        s->long_starts[s->num_long++] = *n;
+    }
+    int32_t *val = s->val + *n;
+    val[0] = BOUNDARY + w;
+    for (size_t i = 0; i < len; i++) {
+        val[1 + i] = bytes[i];
+    }
+    *n += (int32_t)len + 1;
+    return 0;
+}
+
 /* Lay out every word of two or more bytes in s->val. Two passes: size, then
  * fill. */
 static int
@@ -935,17 +1014,10 @@ load_words(State *s, PyObject *word_counts)
         goto fail;
     }
 
-    s->num_cells = (int32_t)cells;
-    s->val = malloc((size_t)cells * sizeof *s->val);
-    s->word = malloc((size_t)cells * sizeof *s->word);
-    s->word_count = malloc(((size_t)words + 1) * sizeof *s->word_count);
-    if (!s->val || !s->word || !s->word_count) {
-        PyErr_NoMemory();
+    if (alloc_cells(s, cells, words) < 0) {
         goto fail;
     }
     int32_t n = 0, w = 0;
-    s->val[n] = BOUNDARY;
-    s->word[n++] = 0;
     /* nothing ran between the passes that could change the mapping */
     it.pos = 0;
     while ((r = iter_next(&it, &word, &value)) > 0) {
@@ -953,7 +1025,7 @@ load_words(State *s, PyObject *word_counts)
         if (len < 2) {
             continue;
         }
-        if (n + len + 1 > s->num_cells ||
+        if (n + len + 2 > s->num_cells || /* and the last boundary */
             w >= words) { /* only if the mapping changed under us */
             PyErr_SetString(PyExc_RuntimeError,
                             "word_counts changed while it was being read");
@@ -961,26 +1033,23 @@ load_words(State *s, PyObject *word_counts)
         }
         const unsigned char *bytes =
             (const unsigned char *)PyBytes_AS_STRING(word);
-        if (read_count(word, value, &s->word_count[w]) < 0) {
+        if (read_count(word, value, &s->word_count[w]) < 0 ||
+            lay_word(s, &n, w++, bytes, (size_t)len) < 0)
+        {
             goto fail;
         }
-        for (Py_ssize_t i = 0; i < len; i++) {
-            s->val[n] = bytes[i];
-            s->word[n++] = w;
-        }
-        s->val[n] = BOUNDARY;
-        s->word[n++] = w;
-        w++;
     }
     if (r < 0) {
         goto fail;
     }
+    s->val[n++] = BOUNDARY + w; /* after the last word */
     if (n != s->num_cells) {
         PyErr_SetString(PyExc_RuntimeError,
                         "word_counts changed while it was being read");
         goto fail;
     }
     s->num_words = w;
+    s->last_boundary = BOUNDARY + w;
     Py_XDECREF(it.items);
     return 0;
 fail:
@@ -1034,33 +1103,24 @@ load_packed(State *s, PyObject *packed)
             goto fail;
         }
     }
-    s->num_cells = (int32_t)cells;
-    s->val = malloc((size_t)cells * sizeof *s->val);
-    s->word = malloc((size_t)cells * sizeof *s->word);
-    s->word_count = malloc(((size_t)words + 1) * sizeof *s->word_count);
-    if (!s->val || !s->word || !s->word_count) {
-        PyErr_NoMemory();
+    if (alloc_cells(s, cells, words) < 0) {
         goto fail;
     }
     int32_t n = 0, w = 0;
-    s->val[n] = BOUNDARY;
-    s->word[n++] = 0;
     const unsigned char *bytes = p.bytes;
     for (uint64_t k = 0; k < p.n; k++) {
         uint32_t len = bpe_packed_len(&p, k);
         if (len >= 2) {
             s->word_count[w] = bpe_packed_count(&p, k);
-            for (uint32_t i = 0; i < len; i++) {
-                s->val[n] = bytes[i];
-                s->word[n++] = w;
+            if (lay_word(s, &n, w++, bytes, len) < 0) {
+                goto fail;
             }
-            s->val[n] = BOUNDARY;
-            s->word[n++] = w;
-            w++;
         }
         bytes += len;
     }
+    s->val[n++] = BOUNDARY + w; /* after the last word */
     s->num_words = w;
+    s->last_boundary = BOUNDARY + w;
     PyBuffer_Release(&view);
     return 0;
 fail:

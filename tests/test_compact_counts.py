@@ -121,6 +121,27 @@ def test_native_on_packed_counts_equals_native_on_the_dict_and_naive(counts, voc
     assert native.train(PackedCounts(pack_counts(counts)), vocab_size) == expected
 
 
+long_word_counts = st.dictionaries(
+    st.binary(min_size=2, max_size=4)
+    | st.text("abc ", min_size=30, max_size=150).map(str.encode)
+    | st.integers(30, 150).map(lambda n: b"a" * n),
+    st.integers(1, 50),
+    min_size=1,
+    max_size=12,
+)
+
+
+@needs_core
+@settings(max_examples=40, deadline=None)
+@given(counts=long_word_counts, vocab_size=st.integers(260, 330))
+def test_native_finds_the_count_of_long_words_as_naive_does(counts, vocab_size):
+    # A cell dozens of tokens into a word finds its word's count through the table of long words'
+    # starts rather than by walking back to the word's boundary.
+    expected = IMPLEMENTATIONS["naive"](counts, vocab_size)
+    assert native.train(counts, vocab_size) == expected
+    assert native.train(PackedCounts(pack_counts(counts)), vocab_size) == expected
+
+
 @needs_core
 def test_native_on_packed_counts_refuses_pair_counts_past_int64():
     counts = {b"ab": 2**62, b"ba": 2**62}

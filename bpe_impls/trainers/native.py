@@ -5,7 +5,8 @@ whether it was built, and the registry lists "native" only then.
 
 Data structures (C arrays; the merge loop touches no Python object and runs with the GIL released):
 - cells: every distinct word of two or more bytes, one byte per cell, in one int32 array with a
-  boundary cell before each word, and a parallel array naming each cell's word (for its count).
+  boundary cell before each word that holds the word's number (a merge walks back to it for the
+  word's count; a word of 32 bytes or more is found by bisecting its boundary's position instead).
   A token covers consecutive cells (its bytes): its first cell holds its id, its last cell (if it
   has several) the offset back to its first. So the next token starts at `cell + len(token)` and
   the previous one is read off the cell before: the words need no prev/next links.
