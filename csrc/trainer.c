@@ -268,18 +268,16 @@ typedef struct {
      */
     int64_t count;
     int32_t left, right;
-    /* the last merge that raised count: each grown pair is pushed once */
-    int32_t grown_at;
     CellList seen; /* cells where the pair was seen (left token's start) */
-} Pair;
+} Pair; /* 32 bytes: a web corpus makes millions */
 
+/* A slot of the pair table: the pair's id (-1: free) and 32 bits of its key's
+ * hash, so a probe reads the (large, randomly accessed) pair record only when
+ * the hash bits match: 8 bytes a slot rather than the key's 16. */
 typedef struct {
-    uint64_t key; /* left << 32 | right; EMPTY_KEY when free */
+    uint32_t tag;
     int32_t pair;
 } PairSlot;
-
-/* ids are below 2**31, so no pair has this key */
-#define EMPTY_KEY UINT64_MAX
 
 /* A heap entry: `count` is the pair's count when pushed, an upper bound of it
  * or a leftover (see pop_best). It names the pair by its tokens, not its id:
@@ -323,7 +321,9 @@ typedef struct {
 
     int32_t *grown; /* pairs whose count rose in the current merge */
     size_t grown_len, grown_cap;
-    /* token id t -> ids of (t, a) and (t, new) in the current merge */
+    /* token id t -> ids of (t, a) and (t, new) in the current merge; each
+     * pair that grows in a merge is the `gained` of one of them, so a shift
+     * looked up also lists its gained pair in `grown` */
     Shift *left_shift;
     Shift *right_shift; /* token id t -> ids of (b, t) and (new, t) */
 
@@ -338,11 +338,12 @@ typedef struct {
     size_t heap_peak;
 } State;
 
-static size_t
-slot_of(uint64_t key, int bits)
+/* The hash of pair (a, b): its high bits pick the slot (Fibonacci hashing),
+ * its low 32 are the slot's tag. */
+static inline uint64_t
+pair_hash(int32_t a, int32_t b)
 {
-    return (size_t)((key * 0x9E3779B97F4A7C15ull) >>
-                    (64 - bits)); /* Fibonacci hashing */
+    return ((uint64_t)a << 32 | (uint32_t)b) * 0x9E3779B97F4A7C15ull;
 }
 
 static int
@@ -354,17 +355,16 @@ slots_resize(State *s, int bits)
         return -1;
     }
     for (size_t i = 0; i < n; i++) {
-        slots[i].key = EMPTY_KEY;
+        slots[i].pair = -1;
     }
     for (size_t p = 0; p < s->num_pairs;
          p++) { /* pairs are never removed: rehash them all */
-        uint64_t key =
-            (uint64_t)s->pairs[p].left << 32 | (uint32_t)s->pairs[p].right;
-        size_t i = slot_of(key, bits);
-        while (slots[i].key != EMPTY_KEY) {
+        uint64_t h = pair_hash(s->pairs[p].left, s->pairs[p].right);
+        size_t i = (size_t)(h >> (64 - bits));
+        while (slots[i].pair >= 0) {
             i = (i + 1) & (n - 1);
         }
-        slots[i].key = key;
+        slots[i].tag = (uint32_t)h;
         slots[i].pair = (int32_t)p;
     }
     free(s->slots);
@@ -377,13 +377,17 @@ slots_resize(State *s, int bits)
 static size_t
 pair_slot(const State *s, int32_t a, int32_t b)
 {
-    uint64_t key = (uint64_t)a << 32 | (uint32_t)b;
+    uint64_t h = pair_hash(a, b);
     size_t mask = ((size_t)1 << s->slot_bits) - 1;
-    size_t i = slot_of(key, s->slot_bits);
-    while (s->slots[i].key != key && s->slots[i].key != EMPTY_KEY) {
-        i = (i + 1) & mask;
+    size_t i = (size_t)(h >> (64 - s->slot_bits));
+    for (;; i = (i + 1) & mask) {
+        int32_t id = s->slots[i].pair;
+        if (id < 0 || (s->slots[i].tag == (uint32_t)h &&
+                       s->pairs[id].left == a && s->pairs[id].right == b))
+        {
+            return i;
+        }
     }
-    return i;
 }
 
 /* The id of pair (a, b), created with count 0 if new; -1 when out of memory.
@@ -392,7 +396,7 @@ static int32_t
 pair_id(State *s, int32_t a, int32_t b)
 {
     size_t i = pair_slot(s, a, b);
-    if (s->slots[i].key != EMPTY_KEY) {
+    if (s->slots[i].pair >= 0) {
         return s->slots[i].pair;
     }
     if (bpe_reserve(&s->pairs, &s->pairs_cap, s->num_pairs + 1,
@@ -401,11 +405,10 @@ pair_id(State *s, int32_t a, int32_t b)
         return -1;
     }
     int32_t id = (int32_t)s->num_pairs++;
-    s->pairs[id] = (Pair){.count = 0, .left = a, .right = b, .grown_at = -1};
-    s->slots[i].key = (uint64_t)a << 32 | (uint32_t)b;
+    s->pairs[id] = (Pair){.count = 0, .left = a, .right = b};
+    s->slots[i].tag = (uint32_t)pair_hash(a, b);
     s->slots[i].pair = id;
-    /* Load factor <= 3/4: a web corpus makes millions of pairs, and the
-     * table's 16-byte slots were its largest array at <= 1/2; most lookups
+    /* Load factor <= 3/4: a web corpus makes millions of pairs; most lookups
      * go through the shift arrays, not this table. */
     if (4 * s->num_pairs > 3 * ((size_t)1 << s->slot_bits) &&
         slots_resize(s, s->slot_bits + 1) < 0)
@@ -415,41 +418,42 @@ pair_id(State *s, int32_t a, int32_t b)
     return id;
 }
 
+/* Fill sh for this merge and list its gained pair in s->grown, unless
+ * `twin`, the other side's shift of the same token, already did: the left
+ * shift of token new and the right one both gain (new, new). */
 static int
-shift_lookup(State *s, Shift *sh, int32_t lost_left, int32_t lost_right,
-             int32_t gained_left, int32_t gained_right)
+shift_lookup(State *s, Shift *sh, const Shift *twin, int32_t lost_left,
+             int32_t lost_right, int32_t gained_left, int32_t gained_right)
 {
+    int32_t stamp = s->num_merges + 1;
     /* exists: every adjacent pair is counted */
     sh->lost = pair_id(s, lost_left, lost_right);
     sh->gained = pair_id(s, gained_left, gained_right);
     if (sh->lost < 0 || sh->gained < 0) {
         return -1;
     }
-    sh->stamp = s->num_merges + 1;
+    sh->stamp = stamp;
+    if (twin->stamp == stamp && twin->gained == sh->gained) {
+        return 0;
+    }
+    if (bpe_reserve(&s->grown, &s->grown_cap, s->grown_len + 1,
+                    sizeof *s->grown, 4) < 0)
+    {
+        return -1;
+    }
+    s->grown[s->grown_len++] = sh->gained;
     return 0;
 }
 
 /* Move one occurrence (at `cell`, in a word of count c) from sh->lost to
- * sh->gained; index it under gained and note that gained grew. */
+ * sh->gained and index it under gained. */
 static int
 shift_occurrence(State *s, const Shift *sh, int64_t c, int32_t cell)
 {
     s->pairs[sh->lost].count -= c;
     Pair *p = &s->pairs[sh->gained];
     p->count += c;
-    if (cells_append(&s->arena, &p->seen, cell) < 0) {
-        return -1;
-    }
-    if (p->grown_at != s->num_merges) {
-        p->grown_at = s->num_merges;
-        if (bpe_reserve(&s->grown, &s->grown_cap, s->grown_len + 1,
-                        sizeof *s->grown, 4) < 0)
-        {
-            return -1;
-        }
-        s->grown[s->grown_len++] = sh->gained;
-    }
-    return 0;
+    return cells_append(&s->arena, &p->seen, cell);
 }
 
 /* ---- the heap ----------------------------------------------------------- */
@@ -628,7 +632,9 @@ merge_at(State *s, int32_t n, int32_t new_id)
     if (x >= 0) {
         int32_t t = val[x];
         Shift *sh = &s->left_shift[t];
-        if (sh->stamp != stamp && shift_lookup(s, sh, t, a, t, new_id) < 0) {
+        if (sh->stamp != stamp &&
+            shift_lookup(s, sh, &s->right_shift[t], t, a, t, new_id) < 0)
+        {
             return -1;
         }
         if (shift_occurrence(s, sh, c, x) < 0) {
@@ -638,7 +644,9 @@ merge_at(State *s, int32_t n, int32_t new_id)
     if (val[y] >= 0) { /* else the word's end */
         int32_t t = val[y];
         Shift *sh = &s->right_shift[t];
-        if (sh->stamp != stamp && shift_lookup(s, sh, b, t, new_id, t) < 0) {
+        if (sh->stamp != stamp &&
+            shift_lookup(s, sh, &s->left_shift[t], b, t, new_id, t) < 0)
+        {
             return -1;
         }
         if (shift_occurrence(s, sh, c, n) < 0) {
@@ -728,7 +736,7 @@ run_merges(State *s, int32_t limit)
         if (merge_pair(s, best, new_id) < 0) {
             return -1;
         }
-        /* after merge_pair, which stamps grown_at with the current number */
+        /* after merge_pair, which stamps the shifts with num_merges + 1 */
         s->num_merges++;
         for (size_t k = 0; k < s->grown_len; k++) {
             int32_t g = s->grown[k];
