@@ -29,6 +29,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#if defined(__GLIBC__)
+#include <malloc.h> /* malloc_trim */
+#endif
+
 #include "bpe_util.h"
 #include "packed.h"
 
@@ -45,6 +49,8 @@
 #define DEAD (-1)
 /* merges between signal checks and progress calls */
 #define BATCH 256
+/* batches between calls to malloc_trim */
+#define TRIM_EVERY 8
 /* occurrence-list entries between a prefetch and its use */
 #define LOOKAHEAD 16
 
@@ -66,9 +72,9 @@ typedef struct {
 } CellList;
 
 /* Most pairs never hold more than a few occurrences, so a list's first
- * SMALL_LIST entries come from a bump arena, released all at once, rather than
- * from one malloc each; a list that outgrows them moves to malloc. So a list
- * owns its items (must free them) exactly when cap > SMALL_LIST. */
+ * SMALL_LIST entries come from an arena rather than from one malloc each; a
+ * list that outgrows them moves to malloc and gives them back. So a list owns
+ * malloc'd items exactly when cap > SMALL_LIST. */
 #define SMALL_LIST 4
 #define ARENA_BLOCK 16384 /* int32s per arena block */
 
@@ -76,11 +82,18 @@ typedef struct {
     int32_t **blocks;
     size_t num_blocks, blocks_cap;
     size_t used; /* int32s handed out from the last block */
+    /* chunks given back, each holding the next one's address */
+    int32_t *free_chunks;
 } Arena;
 
 static int32_t *
 arena_take(Arena *arena)
 {
+    if (arena->free_chunks != NULL) {
+        int32_t *items = arena->free_chunks;
+        memcpy(&arena->free_chunks, items, sizeof arena->free_chunks);
+        return items;
+    }
     if (arena->num_blocks == 0 || arena->used + SMALL_LIST > ARENA_BLOCK) {
         if (bpe_reserve(&arena->blocks, &arena->blocks_cap,
                         arena->num_blocks + 1, sizeof *arena->blocks, 4) < 0)
@@ -97,6 +110,15 @@ arena_take(Arena *arena)
     int32_t *items = arena->blocks[arena->num_blocks - 1] + arena->used;
     arena->used += SMALL_LIST;
     return items;
+}
+
+static void
+arena_give(Arena *arena, int32_t *items)
+{
+    _Static_assert(SMALL_LIST * sizeof(int32_t) >= sizeof(int32_t *),
+                   "a free chunk holds a pointer");
+    memcpy(items, &arena->free_chunks, sizeof arena->free_chunks);
+    arena->free_chunks = items;
 }
 
 static void
@@ -131,6 +153,7 @@ cells_append(Arena *arena, CellList *list, int32_t cell)
             }
             if (list->cap == SMALL_LIST) {
                 memcpy(items, list->items, list->len * sizeof *items);
+                arena_give(arena, list->items);
             }
             list->items = items;
             list->cap = cap;
@@ -146,6 +169,18 @@ cells_free(CellList *list)
     if (list->cap > SMALL_LIST) {
         free(list->items);
     }
+}
+
+/* Empty the list, giving its memory back (to reuse it if the list grows
+ * again). */
+static void
+cells_release(Arena *arena, CellList *list)
+{
+    if (list->cap == SMALL_LIST) {
+        arena_give(arena, list->items);
+    }
+    cells_free(list);
+    *list = (CellList){NULL, 0, 0};
 }
 
 /* ---- tokens: id <-> bytes ----------------------------------------------- */
@@ -450,7 +485,14 @@ shift_lookup(State *s, Shift *sh, const Shift *twin, int32_t lost_left,
 static int
 shift_occurrence(State *s, const Shift *sh, int64_t c, int32_t cell)
 {
-    s->pairs[sh->lost].count -= c;
+    Pair *lost = &s->pairs[sh->lost];
+    lost->count -= c;
+    if (lost->count == 0) {
+        /* Every entry is stale (a live one would weigh a positive count):
+         * on a web corpus most pairs end so, holding half the lists' memory.
+         */
+        cells_release(&s->arena, &lost->seen);
+    }
     Pair *p = &s->pairs[sh->gained];
     p->count += c;
     return cells_append(&s->arena, &p->seen, cell);
@@ -709,7 +751,7 @@ merge_pair(State *s, int32_t id, int32_t new_id)
         }
     }
     s->visited += (int64_t)seen.len;
-    cells_free(&seen);
+    cells_release(&s->arena, &seen);
     s->pairs[id].count = 0; /* no word holds (a, b) any more */
     return err;
 }
@@ -1241,10 +1283,19 @@ train(PyObject *module, PyObject *args, PyObject *kwargs)
         PyErr_NoMemory();
         goto done;
     }
-    for (;;) {
+    for (int64_t batch = 1;; batch++) {
         int32_t made;
         Py_BEGIN_ALLOW_THREADS
         made = run_merges(&s, BATCH);
+#if defined(__GLIBC__)
+        /* The lists freed as pairs are merged or counted down to 0 leave
+         * holes that later, smaller lists fill only in part: glibc returns
+         * their pages only when asked (about 10% of the peak on a web
+         * corpus). */
+        if (batch % TRIM_EVERY == 0) {
+            malloc_trim(0);
+        }
+#endif
         Py_END_ALLOW_THREADS
         if (made < 0) {
             PyErr_NoMemory();
