@@ -49,6 +49,8 @@
 #define DEAD (-1)
 /* merges between signal checks and progress calls */
 #define BATCH 256
+/* heap entries before the first cut (train's heap_limit) */
+#define HEAP_LIMIT 65536
 /* batches between calls to malloc_trim */
 #define TRIM_EVERY 8
 /* occurrence-list entries between a prefetch and its use */
@@ -353,6 +355,13 @@ typedef struct {
 
     Entry *heap;
     size_t heap_len, heap_cap;
+    /* The heap holds (an entry at least the count of) every pair whose
+     * count is >= floor, not every pair: a web corpus makes millions of
+     * pairs, most too rare ever to be merged. When the heap reaches
+     * heap_limit entries the floor rises (heap_cut); when it runs dry the
+     * floor falls and the pairs above it come back (heap_refill). */
+    int64_t floor;
+    size_t heap_limit;
 
     int32_t *grown; /* pairs whose count rose in the current merge */
     size_t grown_len, grown_cap;
@@ -369,7 +378,7 @@ typedef struct {
     /* the work done, for train(stats=...): occurrence-list entries visited
      * and merged, heap pushes and pops (lazy ones included), the heap's
      * largest size */
-    int64_t visited, merged, pushes, pops;
+    int64_t visited, merged, pushes, pops, cuts, refills;
     size_t heap_peak;
 } State;
 
@@ -540,9 +549,130 @@ sift_down(State *s, size_t i)
     h[i] = e;
 }
 
+static void
+heapify(State *s)
+{
+    for (size_t i = s->heap_len / 2; i-- > 0;) {
+        sift_down(s, i);
+    }
+}
+
+/* Counts in 4 buckets per power of 2 (bucket c for c < 4), to pick a floor
+ * that keeps about a given number of entries: up to 2**63 - 1, the last. */
+#define NUM_BUCKETS (4 * 61 + 4)
+
+static int
+bucket_of(int64_t c)
+{
+    if (c < 4) {
+        return (int)c;
+    }
+    int e = 2; /* c's highest set bit */
+    while (e < 62 && c >> (e + 1)) {
+        e++;
+    }
+    return 4 * (e - 1) + (int)((c >> (e - 2)) & 3);
+}
+
+/* The smallest count in bucket k. */
+static int64_t
+bucket_floor(int k)
+{
+    return k < 4 ? k : (int64_t)(4 + (k & 3)) << (k / 4 - 1);
+}
+
+/* The highest floor that keeps at least `want` of the counts histogram[]
+ * holds, or 1 if that is all of them. */
+static int64_t
+choose_floor(const size_t *histogram, size_t want)
+{
+    size_t kept = 0;
+    for (int k = NUM_BUCKETS - 1; k > 1; k--) {
+        kept += histogram[k];
+        if (kept >= want) {
+            return bucket_floor(k);
+        }
+    }
+    return 1;
+}
+
+/* The heap is full: raise the floor to keep about a quarter of its limit,
+ * dropping the entries below it (their pairs' counts are lower still). If no
+ * floor would drop enough, the limit doubles instead. */
+static void
+heap_cut(State *s)
+{
+    size_t histogram[NUM_BUCKETS] = {0};
+    for (size_t i = 0; i < s->heap_len; i++) {
+        histogram[bucket_of(s->heap[i].count)]++;
+    }
+    int64_t floor = choose_floor(histogram, s->heap_limit / 4);
+    if (floor > s->floor) {
+        size_t kept = 0;
+        for (size_t i = 0; i < s->heap_len; i++) {
+            if (s->heap[i].count >= floor) {
+                s->heap[kept++] = s->heap[i];
+            }
+        }
+        s->heap_len = kept;
+        s->floor = floor;
+        s->cuts++;
+        heapify(s);
+    }
+    if (s->heap_len > s->heap_limit / 2) {
+        s->heap_limit *= 2;
+    }
+}
+
+/* The heap ran dry, so every pair's count is below the floor: lower the floor
+ * to bring back about a quarter of the limit's pairs (every pair left, if
+ * that is fewer), and push them. -1 when out of memory. */
+static int
+heap_refill(State *s)
+{
+    size_t histogram[NUM_BUCKETS] = {0};
+    for (size_t p = 0; p < s->num_pairs; p++) {
+        if (s->pairs[p].count > 0) {
+            histogram[bucket_of(s->pairs[p].count)]++;
+        }
+    }
+    int64_t floor = choose_floor(histogram, s->heap_limit / 4);
+    size_t n = 0;
+    for (int k = NUM_BUCKETS - 1; k > 0 && bucket_floor(k) >= floor; k--) {
+        n += histogram[k];
+    }
+    if (bpe_reserve(&s->heap, &s->heap_cap, n, sizeof *s->heap, 4) < 0) {
+        return -1;
+    }
+    for (size_t p = 0; p < s->num_pairs; p++) {
+        const Pair *q = &s->pairs[p];
+        if (q->count >= floor) {
+            s->heap[s->heap_len++] = (Entry){q->count, q->left, q->right};
+        }
+    }
+    s->floor = floor;
+    s->refills++;
+    s->pushes += (int64_t)s->heap_len;
+    if (s->heap_len > s->heap_peak) {
+        s->heap_peak = s->heap_len;
+    }
+    while (s->heap_len > s->heap_limit / 2) {
+        s->heap_limit *= 2;
+    }
+    heapify(s);
+    return 0;
+}
+
+/* Push p (its count is positive) if it is at or above the floor. */
 static int
 heap_push(State *s, const Pair *p)
 {
+    if (s->heap_len >= s->heap_limit) {
+        heap_cut(s);
+    }
+    if (p->count < s->floor) {
+        return 0;
+    }
     if (bpe_reserve(&s->heap, &s->heap_cap, s->heap_len + 1, sizeof *s->heap,
                     4) < 0)
     {
@@ -571,38 +701,52 @@ heap_pop(State *s)
     }
 }
 
-/* The pair to merge next, or -1 when none has a positive count (route_b's
- * `_best`).
+/* The pair to merge next, -1 when none has a positive count (route_b's
+ * `_best`), -2 when out of memory.
  *
  * Exact although lazy: a pair's count rises only in a merge that makes one of
- * its tokens, and every pair that rose is pushed after that merge; otherwise
- * counts only fall. So each pair with a positive count has an entry at least
- * its count. An entry above the pair's count is put back with the real count;
- * one below it is a leftover (a higher entry exists) and is dropped. The first
- * entry that equals its pair's count therefore ranks before every other pair.
- */
+ * its tokens, and every pair that rose is pushed after that merge if at or
+ * above the floor; otherwise counts only fall, and the floor only rises but
+ * in heap_refill, which pushes every pair at or above the new one. So each
+ * pair whose count is at or above the floor has an entry at least its count.
+ * An entry above the pair's count is put back with the real count (if still
+ * at or above the floor); one below it is a leftover (a higher entry exists)
+ * and is dropped. The first entry that equals its pair's count, at or above
+ * the floor, therefore ranks before every other pair: the pairs without an
+ * entry count less. */
 static int32_t
 pop_best(State *s)
 {
-    while (s->heap_len > 0) {
+    for (;;) {
+        if (s->heap_len == 0) {
+            if (s->floor <= 1) {
+                return -1; /* every pair with a positive count had an entry */
+            }
+            if (heap_refill(s) < 0) {
+                return -2;
+            }
+            if (s->heap_len == 0) {
+                return -1;
+            }
+        }
         s->pops++;
         Entry top = s->heap[0];
         int32_t id = s->slots[pair_slot(s, top.left, top.right)]
                          .pair; /* pairs are never removed */
         int64_t actual = s->pairs[id].count;
-        if (actual == top.count) {
+        if (actual == top.count) { /* every entry is >= floor */
             heap_pop(s);
             return id;
         }
-        if (actual > 0 && actual < top.count) {
+        if (actual >= s->floor && actual < top.count) {
             s->heap[0].count = actual;
             sift_down(s, 0);
         }
         else {
-            heap_pop(s); /* merged away or counted down to 0, or a leftover */
+            /* merged away, counted down below the floor, or a leftover */
+            heap_pop(s);
         }
     }
-    return -1;
 }
 
 /* ---- merging ------------------------------------------------------------ */
@@ -764,6 +908,9 @@ run_merges(State *s, int32_t limit)
     int32_t done = 0;
     for (; done < limit && s->num_merges < s->max_merges; done++) {
         int32_t best = pop_best(s);
+        if (best == -2) {
+            return -1;
+        }
         if (best < 0) {
             break; /* every word is a single token: nothing left to merge */
         }
@@ -853,9 +1000,12 @@ initial_pairs(State *s)
             (Entry){s->pairs[p].count, s->pairs[p].left, s->pairs[p].right};
     }
     s->heap_len = s->num_pairs;
-    for (size_t i = s->heap_len / 2; i-- > 0;) {
-        sift_down(s, i);
+    s->pushes += (int64_t)s->num_pairs;
+    s->floor = 1;
+    while (s->heap_limit < 2 * s->heap_len) {
+        s->heap_limit *= 2;
     }
+    heapify(s);
     err = 0;
 done:
     free(occurrences);
@@ -1230,13 +1380,17 @@ static PyObject *
 train(PyObject *module, PyObject *args, PyObject *kwargs)
 {
     static char *keywords[] = {"word_counts", "num_merges", "on_merges",
-                               "stats", NULL};
+                               "stats", "heap_limit", NULL};
     PyObject *word_counts, *on_merges = Py_None, *stats = Py_None;
-    Py_ssize_t num_merges;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "On|OO:train", keywords,
+    Py_ssize_t num_merges, heap_limit = HEAP_LIMIT;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "On|OO$n:train", keywords,
                                      &word_counts, &num_merges, &on_merges,
-                                     &stats))
+                                     &stats, &heap_limit))
     {
+        return NULL;
+    }
+    if (heap_limit < 4) {
+        PyErr_SetString(PyExc_ValueError, "heap_limit must be >= 4");
         return NULL;
     }
     if (stats != Py_None && !PyDict_Check(stats)) {
@@ -1253,6 +1407,7 @@ train(PyObject *module, PyObject *args, PyObject *kwargs)
     }
 
     State s = {0};
+    s.heap_limit = (size_t)heap_limit;
     PyObject *result = NULL;
     int err = 0;
     /* a mapping (a dict, a Counter), or packed word counts (bytes, or any
@@ -1337,6 +1492,8 @@ train(PyObject *module, PyObject *args, PyObject *kwargs)
             {"heap_pushes", s.pushes},
             {"heap_pops", s.pops},
             {"heap_peak", (long long)s.heap_peak},
+            {"heap_cuts", s.cuts},
+            {"heap_refills", s.refills},
             {"pair_bytes", (long long)(s.pairs_cap * sizeof(Pair) +
                                        (sizeof(PairSlot) << s.slot_bits))},
             {"list_bytes", (long long)(list_bytes + s.arena.num_blocks *
@@ -1361,11 +1518,14 @@ done:
 
 static PyMethodDef methods[] = {
     {"train", (PyCFunction)(void (*)(void))train, METH_VARARGS | METH_KEYWORDS,
-     "train(word_counts, num_merges, on_merges=None) -> list of (left bytes, "
-     "right bytes)\n\nUp to num_merges BPE merges over word_counts (bytes -> "
+     "train(word_counts, num_merges, on_merges=None, stats=None, *, "
+     "heap_limit=65536) -> list of (left bytes, right bytes)\n\nUp to num_merges BPE merges over word_counts (bytes -> "
      "positive int, or packed word\ncounts as PretokenCounter.to_packed "
      "makes), in the order and with\nthe tie-break of bpe_impls.naive. "
-     "on_merges(k), if given, is called after each batch of k\nmerges. Use "
+     "on_merges(k), if given, is called after each batch of k\nmerges. "
+     "stats, a dict, receives counts of the work done and sizes. "
+     "heap_limit:\nthe heap's entries before it first drops the rarest "
+     "pairs (tests make it small). Use "
      "bpe_impls.native_train.train, which validates arguments and builds "
      "the vocab."},
     {NULL, NULL, 0, NULL},

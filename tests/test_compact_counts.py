@@ -143,6 +143,20 @@ def test_native_finds_the_count_of_long_words_as_naive_does(counts, vocab_size):
 
 
 @needs_core
+@settings(max_examples=80, deadline=None)
+@given(counts=word_counts | long_word_counts, vocab_size=st.integers(257, 330), heap_limit=st.integers(4, 12))
+def test_native_with_a_tiny_heap_moves_its_floor_and_still_merges_as_naive(counts, vocab_size, heap_limit):
+    # With room for a handful of entries, the heap keeps dropping its rarest pairs (raising the
+    # floor) and bringing them back when it runs dry (lowering it): the merges must not change.
+    from bpe_impls import _native_train
+
+    expected = IMPLEMENTATIONS["naive"](counts, vocab_size)[1]
+    stats: dict[str, int] = {}
+    assert _native_train.train(counts, vocab_size - 256, None, stats, heap_limit=heap_limit) == expected
+    assert stats["heap_peak"] <= max(2 * stats["pairs"], heap_limit)
+
+
+@needs_core
 def test_native_on_packed_counts_refuses_pair_counts_past_int64():
     counts = {b"ab": 2**62, b"ba": 2**62}
     with pytest.raises(OverflowError):
