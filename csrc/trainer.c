@@ -1410,11 +1410,33 @@ train(PyObject *module, PyObject *args, PyObject *kwargs)
     s.heap_limit = (size_t)heap_limit;
     PyObject *result = NULL;
     int err = 0;
-    /* a mapping (a dict, a Counter), or packed word counts (bytes, or any
-     * buffer): PretokenCounter.to_packed's, which hold no object per word */
-    int packed = !PyDict_Check(word_counts) && PyObject_CheckBuffer(word_counts);
-    if ((packed ? load_packed(&s, word_counts)
-                : load_words(&s, word_counts)) < 0)
+    /* a mapping (a dict, a Counter), packed word counts (bytes, or any
+     * buffer: PretokenCounter.to_packed's, which hold no object per word), or
+     * a list holding only packed word counts, which the trainer takes out of
+     * the list once read: the caller's last reference to them can then go
+     * before the merges, which need as much memory again */
+    if (PyList_CheckExact(word_counts)) {
+        if (PyList_GET_SIZE(word_counts) != 1 ||
+            !PyObject_CheckBuffer(PyList_GET_ITEM(word_counts, 0)))
+        {
+            PyErr_SetString(PyExc_TypeError,
+                            "a list of word counts must hold one buffer of "
+                            "packed word counts, and nothing else");
+            goto done;
+        }
+        PyObject *taken = PyList_GET_ITEM(word_counts, 0);
+        Py_INCREF(taken);
+        int loaded = load_packed(&s, taken);
+        /* (a bytes object's release runs no Python code) */
+        if (PyList_SetSlice(word_counts, 0, 1, NULL) < 0 || loaded < 0) {
+            Py_DECREF(taken);
+            goto done;
+        }
+        Py_DECREF(taken);
+    }
+    else if ((!PyDict_Check(word_counts) && PyObject_CheckBuffer(word_counts)
+                  ? load_packed(&s, word_counts)
+                  : load_words(&s, word_counts)) < 0)
     {
         goto done;
     }
@@ -1520,8 +1542,9 @@ static PyMethodDef methods[] = {
     {"train", (PyCFunction)(void (*)(void))train, METH_VARARGS | METH_KEYWORDS,
      "train(word_counts, num_merges, on_merges=None, stats=None, *, "
      "heap_limit=65536) -> list of (left bytes, right bytes)\n\nUp to num_merges BPE merges over word_counts (bytes -> "
-     "positive int, or packed word\ncounts as PretokenCounter.to_packed "
-     "makes), in the order and with\nthe tie-break of bpe_impls.naive. "
+     "positive int, packed word\ncounts as PretokenCounter.to_packed "
+     "makes, or a list holding only those, which train\nempties once it has "
+     "read them), in the order and with\nthe tie-break of bpe_impls.naive. "
      "on_merges(k), if given, is called after each batch of k\nmerges. "
      "stats, a dict, receives counts of the work done and sizes. "
      "heap_limit:\nthe heap's entries before it first drops the rarest "

@@ -5,6 +5,7 @@ same trainer on a dict and against the pure-Python trainers, end to end through 
 from __future__ import annotations
 
 import pickle
+import sys
 from collections import Counter
 
 import pytest
@@ -199,9 +200,39 @@ def test_train_bpe_gives_the_native_trainer_packed_counts(tmp_path, monkeypatch)
     real = native._native_train.train
 
     def spy(source, *args):
-        seen.append(type(source))
-        return real(source, *args)
+        # a one-item list holding the only reference to the packed bytes (+1: getrefcount's own)
+        seen.append((type(source), type(source[0]), sys.getrefcount(source[0])))
+        merges = real(source, *args)
+        seen.append(source)  # emptied: the bytes were freed once read, before the merges
+        return merges
 
     monkeypatch.setattr(native._native_train, "train", spy)
-    train_bpe(corpus, 300, [EOT], impl="native", num_workers=2)
-    assert seen == [bytes]
+    assert train_bpe(corpus, 300, [EOT], impl="native", num_workers=2) == train_bpe(
+        corpus, 300, [EOT], impl="naive", num_workers=2
+    )
+    assert seen == [(list, bytes, 2), []]
+
+
+@needs_core
+def test_native_trainer_takes_packed_counts_out_of_a_list_and_refuses_other_lists():
+    from bpe_impls import _native_train
+
+    data = pack_counts(Counter(TEXT.encode().split()))
+    holder = [bytearray(data)]
+    assert _native_train.train(holder, 40) == _native_train.train(data, 40)
+    assert holder == []
+    for bad in ([], [data, data], [{b"ab": 1}]):
+        with pytest.raises(TypeError, match="one buffer of packed word counts"):
+            _native_train.train(bad, 40)
+    malformed = [data[:-1]]
+    with pytest.raises(ValueError, match="packed word counts"):
+        _native_train.train(malformed, 40)
+    assert malformed == []
+
+
+def test_hand_over_empties_packed_counts_into_a_list():
+    counts = {b"ab": 2, b"c": 1}
+    packed = PackedCounts(pack_counts(counts))
+    assert dict(packed) == counts
+    holder = packed.hand_over()
+    assert unpack_counts(holder[0]) == counts and len(packed) == 0 and dict(packed) == {}

@@ -135,11 +135,25 @@ class PackedCounts(Mapping[bytes, int]):
     other caller) it is unpacked once, on first use. Pickles as `data` alone.
     """
 
-    __slots__ = ("data", "_unpacked")
+    __slots__ = ("data", "_unpacked", "disposable")
 
     def __init__(self, data: bytes) -> None:
         self.data = data
         self._unpacked: dict[bytes, int] | None = None
+        # Set by an owner that needs the counts no more once a trainer has them (train_bpe):
+        # the native trainer may then take the bytes (hand_over) and free them once read.
+        self.disposable = False
+
+    def hand_over(self) -> list[bytes]:
+        """The packed bytes in a one-item list, leaving this object empty (no words).
+
+        For a reader that takes the item out once it has read it (the native trainer): the
+        bytes, as large as the words, are then freed while it runs, if nothing else holds them.
+        """
+        holder = [self.data]
+        self.data = pack_counts({})
+        self._unpacked = None
+        return holder
 
     def _dict(self) -> dict[bytes, int]:
         if self._unpacked is None:
