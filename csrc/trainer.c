@@ -36,10 +36,12 @@
 #include "bpe_util.h"
 #include "packed.h"
 
-/* val[] of the cell before word w is BOUNDARY + w: it matches no token and
- * ends every walk. Boundaries lie below every dead cell's offset (each is at
- * least -(a word's length), and words plus lengths stay below 2**31), so
- * `v <= s->last_boundary` tells them apart. */
+/* val[] of the cell before a word is BOUNDARY + the word's count (or, for a
+ * count of count_limit or more, count_limit + its index in big_counts): it
+ * matches no token, ends every walk and gives a merge the word's count with
+ * no array of counts. Boundaries lie below every dead cell's offset (which is
+ * > -(the longest word's length)), so `v <= s->last_boundary` tells them
+ * apart. */
 #define BOUNDARY INT32_MIN
 /* Tokens walked back from a cell to its word's boundary, to read the word's
  * count, before a long word's boundary is looked up in long_starts instead:
@@ -69,14 +71,26 @@
  * the pair is still at that cell, which the merge re-tests (route_b's index).
  */
 typedef struct {
-    int32_t *items;
-    uint32_t len, cap; /* 32-bit: a Pair of 40 bytes, not 48, on millions */
+    union {
+        int32_t *items;
+        int32_t one; /* the only entry, when cap is 1 */
+    } u;
+    uint32_t len, cap; /* 32-bit: a Pair of 32 bytes, not 40, on millions */
 } CellList;
 
-/* Most pairs never hold more than a few occurrences, so a list's first
- * SMALL_LIST entries come from an arena rather than from one malloc each; a
- * list that outgrows them moves to malloc and gives them back. So a list owns
- * malloc'd items exactly when cap > SMALL_LIST. */
+/* A list's entries: most pairs of a web corpus are seen once, and keep that
+ * cell in the list itself. */
+static inline int32_t *
+cells_items(CellList *list)
+{
+    return list->cap == 1 ? &list->u.one : list->u.items;
+}
+
+/* Most pairs never hold more than a few occurrences, so a list of one entry
+ * holds it in place, and a list's first SMALL_LIST entries come from an arena
+ * rather than from one malloc each; a list that outgrows them moves to malloc
+ * and gives them back. So a list owns malloc'd items exactly when cap >
+ * SMALL_LIST. */
 #define SMALL_LIST 4
 #define ARENA_BLOCK 16384 /* int32s per arena block */
 
@@ -137,9 +151,17 @@ cells_append(Arena *arena, CellList *list, int32_t cell)
 {
     if (list->len == list->cap) {
         if (list->cap == 0) {
-            if ((list->items = arena_take(arena)) == NULL) {
+            list->u.one = cell;
+            list->cap = list->len = 1;
+            return 0;
+        }
+        if (list->cap == 1) {
+            int32_t *items = arena_take(arena);
+            if (items == NULL) {
                 return -1;
             }
+            items[0] = list->u.one;
+            list->u.items = items;
             list->cap = SMALL_LIST;
         }
         else {
@@ -148,20 +170,20 @@ cells_append(Arena *arena, CellList *list, int32_t cell)
             }
             uint32_t cap = 2 * list->cap;
             int32_t *items = list->cap > SMALL_LIST
-                                 ? realloc(list->items, cap * sizeof *items)
+                                 ? realloc(list->u.items, cap * sizeof *items)
                                  : malloc(cap * sizeof *items);
             if (items == NULL) {
                 return -1;
             }
             if (list->cap == SMALL_LIST) {
-                memcpy(items, list->items, list->len * sizeof *items);
-                arena_give(arena, list->items);
+                memcpy(items, list->u.items, list->len * sizeof *items);
+                arena_give(arena, list->u.items);
             }
-            list->items = items;
+            list->u.items = items;
             list->cap = cap;
         }
     }
-    list->items[list->len++] = cell;
+    list->u.items[list->len++] = cell;
     return 0;
 }
 
@@ -169,7 +191,7 @@ static void
 cells_free(CellList *list)
 {
     if (list->cap > SMALL_LIST) {
-        free(list->items);
+        free(list->u.items);
     }
 }
 
@@ -179,10 +201,10 @@ static void
 cells_release(Arena *arena, CellList *list)
 {
     if (list->cap == SMALL_LIST) {
-        arena_give(arena, list->items);
+        arena_give(arena, list->u.items);
     }
     cells_free(list);
-    *list = (CellList){NULL, 0, 0};
+    *list = (CellList){{NULL}, 0, 0};
 }
 
 /* ---- tokens: id <-> bytes ----------------------------------------------- */
@@ -339,9 +361,12 @@ typedef struct {
 typedef struct {
     /* per cell: token id at a token's start, else BOUNDARY or negative */
     int32_t *val;
-    int64_t *word_count;
     int32_t num_cells, num_words;
-    int32_t last_boundary; /* BOUNDARY + num_words: val[] <= it is a boundary */
+    int32_t last_boundary; /* val[] <= it is a boundary */
+    int64_t count_limit; /* boundaries code counts below it as themselves */
+    int64_t *big_counts; /* the others */
+    size_t num_big, big_cap;
+    int64_t max_len; /* the longest word's bytes */
     /* the boundary cells of words of WALK_LIMIT bytes or more, ascending */
     int32_t *long_starts;
     size_t num_long, long_cap;
@@ -764,6 +789,14 @@ token_before(const State *s, int32_t n)
     return v >= 0 ? n - 1 : n - 1 + v;
 }
 
+/* The count of the word whose boundary cell holds v. */
+static inline int64_t
+boundary_count(const State *s, int32_t v)
+{
+    int64_t code = (int64_t)v - BOUNDARY;
+    return code < s->count_limit ? code : s->big_counts[code - s->count_limit];
+}
+
 /* The count of the word holding the token that starts at cell n. */
 static int64_t
 count_at(const State *s, int32_t n)
@@ -772,7 +805,7 @@ count_at(const State *s, int32_t n)
     for (int step = 0; step < WALK_LIMIT; step++) {
         int32_t v = val[n - 1];
         if (v <= s->last_boundary) {
-            return s->word_count[(int64_t)v - BOUNDARY];
+            return boundary_count(s, v);
         }
         n = v >= 0 ? n - 1 : n - 1 + v;
     }
@@ -788,7 +821,7 @@ count_at(const State *s, int32_t n)
             hi = mid;
         }
     }
-    return s->word_count[(int64_t)val[s->long_starts[lo]] - BOUNDARY];
+    return boundary_count(s, val[s->long_starts[lo]]);
 }
 
 /* Merge `x a b y` into `x new y` at cell n, where a starts, and move the
@@ -854,16 +887,17 @@ merge_pair(State *s, int32_t id, int32_t new_id)
      * (a, b); and pair_id may move s->pairs, so no pointer into it is kept
      * across merge_at. */
     CellList seen = s->pairs[id].seen;
-    s->pairs[id].seen = (CellList){NULL, 0, 0};
+    s->pairs[id].seen = (CellList){{NULL}, 0, 0};
+    const int32_t *items = cells_items(&seen);
     int err = 0;
     if (a != b) {
         /* Occurrences cannot overlap (the cell after an a holds b != a), so
          * their order does not matter; a stale or repeated entry fails the
          * test, as a merged cell holds new_id or is dead. */
         for (size_t k = 0; k < seen.len && !err; k++) {
-            int32_t n = seen.items[k];
+            int32_t n = items[k];
             if (k + LOOKAHEAD < seen.len) {
-                PREFETCH(&val[seen.items[k + LOOKAHEAD]]);
+                PREFETCH(&val[items[k + LOOKAHEAD]]);
             }
             if (val[n] == a && val[n + la] == b) {
                 err = merge_at(s, n, new_id);
@@ -879,7 +913,7 @@ merge_pair(State *s, int32_t id, int32_t new_id)
          * length. */
         int32_t lnew = s->tok.len[new_id];
         for (size_t k = 0; k < seen.len && !err; k++) {
-            int32_t n = seen.items[k];
+            int32_t n = items[k];
             if (val[n] != a || val[n + la] != a) {
                 continue;
             }
@@ -967,26 +1001,30 @@ initial_pairs(State *s)
             goto done;
         }
         CellList *seen = &s->pairs[id].seen;
+        if (occurrences[k] == 1) {
+            seen->cap = 1; /* filled below */
+            continue;
+        }
         if (occurrences[k] <= SMALL_LIST) {
-            seen->items = arena_take(&s->arena);
+            seen->u.items = arena_take(&s->arena);
             seen->cap = SMALL_LIST;
         }
         else {
-            seen->items = malloc(occurrences[k] * sizeof *seen->items);
+            seen->u.items = malloc(occurrences[k] * sizeof *seen->u.items);
             seen->cap = occurrences[k];
         }
-        if (seen->items == NULL) {
+        if (seen->u.items == NULL) {
             goto done;
         }
     }
     int64_t c = 0; /* the count of the word being read */
     for (int32_t n = 0; n + 1 < s->num_cells; n++) {
         if (val[n] < 0) {
-            c = s->word_count[(int64_t)val[n] - BOUNDARY];
+            c = boundary_count(s, val[n]);
         }
         else if (val[n + 1] >= 0) {
             Pair *p = &s->pairs[id_of[val[n] << 8 | val[n + 1]]];
-            p->seen.items[p->seen.len++] = n;
+            cells_items(&p->seen)[p->seen.len++] = n;
             p->count += c;
         }
     }
@@ -1018,7 +1056,7 @@ state_free(State *s)
 {
     free(s->val);
     free(s->long_starts);
-    free(s->word_count);
+    free(s->big_counts);
     for (size_t p = 0; p < s->num_pairs; p++) {
         cells_free(&s->pairs[p].seen);
     }
@@ -1128,26 +1166,49 @@ read_count(PyObject *word, PyObject *value, int64_t *out)
     return 0;
 }
 
-/* The cells and word counts for `words` words filling `cells` cells (their
- * bytes, a boundary before each and one at the end). */
+/* The cells for `words` words of up to max_len bytes filling `cells` cells
+ * (their bytes, a boundary before each and one at the end), and the
+ * boundaries' code. */
 static int
-alloc_cells(State *s, int64_t cells, int64_t words)
+alloc_cells(State *s, int64_t cells, int64_t words, int64_t max_len)
 {
     s->num_cells = (int32_t)cells;
     s->val = malloc((size_t)cells * sizeof *s->val);
-    s->word_count = malloc(((size_t)words + 1) * sizeof *s->word_count);
-    if (!s->val || !s->word_count) {
+    if (!s->val) {
         PyErr_NoMemory();
         return -1;
     }
+    /* Boundaries take the codes 0 .. room - 2, so each lies below
+     * -(max_len) and every dead cell's offset; count_limit + words <= room - 1
+     * codes, and count_limit is >= 512, as cells >= max_len + words + 1. */
+    int64_t room = ((int64_t)1 << 31) - (max_len < 2 ? 2 : max_len);
+    s->last_boundary = (int32_t)(BOUNDARY + room - 1);
+    s->count_limit = room - words - 1;
+    s->max_len = max_len;
     return 0;
 }
 
-/* Lay out word w (its boundary, then its bytes) from cell *n on. */
+/* Lay out a word (its boundary, then its bytes) from cell *n on. */
 static int
-lay_word(State *s, int32_t *n, int32_t w, const unsigned char *bytes,
+lay_word(State *s, int32_t *n, int64_t count, const unsigned char *bytes,
          size_t len)
 {
+    if ((int64_t)len > s->max_len) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "word_counts changed while it was being read");
+        return -1;
+    }
+    int64_t code = count;
+    if (count >= s->count_limit) {
+        if (bpe_reserve(&s->big_counts, &s->big_cap, s->num_big + 1,
+                        sizeof *s->big_counts, 16) < 0)
+        {
+            PyErr_NoMemory();
+            return -1;
+        }
+        code = s->count_limit + (int64_t)s->num_big;
+        s->big_counts[s->num_big++] = count;
+    }
     if (len >= WALK_LIMIT) {
         if (bpe_reserve(&s->long_starts, &s->long_cap, s->num_long + 1,
                         sizeof *s->long_starts, 16) < 0)
@@ -1158,7 +1219,7 @@ lay_word(State *s, int32_t *n, int32_t w, const unsigned char *bytes,
         s->long_starts[s->num_long++] = *n;
     }
     int32_t *val = s->val + *n;
-    val[0] = BOUNDARY + w;
+    val[0] = (int32_t)(BOUNDARY + code);
     for (size_t i = 0; i < len; i++) {
         val[1 + i] = bytes[i];
     }
@@ -1173,7 +1234,7 @@ load_words(State *s, PyObject *word_counts)
 {
     ItemIter it;
     PyObject *word, *value;
-    int64_t cells = 1, words = 0, pairs_weight = 0;
+    int64_t cells = 1, words = 0, pairs_weight = 0, max_len = 0;
     int r;
     if (iter_start(&it, word_counts) < 0) {
         return -1;
@@ -1200,6 +1261,7 @@ load_words(State *s, PyObject *word_counts)
         pairs_weight += count * (len - 1);
         cells += len + 1;
         words++;
+        max_len = len > max_len ? len : max_len;
         if (cells >
             INT32_MAX -
                 512) { /* cell, token and merge ids all stay below 2**31 */
@@ -1214,7 +1276,7 @@ load_words(State *s, PyObject *word_counts)
         goto fail;
     }
 
-    if (alloc_cells(s, cells, words) < 0) {
+    if (alloc_cells(s, cells, words, max_len) < 0) {
         goto fail;
     }
     int32_t n = 0, w = 0;
@@ -1233,23 +1295,24 @@ load_words(State *s, PyObject *word_counts)
         }
         const unsigned char *bytes =
             (const unsigned char *)PyBytes_AS_STRING(word);
-        if (read_count(word, value, &s->word_count[w]) < 0 ||
-            lay_word(s, &n, w++, bytes, (size_t)len) < 0)
+        int64_t count = 0;
+        if (read_count(word, value, &count) < 0 ||
+            lay_word(s, &n, count, bytes, (size_t)len) < 0)
         {
             goto fail;
         }
+        w++;
     }
     if (r < 0) {
         goto fail;
     }
-    s->val[n++] = BOUNDARY + w; /* after the last word */
+    s->val[n++] = BOUNDARY; /* after the last word */
     if (n != s->num_cells) {
         PyErr_SetString(PyExc_RuntimeError,
                         "word_counts changed while it was being read");
         goto fail;
     }
     s->num_words = w;
-    s->last_boundary = BOUNDARY + w;
     Py_XDECREF(it.items);
     return 0;
 fail:
@@ -1268,7 +1331,7 @@ load_packed(State *s, PyObject *packed)
         return -1;
     }
     PackedView p;
-    int64_t cells = 1, words = 0, pairs_weight = 0;
+    int64_t cells = 1, words = 0, pairs_weight = 0, max_len = 0;
     if (bpe_packed_open(&p, view.buf, (size_t)view.len) < 0) {
         goto fail;
     }
@@ -1295,6 +1358,7 @@ load_packed(State *s, PyObject *packed)
         pairs_weight += count * (len - 1);
         cells += len + 1;
         words++;
+        max_len = len > max_len ? len : max_len;
         if (cells > INT32_MAX - 512) {
             PyErr_SetString(PyExc_OverflowError,
                             "the distinct words hold about 2**31 bytes or "
@@ -1303,7 +1367,7 @@ load_packed(State *s, PyObject *packed)
             goto fail;
         }
     }
-    if (alloc_cells(s, cells, words) < 0) {
+    if (alloc_cells(s, cells, words, max_len) < 0) {
         goto fail;
     }
     int32_t n = 0, w = 0;
@@ -1311,16 +1375,15 @@ load_packed(State *s, PyObject *packed)
     for (uint64_t k = 0; k < p.n; k++) {
         uint32_t len = bpe_packed_len(&p, k);
         if (len >= 2) {
-            s->word_count[w] = bpe_packed_count(&p, k);
-            if (lay_word(s, &n, w++, bytes, len) < 0) {
+            if (lay_word(s, &n, bpe_packed_count(&p, k), bytes, len) < 0) {
                 goto fail;
             }
+            w++;
         }
         bytes += len;
     }
-    s->val[n++] = BOUNDARY + w; /* after the last word */
+    s->val[n++] = BOUNDARY; /* after the last word */
     s->num_words = w;
-    s->last_boundary = BOUNDARY + w;
     PyBuffer_Release(&view);
     return 0;
 fail:
