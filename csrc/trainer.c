@@ -53,6 +53,8 @@
 #define BATCH 256
 /* heap entries before the first cut (train's heap_limit) */
 #define HEAP_LIMIT 65536
+/* a list is compacted when its count is below len / STALE_SHARE */
+#define STALE_SHARE 4
 /* batches between calls to malloc_trim */
 #define TRIM_EVERY 8
 /* occurrence-list entries between a prefetch and its use */
@@ -403,7 +405,7 @@ typedef struct {
     /* the work done, for train(stats=...): occurrence-list entries visited
      * and merged, heap pushes and pops (lazy ones included), the heap's
      * largest size */
-    int64_t visited, merged, pushes, pops, cuts, refills;
+    int64_t visited, merged, pushes, pops, cuts, refills, compacted;
     size_t heap_peak;
 } State;
 
@@ -514,6 +516,44 @@ shift_lookup(State *s, Shift *sh, const Shift *twin, int32_t lost_left,
     return 0;
 }
 
+/* Drop the stale entries of p's list (keeping the live ones in order) if it
+ * has its own memory and its count shows that over half of them are stale:
+ * each live entry weighs at least 1, so a count below len / 2 means so. Then
+ * the work is at most twice the entries dropped. With `shrink`, the memory
+ * shrinks to fit: the list of a pair losing occurrences, which on a web corpus
+ * are mostly the byte pairs' large first lists, never merged. */
+static void
+compact_if_stale(State *s, Pair *p, int shrink)
+{
+    CellList *list = &p->seen;
+    if (list->cap <= SMALL_LIST || p->count >= (int64_t)(list->len / STALE_SHARE)) {
+        return;
+    }
+    int32_t *items = list->u.items;
+    const int32_t *val = s->val;
+    int32_t a = p->left, b = p->right, la = s->tok.len[a];
+    uint32_t kept = 0;
+    for (uint32_t k = 0; k < list->len; k++) {
+        if (k + LOOKAHEAD < list->len) {
+            PREFETCH(&val[items[k + LOOKAHEAD]]);
+        }
+        int32_t n = items[k];
+        if (val[n] == a && val[n + la] == b) {
+            items[kept++] = n;
+        }
+    }
+    s->compacted += (int64_t)list->len;
+    list->len = kept;
+    if (shrink) {
+        uint32_t cap = kept > SMALL_LIST ? kept : SMALL_LIST + 1;
+        int32_t *fitted = realloc(items, cap * sizeof *items);
+        if (fitted != NULL) { /* else it keeps the larger block */
+            list->u.items = fitted;
+            list->cap = cap;
+        }
+    }
+}
+
 /* Move one occurrence (at `cell`, in a word of count c) from sh->lost to
  * sh->gained and index it under gained. */
 static int
@@ -527,8 +567,14 @@ shift_occurrence(State *s, const Shift *sh, int64_t c, int32_t cell)
          */
         cells_release(&s->arena, &lost->seen);
     }
+    else {
+        compact_if_stale(s, lost, 1);
+    }
     Pair *p = &s->pairs[sh->gained];
     p->count += c;
+    if (p->seen.len == p->seen.cap) {
+        compact_if_stale(s, p, 0); /* rather than grow */
+    }
     return cells_append(&s->arena, &p->seen, cell);
 }
 
@@ -1574,6 +1620,7 @@ train(PyObject *module, PyObject *args, PyObject *kwargs)
             {"pairs", (long long)s.num_pairs},
             {"occurrences_visited", s.visited},
             {"occurrences_merged", s.merged},
+            {"occurrences_compacted", s.compacted},
             {"heap_pushes", s.pushes},
             {"heap_pops", s.pops},
             {"heap_peak", (long long)s.heap_peak},

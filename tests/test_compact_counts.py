@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bpe_impls import train_bpe
+from conftest import fixture_text
 from bpe_impls.base import compiled
 from bpe_impls.corpus import count_pretokens
 from bpe_impls.corpus.tally import PackedCounts, merge_packed, pack_counts, pretoken_counter, unpack_counts
@@ -155,6 +156,21 @@ def test_native_with_a_tiny_heap_moves_its_floor_and_still_merges_as_naive(count
     stats: dict[str, int] = {}
     assert _native_train.train(counts, vocab_size - 256, None, stats, heap_limit=heap_limit) == expected
     assert stats["heap_peak"] <= max(2 * stats["pairs"], heap_limit)
+
+
+@needs_core
+@pytest.mark.parametrize("heap_limit", [4, 65536])
+def test_native_drops_stale_occurrences_and_still_merges_as_naive(heap_limit):
+    # On real text many pairs lose most of their occurrences to merges around them; their lists
+    # are compacted (the stats say so) and the merges must not change.
+    from bpe_impls import _native_train
+    from bpe_impls.base.patterns import GPT2_REGEX
+    text = fixture_text("kjv.txt")[:300_000]
+    counts = Counter(m.encode() for m in GPT2_REGEX.findall(text))
+    stats: dict[str, int] = {}
+    merges = _native_train.train(PackedCounts(pack_counts(counts)).data, 300, None, stats, heap_limit=heap_limit)
+    assert merges == IMPLEMENTATIONS["naive"](counts, 256 + 300)[1]
+    assert stats["occurrences_compacted"] > 0
 
 
 @needs_core
