@@ -161,8 +161,8 @@ def test_native_with_a_tiny_heap_moves_its_floor_and_still_merges_as_naive(count
 @needs_core
 @pytest.mark.parametrize("heap_limit", [4, 65536])
 def test_native_drops_stale_occurrences_and_still_merges_as_naive(heap_limit):
-    # On real text many pairs lose most of their occurrences to merges around them; their lists
-    # are compacted (the stats say so) and the merges must not change.
+    # On real text many pairs lose most of their occurrences to merges around them (their lists
+    # are compacted) or all of them (they leave the pair table): the merges must not change.
     from bpe_impls import _native_train
     from bpe_impls.base.patterns import GPT2_REGEX
     text = fixture_text("kjv.txt")[:300_000]
@@ -171,6 +171,8 @@ def test_native_drops_stale_occurrences_and_still_merges_as_naive(heap_limit):
     merges = _native_train.train(PackedCounts(pack_counts(counts)).data, 300, None, stats, heap_limit=heap_limit)
     assert merges == IMPLEMENTATIONS["naive"](counts, 256 + 300)[1]
     assert stats["occurrences_compacted"] > 0
+    # pairs counted down to 0 left the table, and their records were reused
+    assert stats["pair_records"] < stats["pairs"]
 
 
 @needs_core
