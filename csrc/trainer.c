@@ -4,8 +4,8 @@
  * is route_b.py's algorithm (in-place merges found through an append-only
  * occurrence index, lazy max-heap) on flat C arrays. One entry point:
  *
- *     train(word_counts, num_merges, on_merges=None)
- *         -> [(left bytes, right bytes), ...]
+ *     train(word_counts, num_merges, on_merges=None, stats=None, *,
+ *           heap_limit=65536) -> [(left bytes, right bytes), ...]
  *
  * It copies the words out of `word_counts` (holding the GIL), then builds the
  * pair table and runs the merges with the GIL released, in batches; between
