@@ -9,6 +9,7 @@
 
 #include "bpe_util.h"
 #include "counter.h"
+#include "packed.h"
 #include "scanner.h"
 
 /* ---- BytesMap ----------------------------------------------------------- */
@@ -117,6 +118,9 @@ bpe_bm_insert(BytesMap *m, const unsigned char *key, size_t len, uint64_t h,
 }
 
 /* ---- PretokenCounter ---------------------------------------------------- */
+
+static int add_count(BytesMap *m, const unsigned char *key, size_t len,
+                     uint64_t h, int64_t count);
 
 typedef struct {
     PyObject_HEAD
@@ -307,17 +311,123 @@ Counter_merge(CounterObject *self, PyObject *arg)
         const Entry *o = &m->entries[k];
         unsigned char buf[INLINE_KEY];
         const unsigned char *key = bpe_entry_key(m, o, buf);
-        Entry *s = bpe_bm_get(&self->counts, key, o->len, o->hash);
-        if (s != NULL) {
-            s->value += o->value;
-        }
-        else if (bpe_bm_insert(&self->counts, key, o->len, o->hash, o->value,
-                               0) == NULL)
-        {
+        if (add_count(&self->counts, key, o->len, o->hash, o->value) < 0) {
             return PyErr_NoMemory();
         }
     }
     Py_RETURN_NONE;
+}
+
+/* Add counts[k] to the count of key (creating it): 0, or -1 when out of
+ * memory. A sum past 2**63 - 1 saturates there (a count that large is beyond
+ * any corpus; the trainer refuses it anyway). */
+static int
+add_count(BytesMap *m, const unsigned char *key, size_t len, uint64_t h,
+          int64_t count)
+{
+    Entry *s = bpe_bm_get(m, key, len, h);
+    if (s == NULL) {
+        return bpe_bm_insert(m, key, len, h, count, 0) == NULL ? -1 : 0;
+    }
+    s->value = count > INT64_MAX - s->value ? INT64_MAX : s->value + count;
+    return 0;
+}
+
+static PyObject *
+Counter_to_packed(CounterObject *self, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"min_count", NULL};
+    long long min_count = 1;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|L:to_packed", kwlist,
+                                     &min_count))
+    {
+        return NULL;
+    }
+    if (!counter_usable(self)) {
+        return NULL;
+    }
+    /* (nothing below runs Python code until the table has been read) */
+    const BytesMap *m = &self->counts;
+    uint64_t n = 0;
+    size_t key_bytes = 0;
+    for (size_t k = 0; k < m->used; k++) {
+        if (m->entries[k].value >= min_count) {
+            n++;
+            key_bytes += m->entries[k].len;
+        }
+    }
+    if (key_bytes > (size_t)PY_SSIZE_T_MAX - PACKED_HEADER - 12 * n) {
+        return PyErr_NoMemory();
+    }
+    PyObject *out = PyBytes_FromStringAndSize(
+        NULL, (Py_ssize_t)(PACKED_HEADER + 12 * n + key_bytes));
+    if (out == NULL) {
+        return NULL;
+    }
+    unsigned char *buf = (unsigned char *)PyBytes_AS_STRING(out);
+    uint32_t version = PACKED_VERSION;
+    memcpy(buf, PACKED_MAGIC, 4);
+    memcpy(buf + 4, &version, 4);
+    memcpy(buf + 8, &n, 8);
+    unsigned char *counts = buf + PACKED_HEADER, *lengths = counts + 8 * n,
+                  *bytes = lengths + 4 * n;
+    for (size_t k = 0; k < m->used; k++) { /* in first-seen order */
+        const Entry *e = &m->entries[k];
+        if (e->value < min_count) {
+            continue;
+        }
+        unsigned char key_buf[INLINE_KEY];
+        memcpy(counts, &e->value, 8);
+        memcpy(lengths, &e->len, 4);
+        memcpy(bytes, bpe_entry_key(m, e, key_buf), e->len);
+        counts += 8;
+        lengths += 4;
+        bytes += e->len;
+    }
+    return out;
+}
+
+static PyObject *
+Counter_add_packed(CounterObject *self, PyObject *arg)
+{
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) {
+        return NULL;
+    }
+    /* The buffer is exported (a bytearray cannot resize) and nothing below
+     * runs Python code, so it stays as it is while it is read. */
+    PyObject *result = NULL;
+    PackedView p;
+    if (bpe_packed_open(&p, view.buf, (size_t)view.len) < 0 ||
+        !counter_usable(self))
+    {
+        goto done;
+    }
+    for (uint64_t k = 0; k < p.n; k++) {
+        if (bpe_packed_count(&p, k) <= 0) {
+            PyErr_Format(PyExc_ValueError,
+                         "packed word counts: word %llu has count %lld; "
+                         "counts must be positive",
+                         (unsigned long long)k,
+                         (long long)bpe_packed_count(&p, k));
+            goto done;
+        }
+    }
+    const unsigned char *key = p.bytes;
+    for (uint64_t k = 0; k < p.n; k++) {
+        size_t len = bpe_packed_len(&p, k);
+        if (add_count(&self->counts, key, len, bpe_hash_bytes(key, len),
+                      bpe_packed_count(&p, k)) < 0)
+        {
+            PyErr_NoMemory();
+            goto done;
+        }
+        key += len;
+    }
+    result = Py_NewRef(Py_None);
+done:
+    PyBuffer_Release(&view);
+    return result;
 }
 
 /* Count the pre-tokens of `pattern` (PAT_*) in s[0:n] (valid UTF-8, no
@@ -426,6 +536,14 @@ static PyMethodDef Counter_methods[] = {
      "if data is not valid UTF-8."},
     {"merge", (PyCFunction)Counter_merge, METH_O,
      "merge(other)\n--\n\nAdd another PretokenCounter's counts to this one."},
+    {"to_packed", (PyCFunction)(void (*)(void))Counter_to_packed,
+     METH_VARARGS | METH_KEYWORDS,
+     "to_packed(min_count=1)\n--\n\nThe counts of at least min_count as "
+     "packed word counts (bytes; see\nbpe_impls.corpus.tally.pack_counts), "
+     "in first-seen order."},
+    {"add_packed", (PyCFunction)Counter_add_packed, METH_O,
+     "add_packed(data)\n--\n\nAdd packed word counts (as to_packed "
+     "makes) to this counter's."},
     {"to_dict", (PyCFunction)Counter_to_dict, METH_NOARGS,
      "to_dict()\n--\n\nThe counts so far: {pre-token UTF-8 bytes: count}."},
     {NULL, NULL, 0, NULL},

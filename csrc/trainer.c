@@ -4,8 +4,8 @@
  * is route_b.py's algorithm (in-place merges found through an append-only
  * occurrence index, lazy max-heap) on flat C arrays. One entry point:
  *
- *     train(word_counts, num_merges, on_merges=None)
- *         -> [(left bytes, right bytes), ...]
+ *     train(word_counts, num_merges, on_merges=None, stats=None, *,
+ *           heap_limit=65536) -> [(left bytes, right bytes), ...]
  *
  * It copies the words out of `word_counts` (holding the GIL), then builds the
  * pair table and runs the merges with the GIL released, in batches; between
@@ -14,7 +14,8 @@
  * object while the GIL is released.
  *
  * Words are laid out one byte per cell in one array, `val`, each word preceded
- * by a BOUNDARY cell (and one more at the end). A token covers consecutive
+ * by a boundary cell holding its number (and one more at the end), so a cell
+ * needs no parallel array naming its word. A token covers consecutive
  * cells (its bytes); val of its first cell is its id. The other cells of a
  * token are dead (negative): its last cell holds the offset back to the
  * token's start, so the token before cell n is found from val[n - 1] alone,
@@ -28,14 +29,34 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bpe_util.h"
+#if defined(__GLIBC__)
+#include <malloc.h> /* malloc_trim */
+#endif
 
-/* val[] of a cell between words: matches no token, ends every walk */
+#include "bpe_util.h"
+#include "packed.h"
+
+/* val[] of the cell before a word is BOUNDARY + the word's count (or, for a
+ * count of count_limit or more, count_limit + its index in big_counts): it
+ * matches no token, ends every walk and gives a merge the word's count with
+ * no array of counts. Boundaries lie below every dead cell's offset (which is
+ * > -(the longest word's length)), so `v <= s->last_boundary` tells them
+ * apart. */
 #define BOUNDARY INT32_MIN
+/* Tokens walked back from a cell to its word's boundary, to read the word's
+ * count, before a long word's boundary is looked up in long_starts instead:
+ * bounds the walk in a word of millions of bytes. */
+#define WALK_LIMIT 32
 /* val[] of a token's inner cell (any negative but BOUNDARY would do) */
 #define DEAD (-1)
 /* merges between signal checks and progress calls */
 #define BATCH 256
+/* heap entries before the first cut (train's heap_limit) */
+#define HEAP_LIMIT 65536
+/* a list is compacted when its count is below len / STALE_SHARE */
+#define STALE_SHARE 4
+/* batches between calls to malloc_trim */
+#define TRIM_EVERY 8
 /* occurrence-list entries between a prefetch and its use */
 #define LOOKAHEAD 16
 
@@ -52,14 +73,26 @@
  * the pair is still at that cell, which the merge re-tests (route_b's index).
  */
 typedef struct {
-    int32_t *items;
-    size_t len, cap;
+    union {
+        int32_t *items;
+        int32_t one; /* the only entry, when cap is 1 */
+    } u;
+    uint32_t len, cap; /* 32-bit: a Pair of 32 bytes, not 40, on millions */
 } CellList;
 
-/* Most pairs never hold more than a few occurrences, so a list's first
- * SMALL_LIST entries come from a bump arena, released all at once, rather than
- * from one malloc each; a list that outgrows them moves to malloc. So a list
- * owns its items (must free them) exactly when cap > SMALL_LIST. */
+/* A list's entries: most pairs of a web corpus are seen once, and keep that
+ * cell in the list itself. */
+static inline int32_t *
+cells_items(CellList *list)
+{
+    return list->cap == 1 ? &list->u.one : list->u.items;
+}
+
+/* Most pairs never hold more than a few occurrences, so a list of one entry
+ * holds it in place, and a list's first SMALL_LIST entries come from an arena
+ * rather than from one malloc each; a list that outgrows them moves to malloc
+ * and gives them back. So a list owns malloc'd items exactly when cap >
+ * SMALL_LIST. */
 #define SMALL_LIST 4
 #define ARENA_BLOCK 16384 /* int32s per arena block */
 
@@ -67,11 +100,18 @@ typedef struct {
     int32_t **blocks;
     size_t num_blocks, blocks_cap;
     size_t used; /* int32s handed out from the last block */
+    /* chunks given back, each holding the next one's address */
+    int32_t *free_chunks;
 } Arena;
 
 static int32_t *
 arena_take(Arena *arena)
 {
+    if (arena->free_chunks != NULL) {
+        int32_t *items = arena->free_chunks;
+        memcpy(&arena->free_chunks, items, sizeof arena->free_chunks);
+        return items;
+    }
     if (arena->num_blocks == 0 || arena->used + SMALL_LIST > ARENA_BLOCK) {
         if (bpe_reserve(&arena->blocks, &arena->blocks_cap,
                         arena->num_blocks + 1, sizeof *arena->blocks, 4) < 0)
@@ -91,6 +131,15 @@ arena_take(Arena *arena)
 }
 
 static void
+arena_give(Arena *arena, int32_t *items)
+{
+    _Static_assert(SMALL_LIST * sizeof(int32_t) >= sizeof(int32_t *),
+                   "a free chunk holds a pointer");
+    memcpy(items, &arena->free_chunks, sizeof arena->free_chunks);
+    arena->free_chunks = items;
+}
+
+static void
 arena_free(Arena *arena)
 {
     for (size_t i = 0; i < arena->num_blocks; i++) {
@@ -104,27 +153,39 @@ cells_append(Arena *arena, CellList *list, int32_t cell)
 {
     if (list->len == list->cap) {
         if (list->cap == 0) {
-            if ((list->items = arena_take(arena)) == NULL) {
+            list->u.one = cell;
+            list->cap = list->len = 1;
+            return 0;
+        }
+        if (list->cap == 1) {
+            int32_t *items = arena_take(arena);
+            if (items == NULL) {
                 return -1;
             }
+            items[0] = list->u.one;
+            list->u.items = items;
             list->cap = SMALL_LIST;
         }
         else {
-            size_t cap = 2 * list->cap;
+            if (list->cap > UINT32_MAX / 2) {
+                return -1; /* (beyond any real run: cells are < 2**31) */
+            }
+            uint32_t cap = 2 * list->cap;
             int32_t *items = list->cap > SMALL_LIST
-                                 ? realloc(list->items, cap * sizeof *items)
+                                 ? realloc(list->u.items, cap * sizeof *items)
                                  : malloc(cap * sizeof *items);
             if (items == NULL) {
                 return -1;
             }
             if (list->cap == SMALL_LIST) {
-                memcpy(items, list->items, list->len * sizeof *items);
+                memcpy(items, list->u.items, list->len * sizeof *items);
+                arena_give(arena, list->u.items);
             }
-            list->items = items;
+            list->u.items = items;
             list->cap = cap;
         }
     }
-    list->items[list->len++] = cell;
+    list->u.items[list->len++] = cell;
     return 0;
 }
 
@@ -132,8 +193,20 @@ static void
 cells_free(CellList *list)
 {
     if (list->cap > SMALL_LIST) {
-        free(list->items);
+        free(list->u.items);
     }
+}
+
+/* Empty the list, giving its memory back (to reuse it if the list grows
+ * again). */
+static void
+cells_release(Arena *arena, CellList *list)
+{
+    if (list->cap == SMALL_LIST) {
+        arena_give(arena, list->u.items);
+    }
+    cells_free(list);
+    *list = (CellList){{NULL}, 0, 0};
 }
 
 /* ---- tokens: id <-> bytes ----------------------------------------------- */
@@ -256,18 +329,16 @@ typedef struct {
      */
     int64_t count;
     int32_t left, right;
-    /* the last merge that raised count: each grown pair is pushed once */
-    int32_t grown_at;
     CellList seen; /* cells where the pair was seen (left token's start) */
-} Pair;
+} Pair; /* 32 bytes: a web corpus makes millions */
 
+/* A slot of the pair table: the pair's id (-1: free) and 32 bits of its key's
+ * hash, so a probe reads the (large, randomly accessed) pair record only when
+ * the hash bits match: 8 bytes a slot rather than the key's 16. */
 typedef struct {
-    uint64_t key; /* left << 32 | right; EMPTY_KEY when free */
+    uint32_t tag;
     int32_t pair;
 } PairSlot;
-
-/* ids are below 2**31, so no pair has this key */
-#define EMPTY_KEY UINT64_MAX
 
 /* A heap entry: `count` is the pair's count when pushed, an upper bound of it
  * or a leftover (see pop_best). It names the pair by its tokens, not its id:
@@ -292,12 +363,25 @@ typedef struct {
 typedef struct {
     /* per cell: token id at a token's start, else BOUNDARY or negative */
     int32_t *val;
-    int32_t *word; /* per cell: index of its word in word_count */
-    int64_t *word_count;
     int32_t num_cells, num_words;
+    int32_t last_boundary; /* val[] <= it is a boundary */
+    int64_t count_limit; /* boundaries code counts below it as themselves */
+    int64_t *big_counts; /* the others */
+    size_t num_big, big_cap;
+    int64_t max_len; /* the longest word's bytes */
+    /* the boundary cells of words of WALK_LIMIT bytes or more, ascending */
+    int32_t *long_starts;
+    size_t num_long, long_cap;
 
     Pair *pairs; /* pair id -> pair; a pair keeps its id for the whole run */
-    size_t num_pairs, pairs_cap;
+    size_t num_pairs, pairs_cap; /* records, free ones included */
+    /* Records of pairs counted down to 0, taken out of the table after the
+     * merge that did it and reused for new pairs: on a web corpus about a
+     * sixth of all pairs end so. A free record has left == -1. */
+    int32_t *free_ids;
+    size_t num_free, free_cap;
+    int32_t *zeroed; /* pairs counted down to 0 in the current merge */
+    size_t zeroed_len, zeroed_cap;
     PairSlot
         *slots; /* (left, right) -> pair id, open addressing, linear probing */
     int slot_bits;
@@ -305,23 +389,40 @@ typedef struct {
 
     Entry *heap;
     size_t heap_len, heap_cap;
+    /* The heap holds (an entry at least the count of) every pair whose
+     * count is >= floor, not every pair: a web corpus makes millions of
+     * pairs, most too rare ever to be merged. When the heap reaches
+     * heap_limit entries the floor rises (heap_cut); when it runs dry the
+     * floor falls and the pairs above it come back (heap_refill). */
+    int64_t floor;
+    size_t heap_limit;
 
     int32_t *grown; /* pairs whose count rose in the current merge */
     size_t grown_len, grown_cap;
-    /* token id t -> ids of (t, a) and (t, new) in the current merge */
+    /* token id t -> ids of (t, a) and (t, new) in the current merge; each
+     * pair that grows in a merge is the `gained` of one of them, so a shift
+     * looked up also lists its gained pair in `grown` */
     Shift *left_shift;
     Shift *right_shift; /* token id t -> ids of (b, t) and (new, t) */
 
     Tokens tok;
     int32_t *merge_left, *merge_right;
     int32_t num_merges, max_merges;
+
+    /* the work done, for train(stats=...): occurrence-list entries visited
+     * and merged, heap pushes and pops (lazy ones included), the heap's
+     * largest size */
+    int64_t visited, merged, pushes, pops, cuts, refills, compacted;
+    int64_t pairs_created;
+    size_t heap_peak;
 } State;
 
-static size_t
-slot_of(uint64_t key, int bits)
+/* The hash of pair (a, b): its high bits pick the slot (Fibonacci hashing),
+ * its low 32 are the slot's tag. */
+static inline uint64_t
+pair_hash(int32_t a, int32_t b)
 {
-    return (size_t)((key * 0x9E3779B97F4A7C15ull) >>
-                    (64 - bits)); /* Fibonacci hashing */
+    return ((uint64_t)a << 32 | (uint32_t)b) * 0x9E3779B97F4A7C15ull;
 }
 
 static int
@@ -333,17 +434,18 @@ slots_resize(State *s, int bits)
         return -1;
     }
     for (size_t i = 0; i < n; i++) {
-        slots[i].key = EMPTY_KEY;
+        slots[i].pair = -1;
     }
-    for (size_t p = 0; p < s->num_pairs;
-         p++) { /* pairs are never removed: rehash them all */
-        uint64_t key =
-            (uint64_t)s->pairs[p].left << 32 | (uint32_t)s->pairs[p].right;
-        size_t i = slot_of(key, bits);
-        while (slots[i].key != EMPTY_KEY) {
+    for (size_t p = 0; p < s->num_pairs; p++) {
+        if (s->pairs[p].left < 0) {
+            continue; /* a free record */
+        }
+        uint64_t h = pair_hash(s->pairs[p].left, s->pairs[p].right);
+        size_t i = (size_t)(h >> (64 - bits));
+        while (slots[i].pair >= 0) {
             i = (i + 1) & (n - 1);
         }
-        slots[i].key = key;
+        slots[i].tag = (uint32_t)h;
         slots[i].pair = (int32_t)p;
     }
     free(s->slots);
@@ -356,13 +458,17 @@ slots_resize(State *s, int bits)
 static size_t
 pair_slot(const State *s, int32_t a, int32_t b)
 {
-    uint64_t key = (uint64_t)a << 32 | (uint32_t)b;
+    uint64_t h = pair_hash(a, b);
     size_t mask = ((size_t)1 << s->slot_bits) - 1;
-    size_t i = slot_of(key, s->slot_bits);
-    while (s->slots[i].key != key && s->slots[i].key != EMPTY_KEY) {
-        i = (i + 1) & mask;
+    size_t i = (size_t)(h >> (64 - s->slot_bits));
+    for (;; i = (i + 1) & mask) {
+        int32_t id = s->slots[i].pair;
+        if (id < 0 || (s->slots[i].tag == (uint32_t)h &&
+                       s->pairs[id].left == a && s->pairs[id].right == b))
+        {
+            return i;
+        }
     }
-    return i;
 }
 
 /* The id of pair (a, b), created with count 0 if new; -1 when out of memory.
@@ -371,61 +477,171 @@ static int32_t
 pair_id(State *s, int32_t a, int32_t b)
 {
     size_t i = pair_slot(s, a, b);
-    if (s->slots[i].key != EMPTY_KEY) {
+    if (s->slots[i].pair >= 0) {
         return s->slots[i].pair;
     }
-    if (bpe_reserve(&s->pairs, &s->pairs_cap, s->num_pairs + 1,
-                    sizeof *s->pairs, 4) < 0)
-    {
-        return -1;
+    int32_t id;
+    if (s->num_free > 0) {
+        id = s->free_ids[--s->num_free];
     }
-    int32_t id = (int32_t)s->num_pairs++;
-    s->pairs[id] = (Pair){.count = 0, .left = a, .right = b, .grown_at = -1};
-    s->slots[i].key = (uint64_t)a << 32 | (uint32_t)b;
+    else {
+        if (bpe_reserve(&s->pairs, &s->pairs_cap, s->num_pairs + 1,
+                        sizeof *s->pairs, 4) < 0)
+        {
+            return -1;
+        }
+        id = (int32_t)s->num_pairs++;
+    }
+    s->pairs[id] = (Pair){.count = 0, .left = a, .right = b};
+    s->slots[i].tag = (uint32_t)pair_hash(a, b);
     s->slots[i].pair = id;
-    if (2 * s->num_pairs > ((size_t)1 << s->slot_bits) &&
+    s->pairs_created++;
+    /* Load factor <= 3/4: a web corpus makes millions of pairs; most lookups
+     * go through the shift arrays, not this table. */
+    if (4 * (s->num_pairs - s->num_free) > 3 * ((size_t)1 << s->slot_bits) &&
         slots_resize(s, s->slot_bits + 1) < 0)
     {
-        return -1; /* keep the load factor <= 1/2 */
+        return -1;
     }
     return id;
 }
 
+/* Take pair `id` (its count is 0, its list empty) out of the table and free
+ * its record: linear probing's deletion, moving back each later entry of the
+ * cluster that may sit in the emptied slot. */
 static int
-shift_lookup(State *s, Shift *sh, int32_t lost_left, int32_t lost_right,
-             int32_t gained_left, int32_t gained_right)
+pair_delete(State *s, int32_t id)
 {
+    if (bpe_reserve(&s->free_ids, &s->free_cap, s->num_free + 1,
+                    sizeof *s->free_ids, 16) < 0)
+    {
+        return -1;
+    }
+    int bits = s->slot_bits;
+    size_t mask = ((size_t)1 << bits) - 1;
+    size_t hole = pair_slot(s, s->pairs[id].left, s->pairs[id].right);
+    for (size_t j = (hole + 1) & mask; s->slots[j].pair >= 0;
+         j = (j + 1) & mask)
+    {
+        const Pair *q = &s->pairs[s->slots[j].pair];
+        size_t home = (size_t)(pair_hash(q->left, q->right) >> (64 - bits));
+        /* it stays unless its home is cyclically outside (hole, j] */
+        int stays = hole <= j ? (hole < home && home <= j)
+                              : (hole < home || home <= j);
+        if (!stays) {
+            s->slots[hole] = s->slots[j];
+            hole = j;
+        }
+    }
+    s->slots[hole].pair = -1;
+    s->pairs[id].left = s->pairs[id].right = -1;
+    s->free_ids[s->num_free++] = id;
+    return 0;
+}
+
+/* Note that pair `id` was counted down to 0 in this merge. */
+static int
+note_zeroed(State *s, int32_t id)
+{
+    if (bpe_reserve(&s->zeroed, &s->zeroed_cap, s->zeroed_len + 1,
+                    sizeof *s->zeroed, 16) < 0)
+    {
+        return -1;
+    }
+    s->zeroed[s->zeroed_len++] = id;
+    return 0;
+}
+
+/* Fill sh for this merge and list its gained pair in s->grown, unless
+ * `twin`, the other side's shift of the same token, already did: the left
+ * shift of token new and the right one both gain (new, new). */
+static int
+shift_lookup(State *s, Shift *sh, const Shift *twin, int32_t lost_left,
+             int32_t lost_right, int32_t gained_left, int32_t gained_right)
+{
+    int32_t stamp = s->num_merges + 1;
     /* exists: every adjacent pair is counted */
     sh->lost = pair_id(s, lost_left, lost_right);
     sh->gained = pair_id(s, gained_left, gained_right);
     if (sh->lost < 0 || sh->gained < 0) {
         return -1;
     }
-    sh->stamp = s->num_merges + 1;
+    sh->stamp = stamp;
+    if (twin->stamp == stamp && twin->gained == sh->gained) {
+        return 0;
+    }
+    if (bpe_reserve(&s->grown, &s->grown_cap, s->grown_len + 1,
+                    sizeof *s->grown, 4) < 0)
+    {
+        return -1;
+    }
+    s->grown[s->grown_len++] = sh->gained;
     return 0;
 }
 
+/* Drop the stale entries of p's list (keeping the live ones in order) if it
+ * has its own memory and its count shows that over half of them are stale:
+ * each live entry weighs at least 1, so a count below len / 2 means so. Then
+ * the work is at most twice the entries dropped. With `shrink`, the memory
+ * shrinks to fit: the list of a pair losing occurrences, which on a web corpus
+ * are mostly the byte pairs' large first lists, never merged. */
+static void
+compact_if_stale(State *s, Pair *p, int shrink)
+{
+    CellList *list = &p->seen;
+    if (list->cap <= SMALL_LIST || p->count >= (int64_t)(list->len / STALE_SHARE)) {
+        return;
+    }
+    int32_t *items = list->u.items;
+    const int32_t *val = s->val;
+    int32_t a = p->left, b = p->right, la = s->tok.len[a];
+    uint32_t kept = 0;
+    for (uint32_t k = 0; k < list->len; k++) {
+        if (k + LOOKAHEAD < list->len) {
+            PREFETCH(&val[items[k + LOOKAHEAD]]);
+        }
+        int32_t n = items[k];
+        if (val[n] == a && val[n + la] == b) {
+            items[kept++] = n;
+        }
+    }
+    s->compacted += (int64_t)list->len;
+    list->len = kept;
+    if (shrink) {
+        uint32_t cap = kept > SMALL_LIST ? kept : SMALL_LIST + 1;
+        int32_t *fitted = realloc(items, cap * sizeof *items);
+        if (fitted != NULL) { /* else it keeps the larger block */
+            list->u.items = fitted;
+            list->cap = cap;
+        }
+    }
+}
+
 /* Move one occurrence (at `cell`, in a word of count c) from sh->lost to
- * sh->gained; index it under gained and note that gained grew. */
+ * sh->gained and index it under gained. */
 static int
 shift_occurrence(State *s, const Shift *sh, int64_t c, int32_t cell)
 {
-    s->pairs[sh->lost].count -= c;
-    Pair *p = &s->pairs[sh->gained];
-    p->count += c;
-    if (cells_append(&s->arena, &p->seen, cell) < 0) {
-        return -1;
-    }
-    if (p->grown_at != s->num_merges) {
-        p->grown_at = s->num_merges;
-        if (bpe_reserve(&s->grown, &s->grown_cap, s->grown_len + 1,
-                        sizeof *s->grown, 4) < 0)
-        {
+    Pair *lost = &s->pairs[sh->lost];
+    lost->count -= c;
+    if (lost->count == 0) {
+        /* Every entry is stale (a live one would weigh a positive count):
+         * on a web corpus most pairs end so, holding half the lists' memory.
+         */
+        cells_release(&s->arena, &lost->seen);
+        if (note_zeroed(s, sh->lost) < 0) {
             return -1;
         }
-        s->grown[s->grown_len++] = sh->gained;
     }
-    return 0;
+    else {
+        compact_if_stale(s, lost, 1);
+    }
+    Pair *p = &s->pairs[sh->gained];
+    p->count += c;
+    if (p->seen.len == p->seen.cap) {
+        compact_if_stale(s, p, 0); /* rather than grow */
+    }
+    return cells_append(&s->arena, &p->seen, cell);
 }
 
 /* ---- the heap ----------------------------------------------------------- */
@@ -470,9 +686,130 @@ sift_down(State *s, size_t i)
     h[i] = e;
 }
 
+static void
+heapify(State *s)
+{
+    for (size_t i = s->heap_len / 2; i-- > 0;) {
+        sift_down(s, i);
+    }
+}
+
+/* Counts in 4 buckets per power of 2 (bucket c for c < 4), to pick a floor
+ * that keeps about a given number of entries: up to 2**63 - 1, the last. */
+#define NUM_BUCKETS (4 * 61 + 4)
+
+static int
+bucket_of(int64_t c)
+{
+    if (c < 4) {
+        return (int)c;
+    }
+    int e = 2; /* c's highest set bit */
+    while (e < 62 && c >> (e + 1)) {
+        e++;
+    }
+    return 4 * (e - 1) + (int)((c >> (e - 2)) & 3);
+}
+
+/* The smallest count in bucket k. */
+static int64_t
+bucket_floor(int k)
+{
+    return k < 4 ? k : (int64_t)(4 + (k & 3)) << (k / 4 - 1);
+}
+
+/* The highest floor that keeps at least `want` of the counts histogram[]
+ * holds, or 1 if that is all of them. */
+static int64_t
+choose_floor(const size_t *histogram, size_t want)
+{
+    size_t kept = 0;
+    for (int k = NUM_BUCKETS - 1; k > 1; k--) {
+        kept += histogram[k];
+        if (kept >= want) {
+            return bucket_floor(k);
+        }
+    }
+    return 1;
+}
+
+/* The heap is full: raise the floor to keep about a quarter of its limit,
+ * dropping the entries below it (their pairs' counts are lower still). If no
+ * floor would drop enough, the limit doubles instead. */
+static void
+heap_cut(State *s)
+{
+    size_t histogram[NUM_BUCKETS] = {0};
+    for (size_t i = 0; i < s->heap_len; i++) {
+        histogram[bucket_of(s->heap[i].count)]++;
+    }
+    int64_t floor = choose_floor(histogram, s->heap_limit / 4);
+    if (floor > s->floor) {
+        size_t kept = 0;
+        for (size_t i = 0; i < s->heap_len; i++) {
+            if (s->heap[i].count >= floor) {
+                s->heap[kept++] = s->heap[i];
+            }
+        }
+        s->heap_len = kept;
+        s->floor = floor;
+        s->cuts++;
+        heapify(s);
+    }
+    if (s->heap_len > s->heap_limit / 2) {
+        s->heap_limit *= 2;
+    }
+}
+
+/* The heap ran dry, so every pair's count is below the floor: lower the floor
+ * to bring back about a quarter of the limit's pairs (every pair left, if
+ * that is fewer), and push them. -1 when out of memory. */
+static int
+heap_refill(State *s)
+{
+    size_t histogram[NUM_BUCKETS] = {0};
+    for (size_t p = 0; p < s->num_pairs; p++) {
+        if (s->pairs[p].count > 0) {
+            histogram[bucket_of(s->pairs[p].count)]++;
+        }
+    }
+    int64_t floor = choose_floor(histogram, s->heap_limit / 4);
+    size_t n = 0;
+    for (int k = NUM_BUCKETS - 1; k > 0 && bucket_floor(k) >= floor; k--) {
+        n += histogram[k];
+    }
+    if (bpe_reserve(&s->heap, &s->heap_cap, n, sizeof *s->heap, 4) < 0) {
+        return -1;
+    }
+    for (size_t p = 0; p < s->num_pairs; p++) {
+        const Pair *q = &s->pairs[p];
+        if (q->count >= floor) {
+            s->heap[s->heap_len++] = (Entry){q->count, q->left, q->right};
+        }
+    }
+    s->floor = floor;
+    s->refills++;
+    s->pushes += (int64_t)s->heap_len;
+    if (s->heap_len > s->heap_peak) {
+        s->heap_peak = s->heap_len;
+    }
+    while (s->heap_len > s->heap_limit / 2) {
+        s->heap_limit *= 2;
+    }
+    heapify(s);
+    return 0;
+}
+
+/* Push p (its count is positive) if it is at or above the floor. */
 static int
 heap_push(State *s, const Pair *p)
 {
+    if (s->heap_len >= s->heap_limit) {
+        heap_cut(s);
+    }
+    if (p->count < s->floor) {
+        return 0;
+    }
     if (bpe_reserve(&s->heap, &s->heap_cap, s->heap_len + 1, sizeof *s->heap,
                     4) < 0)
     {
@@ -480,6 +817,10 @@ heap_push(State *s, const Pair *p)
     }
     Entry e = {p->count, p->left, p->right}, *h = s->heap;
     size_t i = s->heap_len++;
+    s->pushes++;
+    if (s->heap_len > s->heap_peak) {
+        s->heap_peak = s->heap_len;
+    }
     while (i > 0 && ranks_before(s, e, h[(i - 1) / 2])) {
         h[i] = h[(i - 1) / 2];
         i = (i - 1) / 2;
@@ -497,37 +838,52 @@ heap_pop(State *s)
     }
 }
 
-/* The pair to merge next, or -1 when none has a positive count (route_b's
- * `_best`).
+/* The pair to merge next, -1 when none has a positive count (route_b's
+ * `_best`), -2 when out of memory.
  *
  * Exact although lazy: a pair's count rises only in a merge that makes one of
- * its tokens, and every pair that rose is pushed after that merge; otherwise
- * counts only fall. So each pair with a positive count has an entry at least
- * its count. An entry above the pair's count is put back with the real count;
- * one below it is a leftover (a higher entry exists) and is dropped. The first
- * entry that equals its pair's count therefore ranks before every other pair.
- */
+ * its tokens, and every pair that rose is pushed after that merge if at or
+ * above the floor; otherwise counts only fall, and the floor only rises but
+ * in heap_refill, which pushes every pair at or above the new one. So each
+ * pair whose count is at or above the floor has an entry at least its count.
+ * An entry above the pair's count is put back with the real count (if still
+ * at or above the floor); one below it is a leftover (a higher entry exists)
+ * and is dropped. The first entry that equals its pair's count, at or above
+ * the floor, therefore ranks before every other pair: the pairs without an
+ * entry count less. */
 static int32_t
 pop_best(State *s)
 {
-    while (s->heap_len > 0) {
+    for (;;) {
+        if (s->heap_len == 0) {
+            if (s->floor <= 1) {
+                return -1; /* every pair with a positive count had an entry */
+            }
+            if (heap_refill(s) < 0) {
+                return -2;
+            }
+            if (s->heap_len == 0) {
+                return -1;
+            }
+        }
+        s->pops++;
         Entry top = s->heap[0];
-        int32_t id = s->slots[pair_slot(s, top.left, top.right)]
-                         .pair; /* pairs are never removed */
-        int64_t actual = s->pairs[id].count;
-        if (actual == top.count) {
+        int32_t id = s->slots[pair_slot(s, top.left, top.right)].pair;
+        /* (no longer in the table: counted down to 0) */
+        int64_t actual = id < 0 ? 0 : s->pairs[id].count;
+        if (actual == top.count) { /* every entry is >= floor */
             heap_pop(s);
             return id;
         }
-        if (actual > 0 && actual < top.count) {
+        if (actual >= s->floor && actual < top.count) {
             s->heap[0].count = actual;
             sift_down(s, 0);
         }
         else {
-            heap_pop(s); /* merged away or counted down to 0, or a leftover */
+            /* merged away, counted down below the floor, or a leftover */
+            heap_pop(s);
         }
     }
-    return -1;
 }
 
 /* ---- merging ------------------------------------------------------------ */
@@ -535,14 +891,49 @@ pop_best(State *s)
 /* The start of the token before the one starting at cell n, or -1 at the start
  * of a word. */
 static inline int32_t
-token_before(const int32_t *val, int32_t n)
+token_before(const State *s, int32_t n)
 {
-    int32_t v = val[n - 1];
-    if (v == BOUNDARY) {
+    int32_t v = s->val[n - 1];
+    if (v <= s->last_boundary) {
         return -1;
     }
     /* a multi-cell token's last cell holds -(its length - 1) */
     return v >= 0 ? n - 1 : n - 1 + v;
+}
+
+/* The count of the word whose boundary cell holds v. */
+static inline int64_t
+boundary_count(const State *s, int32_t v)
+{
+    int64_t code = (int64_t)v - BOUNDARY;
+    return code < s->count_limit ? code : s->big_counts[code - s->count_limit];
+}
+
+/* The count of the word holding the token that starts at cell n. */
+static int64_t
+count_at(const State *s, int32_t n)
+{
+    const int32_t *val = s->val;
+    for (int step = 0; step < WALK_LIMIT; step++) {
+        int32_t v = val[n - 1];
+        if (v <= s->last_boundary) {
+            return boundary_count(s, v);
+        }
+        n = v >= 0 ? n - 1 : n - 1 + v;
+    }
+    /* WALK_LIMIT tokens from the boundary: a long word, whose boundary is the
+     * last long one before n */
+    size_t lo = 0, hi = s->num_long; /* long_starts[lo] < n <= [hi] */
+    while (hi - lo > 1) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (s->long_starts[mid] < n) {
+            lo = mid;
+        }
+        else {
+            hi = mid;
+        }
+    }
+    return boundary_count(s, val[s->long_starts[lo]]);
 }
 
 /* Merge `x a b y` into `x new y` at cell n, where a starts, and move the
@@ -560,8 +951,9 @@ merge_at(State *s, int32_t n, int32_t new_id)
     /* the next token's start, or the word's closing BOUNDARY */
     int32_t y = m + s->tok.len[b];
     int32_t last = y - 1;
-    int32_t x = token_before(val, n);
-    int64_t c = s->word_count[s->word[n]];
+    int32_t x = token_before(s, n);
+    int64_t c = count_at(s, n);
+    s->merged++;
 
     val[n] = new_id;
     val[m] = DEAD;
@@ -571,17 +963,21 @@ merge_at(State *s, int32_t n, int32_t new_id)
     if (x >= 0) {
         int32_t t = val[x];
         Shift *sh = &s->left_shift[t];
-        if (sh->stamp != stamp && shift_lookup(s, sh, t, a, t, new_id) < 0) {
+        if (sh->stamp != stamp &&
+            shift_lookup(s, sh, &s->right_shift[t], t, a, t, new_id) < 0)
+        {
             return -1;
         }
         if (shift_occurrence(s, sh, c, x) < 0) {
             return -1;
         }
     }
-    if (val[y] != BOUNDARY) {
+    if (val[y] >= 0) { /* else the word's end */
         int32_t t = val[y];
         Shift *sh = &s->right_shift[t];
-        if (sh->stamp != stamp && shift_lookup(s, sh, b, t, new_id, t) < 0) {
+        if (sh->stamp != stamp &&
+            shift_lookup(s, sh, &s->left_shift[t], b, t, new_id, t) < 0)
+        {
             return -1;
         }
         if (shift_occurrence(s, sh, c, n) < 0) {
@@ -603,17 +999,17 @@ merge_pair(State *s, int32_t id, int32_t new_id)
      * (a, b); and pair_id may move s->pairs, so no pointer into it is kept
      * across merge_at. */
     CellList seen = s->pairs[id].seen;
-    s->pairs[id].seen = (CellList){NULL, 0, 0};
+    s->pairs[id].seen = (CellList){{NULL}, 0, 0};
+    const int32_t *items = cells_items(&seen);
     int err = 0;
     if (a != b) {
         /* Occurrences cannot overlap (the cell after an a holds b != a), so
          * their order does not matter; a stale or repeated entry fails the
          * test, as a merged cell holds new_id or is dead. */
         for (size_t k = 0; k < seen.len && !err; k++) {
-            int32_t n = seen.items[k];
+            int32_t n = items[k];
             if (k + LOOKAHEAD < seen.len) {
-                PREFETCH(&val[seen.items[k + LOOKAHEAD]]);
-                PREFETCH(&s->word[seen.items[k + LOOKAHEAD]]);
+                PREFETCH(&val[items[k + LOOKAHEAD]]);
             }
             if (val[n] == a && val[n + la] == b) {
                 err = merge_at(s, n, new_id);
@@ -629,12 +1025,12 @@ merge_pair(State *s, int32_t id, int32_t new_id)
          * length. */
         int32_t lnew = s->tok.len[new_id];
         for (size_t k = 0; k < seen.len && !err; k++) {
-            int32_t n = seen.items[k];
+            int32_t n = items[k];
             if (val[n] != a || val[n + la] != a) {
                 continue;
             }
-            for (int32_t p = token_before(val, n); p >= 0 && val[p] == a;
-                 p = token_before(val, n))
+            for (int32_t p = token_before(s, n); p >= 0 && val[p] == a;
+                 p = token_before(s, n))
             {
                 n = p;
             }
@@ -644,9 +1040,10 @@ merge_pair(State *s, int32_t id, int32_t new_id)
             } while (!err && val[n] == a && val[n + la] == a);
         }
     }
-    cells_free(&seen);
+    s->visited += (int64_t)seen.len;
+    cells_release(&s->arena, &seen);
     s->pairs[id].count = 0; /* no word holds (a, b) any more */
-    return err;
+    return err < 0 ? err : note_zeroed(s, id);
 }
 
 /* Up to `limit` merges: how many were made (fewer when no pair is left), or -1
@@ -657,6 +1054,9 @@ run_merges(State *s, int32_t limit)
     int32_t done = 0;
     for (; done < limit && s->num_merges < s->max_merges; done++) {
         int32_t best = pop_best(s);
+        if (best == -2) {
+            return -1;
+        }
         if (best < 0) {
             break; /* every word is a single token: nothing left to merge */
         }
@@ -671,7 +1071,7 @@ run_merges(State *s, int32_t limit)
         if (merge_pair(s, best, new_id) < 0) {
             return -1;
         }
-        /* after merge_pair, which stamps grown_at with the current number */
+        /* after merge_pair, which stamps the shifts with num_merges + 1 */
         s->num_merges++;
         for (size_t k = 0; k < s->grown_len; k++) {
             int32_t g = s->grown[k];
@@ -679,6 +1079,17 @@ run_merges(State *s, int32_t limit)
                 return -1;
             }
         }
+        /* After the merge, when no shift names them any more; some rose
+         * again (or were noted twice). */
+        for (size_t k = 0; k < s->zeroed_len; k++) {
+            int32_t z = s->zeroed[k];
+            if (s->pairs[z].count == 0 && s->pairs[z].left >= 0 &&
+                pair_delete(s, z) < 0)
+            {
+                return -1;
+            }
+        }
+        s->zeroed_len = 0;
     }
     return done;
 }
@@ -700,7 +1111,7 @@ initial_pairs(State *s)
     /* Every position counts, overlapping ones included (`aaa` has (a, a)
      * twice), as in naive. */
     for (int32_t n = 1; n + 1 < s->num_cells; n++) {
-        if (val[n] != BOUNDARY && val[n + 1] != BOUNDARY) {
+        if (val[n] >= 0 && val[n + 1] >= 0) { /* bytes, not boundaries */
             occurrences[val[n] << 8 | val[n + 1]]++;
         }
     }
@@ -713,23 +1124,31 @@ initial_pairs(State *s)
             goto done;
         }
         CellList *seen = &s->pairs[id].seen;
+        if (occurrences[k] == 1) {
+            seen->cap = 1; /* filled below */
+            continue;
+        }
         if (occurrences[k] <= SMALL_LIST) {
-            seen->items = arena_take(&s->arena);
+            seen->u.items = arena_take(&s->arena);
             seen->cap = SMALL_LIST;
         }
         else {
-            seen->items = malloc(occurrences[k] * sizeof *seen->items);
+            seen->u.items = malloc(occurrences[k] * sizeof *seen->u.items);
             seen->cap = occurrences[k];
         }
-        if (seen->items == NULL) {
+        if (seen->u.items == NULL) {
             goto done;
         }
     }
-    for (int32_t n = 1; n + 1 < s->num_cells; n++) {
-        if (val[n] != BOUNDARY && val[n + 1] != BOUNDARY) {
+    int64_t c = 0; /* the count of the word being read */
+    for (int32_t n = 0; n + 1 < s->num_cells; n++) {
+        if (val[n] < 0) {
+            c = boundary_count(s, val[n]);
+        }
+        else if (val[n + 1] >= 0) {
             Pair *p = &s->pairs[id_of[val[n] << 8 | val[n + 1]]];
-            p->seen.items[p->seen.len++] = n;
-            p->count += s->word_count[s->word[n]];
+            cells_items(&p->seen)[p->seen.len++] = n;
+            p->count += c;
         }
     }
     if (bpe_reserve(&s->heap, &s->heap_cap, s->num_pairs, sizeof *s->heap, 4) <
@@ -742,9 +1161,12 @@ initial_pairs(State *s)
             (Entry){s->pairs[p].count, s->pairs[p].left, s->pairs[p].right};
     }
     s->heap_len = s->num_pairs;
-    for (size_t i = s->heap_len / 2; i-- > 0;) {
-        sift_down(s, i);
+    s->pushes += (int64_t)s->num_pairs;
+    s->floor = 1;
+    while (s->heap_limit < 2 * s->heap_len) {
+        s->heap_limit *= 2;
     }
+    heapify(s);
     err = 0;
 done:
     free(occurrences);
@@ -756,8 +1178,8 @@ static void
 state_free(State *s)
 {
     free(s->val);
-    free(s->word);
-    free(s->word_count);
+    free(s->long_starts);
+    free(s->big_counts);
     for (size_t p = 0; p < s->num_pairs; p++) {
         cells_free(&s->pairs[p].seen);
     }
@@ -766,6 +1188,8 @@ state_free(State *s)
     free(s->slots);
     free(s->heap);
     free(s->grown);
+    free(s->free_ids);
+    free(s->zeroed);
     free(s->left_shift);
     free(s->right_shift);
     free(s->tok.bytes);
@@ -867,6 +1291,67 @@ read_count(PyObject *word, PyObject *value, int64_t *out)
     return 0;
 }
 
+/* The cells for `words` words of up to max_len bytes filling `cells` cells
+ * (their bytes, a boundary before each and one at the end), and the
+ * boundaries' code. */
+static int
+alloc_cells(State *s, int64_t cells, int64_t words, int64_t max_len)
+{
+    s->num_cells = (int32_t)cells;
+    s->val = malloc((size_t)cells * sizeof *s->val);
+    if (!s->val) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    /* Boundaries take the codes 0 .. room - 2, so each lies below
+     * -(max_len) and every dead cell's offset; count_limit + words <= room - 1
+     * codes, and count_limit is >= 512, as cells >= max_len + words + 1. */
+    int64_t room = ((int64_t)1 << 31) - (max_len < 2 ? 2 : max_len);
+    s->last_boundary = (int32_t)(BOUNDARY + room - 1);
+    s->count_limit = room - words - 1;
+    s->max_len = max_len;
+    return 0;
+}
+
+/* Lay out a word (its boundary, then its bytes) from cell *n on. */
+static int
+lay_word(State *s, int32_t *n, int64_t count, const unsigned char *bytes,
+         size_t len)
+{
+    if ((int64_t)len > s->max_len) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "word_counts changed while it was being read");
+        return -1;
+    }
+    int64_t code = count;
+    if (count >= s->count_limit) {
+        if (bpe_reserve(&s->big_counts, &s->big_cap, s->num_big + 1,
+                        sizeof *s->big_counts, 16) < 0)
+        {
+            PyErr_NoMemory();
+            return -1;
+        }
+        code = s->count_limit + (int64_t)s->num_big;
+        s->big_counts[s->num_big++] = count;
+    }
+    if (len >= WALK_LIMIT) {
+        if (bpe_reserve(&s->long_starts, &s->long_cap, s->num_long + 1,
+                        sizeof *s->long_starts, 16) < 0)
+        {
+            PyErr_NoMemory();
+            return -1;
+        }
+        s->long_starts[s->num_long++] = *n;
+    }
+    int32_t *val = s->val + *n;
+    val[0] = (int32_t)(BOUNDARY + code);
+    for (size_t i = 0; i < len; i++) {
+        val[1 + i] = bytes[i];
+    }
+    *n += (int32_t)len + 1;
+    return 0;
+}
+
 /* Lay out every word of two or more bytes in s->val. Two passes: size, then
  * fill. */
 static int
@@ -874,7 +1359,7 @@ load_words(State *s, PyObject *word_counts)
 {
     ItemIter it;
     PyObject *word, *value;
-    int64_t cells = 1, words = 0, pairs_weight = 0;
+    int64_t cells = 1, words = 0, pairs_weight = 0, max_len = 0;
     int r;
     if (iter_start(&it, word_counts) < 0) {
         return -1;
@@ -901,6 +1386,7 @@ load_words(State *s, PyObject *word_counts)
         pairs_weight += count * (len - 1);
         cells += len + 1;
         words++;
+        max_len = len > max_len ? len : max_len;
         if (cells >
             INT32_MAX -
                 512) { /* cell, token and merge ids all stay below 2**31 */
@@ -915,17 +1401,10 @@ load_words(State *s, PyObject *word_counts)
         goto fail;
     }
 
-    s->num_cells = (int32_t)cells;
-    s->val = malloc((size_t)cells * sizeof *s->val);
-    s->word = malloc((size_t)cells * sizeof *s->word);
-    s->word_count = malloc(((size_t)words + 1) * sizeof *s->word_count);
-    if (!s->val || !s->word || !s->word_count) {
-        PyErr_NoMemory();
+    if (alloc_cells(s, cells, words, max_len) < 0) {
         goto fail;
     }
     int32_t n = 0, w = 0;
-    s->val[n] = BOUNDARY;
-    s->word[n++] = 0;
     /* nothing ran between the passes that could change the mapping */
     it.pos = 0;
     while ((r = iter_next(&it, &word, &value)) > 0) {
@@ -933,7 +1412,7 @@ load_words(State *s, PyObject *word_counts)
         if (len < 2) {
             continue;
         }
-        if (n + len + 1 > s->num_cells ||
+        if (n + len + 2 > s->num_cells || /* and the last boundary */
             w >= words) { /* only if the mapping changed under us */
             PyErr_SetString(PyExc_RuntimeError,
                             "word_counts changed while it was being read");
@@ -941,20 +1420,18 @@ load_words(State *s, PyObject *word_counts)
         }
         const unsigned char *bytes =
             (const unsigned char *)PyBytes_AS_STRING(word);
-        if (read_count(word, value, &s->word_count[w]) < 0) {
+        int64_t count = 0;
+        if (read_count(word, value, &count) < 0 ||
+            lay_word(s, &n, count, bytes, (size_t)len) < 0)
+        {
             goto fail;
         }
-        for (Py_ssize_t i = 0; i < len; i++) {
-            s->val[n] = bytes[i];
-            s->word[n++] = w;
-        }
-        s->val[n] = BOUNDARY;
-        s->word[n++] = w;
         w++;
     }
     if (r < 0) {
         goto fail;
     }
+    s->val[n++] = BOUNDARY; /* after the last word */
     if (n != s->num_cells) {
         PyErr_SetString(PyExc_RuntimeError,
                         "word_counts changed while it was being read");
@@ -965,6 +1442,77 @@ load_words(State *s, PyObject *word_counts)
     return 0;
 fail:
     Py_XDECREF(it.items);
+    return -1;
+}
+
+/* Lay out the words of packed word counts (see counter.h) as load_words does
+ * those of a mapping. The buffer is exported for the whole read (a bytearray
+ * cannot resize) and no Python code runs meanwhile. */
+static int
+load_packed(State *s, PyObject *packed)
+{
+    Py_buffer view;
+    if (PyObject_GetBuffer(packed, &view, PyBUF_SIMPLE) < 0) {
+        return -1;
+    }
+    PackedView p;
+    int64_t cells = 1, words = 0, pairs_weight = 0, max_len = 0;
+    if (bpe_packed_open(&p, view.buf, (size_t)view.len) < 0) {
+        goto fail;
+    }
+    for (uint64_t k = 0; k < p.n; k++) {
+        int64_t count = bpe_packed_count(&p, k);
+        int64_t len = bpe_packed_len(&p, k);
+        if (count <= 0) {
+            PyErr_Format(PyExc_ValueError,
+                         "packed word counts: word %llu has count %lld; "
+                         "counts must be positive",
+                         (unsigned long long)k, (long long)count);
+            goto fail;
+        }
+        if (len < 2) {
+            continue; /* a single token has no pair and never changes */
+        }
+        if (count > (INT64_MAX - pairs_weight) / (len - 1)) {
+            PyErr_SetString(
+                PyExc_OverflowError,
+                "the word counts sum to more than 2**63 - 1 pair occurrences, "
+                "beyond the native trainer's 64-bit counts");
+            goto fail;
+        }
+        pairs_weight += count * (len - 1);
+        cells += len + 1;
+        words++;
+        max_len = len > max_len ? len : max_len;
+        if (cells > INT32_MAX - 512) {
+            PyErr_SetString(PyExc_OverflowError,
+                            "the distinct words hold about 2**31 bytes or "
+                            "more, beyond the native "
+                            "trainer's 32-bit cell indices");
+            goto fail;
+        }
+    }
+    if (alloc_cells(s, cells, words, max_len) < 0) {
+        goto fail;
+    }
+    int32_t n = 0, w = 0;
+    const unsigned char *bytes = p.bytes;
+    for (uint64_t k = 0; k < p.n; k++) {
+        uint32_t len = bpe_packed_len(&p, k);
+        if (len >= 2) {
+            if (lay_word(s, &n, bpe_packed_count(&p, k), bytes, len) < 0) {
+                goto fail;
+            }
+            w++;
+        }
+        bytes += len;
+    }
+    s->val[n++] = BOUNDARY; /* after the last word */
+    s->num_words = w;
+    PyBuffer_Release(&view);
+    return 0;
+fail:
+    PyBuffer_Release(&view);
     return -1;
 }
 
@@ -1019,12 +1567,22 @@ done:
 static PyObject *
 train(PyObject *module, PyObject *args, PyObject *kwargs)
 {
-    static char *keywords[] = {"word_counts", "num_merges", "on_merges", NULL};
-    PyObject *word_counts, *on_merges = Py_None;
-    Py_ssize_t num_merges;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "On|O:train", keywords,
-                                     &word_counts, &num_merges, &on_merges))
+    static char *keywords[] = {"word_counts", "num_merges", "on_merges",
+                               "stats", "heap_limit", NULL};
+    PyObject *word_counts, *on_merges = Py_None, *stats = Py_None;
+    Py_ssize_t num_merges, heap_limit = HEAP_LIMIT;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "On|OO$n:train", keywords,
+                                     &word_counts, &num_merges, &on_merges,
+                                     &stats, &heap_limit))
     {
+        return NULL;
+    }
+    if (heap_limit < 4) {
+        PyErr_SetString(PyExc_ValueError, "heap_limit must be >= 4");
+        return NULL;
+    }
+    if (stats != Py_None && !PyDict_Check(stats)) {
+        PyErr_SetString(PyExc_TypeError, "stats must be a dict or None");
         return NULL;
     }
     if (num_merges < 0) {
@@ -1037,9 +1595,37 @@ train(PyObject *module, PyObject *args, PyObject *kwargs)
     }
 
     State s = {0};
+    s.heap_limit = (size_t)heap_limit;
     PyObject *result = NULL;
     int err = 0;
-    if (load_words(&s, word_counts) < 0) {
+    /* a mapping (a dict, a Counter), packed word counts (bytes, or any
+     * buffer: PretokenCounter.to_packed's, which hold no object per word), or
+     * a list holding only packed word counts, which the trainer takes out of
+     * the list once read: the caller's last reference to them can then go
+     * before the merges, which need as much memory again */
+    if (PyList_CheckExact(word_counts)) {
+        if (PyList_GET_SIZE(word_counts) != 1 ||
+            !PyObject_CheckBuffer(PyList_GET_ITEM(word_counts, 0)))
+        {
+            PyErr_SetString(PyExc_TypeError,
+                            "a list of word counts must hold one buffer of "
+                            "packed word counts, and nothing else");
+            goto done;
+        }
+        PyObject *taken = PyList_GET_ITEM(word_counts, 0);
+        Py_INCREF(taken);
+        int loaded = load_packed(&s, taken);
+        /* (a bytes object's release runs no Python code) */
+        if (PyList_SetSlice(word_counts, 0, 1, NULL) < 0 || loaded < 0) {
+            Py_DECREF(taken);
+            goto done;
+        }
+        Py_DECREF(taken);
+    }
+    else if ((!PyDict_Check(word_counts) && PyObject_CheckBuffer(word_counts)
+                  ? load_packed(&s, word_counts)
+                  : load_words(&s, word_counts)) < 0)
+    {
         goto done;
     }
     /* Each merge shortens some word by a cell, so no run makes more than
@@ -1062,10 +1648,19 @@ train(PyObject *module, PyObject *args, PyObject *kwargs)
         PyErr_NoMemory();
         goto done;
     }
-    for (;;) {
+    for (int64_t batch = 1;; batch++) {
         int32_t made;
         Py_BEGIN_ALLOW_THREADS
         made = run_merges(&s, BATCH);
+#if defined(__GLIBC__)
+        /* The lists freed as pairs are merged or counted down to 0 leave
+         * holes that later, smaller lists fill only in part: glibc returns
+         * their pages only when asked (about 10% of the peak on a web
+         * corpus). */
+        if (batch % TRIM_EVERY == 0) {
+            malloc_trim(0);
+        }
+#endif
         Py_END_ALLOW_THREADS
         if (made < 0) {
             PyErr_NoMemory();
@@ -1088,6 +1683,46 @@ train(PyObject *module, PyObject *args, PyObject *kwargs)
         }
     }
     result = merges_to_list(&s);
+    if (result != NULL && stats != Py_None) {
+        size_t list_bytes = 0;
+        for (size_t p = 0; p < s.num_pairs; p++) {
+            if (s.pairs[p].seen.cap > SMALL_LIST) {
+                list_bytes += s.pairs[p].seen.cap * sizeof(int32_t);
+            }
+        }
+        const struct {
+            const char *name;
+            long long value;
+        } items[] = {
+            {"words", s.num_words},
+            {"cells", s.num_cells},
+            {"pairs", (long long)s.pairs_created},
+            {"pair_records", (long long)s.num_pairs},
+            {"occurrences_visited", s.visited},
+            {"occurrences_merged", s.merged},
+            {"occurrences_compacted", s.compacted},
+            {"heap_pushes", s.pushes},
+            {"heap_pops", s.pops},
+            {"heap_peak", (long long)s.heap_peak},
+            {"heap_cuts", s.cuts},
+            {"heap_refills", s.refills},
+            {"pair_bytes", (long long)(s.pairs_cap * sizeof(Pair) +
+                                       (sizeof(PairSlot) << s.slot_bits))},
+            {"list_bytes", (long long)(list_bytes + s.arena.num_blocks *
+                                                        ARENA_BLOCK *
+                                                        sizeof(int32_t))},
+            {"heap_bytes", (long long)(s.heap_cap * sizeof(Entry))},
+        };
+        for (size_t k = 0; k < sizeof items / sizeof items[0]; k++) {
+            PyObject *v = PyLong_FromLongLong(items[k].value);
+            if (v == NULL || PyDict_SetItemString(stats, items[k].name, v) < 0) {
+                Py_XDECREF(v);
+                Py_CLEAR(result);
+                break;
+            }
+            Py_DECREF(v);
+        }
+    }
 done:
     state_free(&s);
     return result;
@@ -1095,10 +1730,15 @@ done:
 
 static PyMethodDef methods[] = {
     {"train", (PyCFunction)(void (*)(void))train, METH_VARARGS | METH_KEYWORDS,
-     "train(word_counts, num_merges, on_merges=None) -> list of (left bytes, "
-     "right bytes)\n\nUp to num_merges BPE merges over word_counts (bytes -> "
-     "positive int), in the order and with\nthe tie-break of bpe_impls.naive. "
-     "on_merges(k), if given, is called after each batch of k\nmerges. Use "
+     "train(word_counts, num_merges, on_merges=None, stats=None, *, "
+     "heap_limit=65536) -> list of (left bytes, right bytes)\n\nUp to num_merges BPE merges over word_counts (bytes -> "
+     "positive int, packed word\ncounts as PretokenCounter.to_packed "
+     "makes, or a list holding only those, which train\nempties once it has "
+     "read them), in the order and with\nthe tie-break of bpe_impls.naive. "
+     "on_merges(k), if given, is called after each batch of k\nmerges. "
+     "stats, a dict, receives counts of the work done and sizes. "
+     "heap_limit:\nthe heap's entries before it first drops the rarest "
+     "pairs (tests make it small). Use "
      "bpe_impls.native_train.train, which validates arguments and builds "
      "the vocab."},
     {NULL, NULL, 0, NULL},

@@ -119,6 +119,28 @@ def test_many_units_reduce_in_a_tree_to_one_result(full, docs, tmp_path):
     assert backend.count([], SPECIALS) == Counter()
 
 
+def test_packed_counts_travel_and_merge_in_c_with_min_count_at_the_root(full, docs, tmp_path):
+    """With the compiled counter the workers ship PackedCounts and the driver receives one; the
+    sums and min_count are those of the Counters, and train_bpe on the cluster gives local's result."""
+    from bpe_impls import train_bpe
+    from bpe_impls.corpus.tally import PackedCounts, has_compiled_counter
+    from bpe_impls.base.patterns import GPT2
+
+    path = write_docs(tmp_path / "c.txt", docs)
+    units = plan_units(path, SPECIALS, 30)
+    backend = DaskBackend(scheduler=full.scheduler_address, fan_in=4)
+    for min_count in (1, 3):
+        packed = backend.count(units, SPECIALS, min_count=min_count, packed=True)
+        assert isinstance(packed, PackedCounts) == has_compiled_counter(GPT2)
+        assert dict(packed) == dict(drop_rare(oracle(docs), min_count))
+        plain = backend.count(units, SPECIALS, min_count=min_count)
+        assert isinstance(plain, Counter) and plain == drop_rare(oracle(docs), min_count)
+    for min_count in (1, 2):
+        assert train_bpe(
+            path, 350, list(SPECIALS), backend="dask", scheduler=full.scheduler_address, min_pretoken_count=min_count
+        ) == train_bpe(path, 350, list(SPECIALS), impl="route_b", num_workers=1, min_pretoken_count=min_count)
+
+
 def test_counts_are_exact_python_ints(full, control):
     big = [Tally(Counter({b"a": 2**40, b"b": 1})), Tally(Counter({b"a": 2**63 + 1})), Tally(Counter({b"a": 2**31}))]
     result = control.submit(_merge_task, *big, pure=False).result()

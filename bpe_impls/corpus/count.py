@@ -21,7 +21,7 @@ from ..base.patterns import GPT2, SplitPattern, resolve_pattern, split_on_specia
 from .dask_backend import DaskBackend
 from .local import LocalBackend
 from .planning import plan_inputs
-from .tally import Tally, drop_rare, has_compiled_counter, pretoken_counter
+from .tally import PackedCounts, Tally, drop_rare, has_compiled_counter, pretoken_counter
 from .units import Unit
 
 
@@ -29,18 +29,19 @@ class CountingBackend(Protocol):
     """Runs `tally_unit` over units of work and returns the sum of their Tallies.
 
     `count` returns just the counts and reports skipped records as a SkippedRecordsWarning.
-    `min_count` > 1 drops pre-tokens rarer than that from the *global* count.
+    `min_count` > 1 drops pre-tokens rarer than that from the *global* count. `packed=True` lets
+    the backend return PackedCounts (it does wherever the compiled counter scans the pattern).
     """
 
     def tally(
         self, units: Sequence[Unit], special_tokens: tuple[str, ...], *, progress: bool = False,
-        min_count: int = 1, pattern: SplitPattern = GPT2,
+        min_count: int = 1, pattern: SplitPattern = GPT2, packed: bool = False,
     ) -> Tally: ...
 
     def count(
         self, units: Sequence[Unit], special_tokens: tuple[str, ...], *, progress: bool = False,
-        min_count: int = 1, pattern: SplitPattern = GPT2,
-    ) -> Counter[bytes]: ...
+        min_count: int = 1, pattern: SplitPattern = GPT2, packed: bool = False,
+    ) -> Counter[bytes] | PackedCounts: ...
 
 
 # name -> factory(num_workers, scheduler address). DaskBackend imports dask only when it counts.
@@ -60,14 +61,17 @@ def count_units(
     min_count: int = 1,
     progress: bool = False,
     pattern: SplitPattern = GPT2,
-) -> Counter[bytes]:
+    packed: bool = False,
+) -> Counter[bytes] | PackedCounts:
     """Count the units with the named backend; `scheduler` (a Dask address) is for backend="dask"."""
     if backend not in BACKENDS:
         raise ConfigError(f"unknown counting backend {backend!r}; choose from {', '.join(sorted(BACKENDS))}")
     if scheduler is not None and backend != "dask":
         raise ConfigError("a scheduler address is only used with the dask backend (--backend dask)")
     counter = BACKENDS[backend](num_workers, scheduler)
-    return counter.count(units, special_tokens, progress=progress, min_count=min_count, pattern=pattern)
+    return counter.count(
+        units, special_tokens, progress=progress, min_count=min_count, pattern=pattern, packed=packed
+    )
 
 
 def count_texts(
@@ -116,7 +120,8 @@ def count_pretokens(
     skip_bad_records: bool = False,
     min_pretoken_count: int = 1,
     pattern: str | SplitPattern | None = None,
-) -> Counter[bytes]:
+    packed: bool = False,
+) -> Counter[bytes] | PackedCounts:
     """Count the pre-tokens of a corpus as a map-reduce over units of work.
 
     `input_path`: a file, a glob, a directory, or a list of them; .txt, .jsonl (each optionally
@@ -129,6 +134,9 @@ def count_pretokens(
     N > 1 drops pre-tokens seen fewer than N times in the whole corpus: smaller word counts to hold
     and train on, but a different result (like HuggingFace's min_frequency). `pattern` is the split
     pattern: "gpt2" (the default), "cl100k", "o200k", or any regex (see bpe_impls.base.patterns).
+    `packed=True` returns the counts as PackedCounts (a read-only Mapping held as one bytes, which
+    the native trainer reads directly) wherever the compiled counter scans the pattern: they are
+    then never Python objects, which takes a fraction of the memory.
     """
     specials = validate_special_tokens(special_tokens)
     validate_min_count(min_pretoken_count)
@@ -138,5 +146,5 @@ def count_pretokens(
     )
     return count_units(
         units, specials, backend=backend, num_workers=num_workers, scheduler=scheduler,
-        min_count=min_pretoken_count, progress=progress, pattern=split,
+        min_count=min_pretoken_count, progress=progress, pattern=split, packed=packed,
     )

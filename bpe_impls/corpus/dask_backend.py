@@ -8,8 +8,11 @@ Only *where* `tally_unit` runs differs from the local backend: the units, the re
 and the bad-input errors are the same code (bpe_impls.corpus). The client submits the
 whole graph at once: one counting task per unit, then merge tasks that each add up to `fan_in`
 partial Tallies, level by level, until one is left; merges run on the workers that hold their
-inputs, so the client receives a single Counter, never one per unit. Counts are Python ints from
-end to end (pickled, never converted to numpy), so they do not overflow.
+inputs, so the client receives a single result, never one per unit. Where the workers have the
+compiled counter, every partial result is PackedCounts (one bytes of ~13 bytes plus the word per
+distinct pre-token: cheap to ship and to hold) and the merges add them up in the counter's C table,
+so neither the workers nor the driver build a Python object per pre-token; elsewhere they are
+Counters of Python ints (exact at any size).
 
 Faults. A worker that dies (OOM killer, SIGKILL, a lost machine) is the scheduler's business: the
 units it was counting, and the finished partial counts held only in its memory, are computed again
@@ -36,7 +39,9 @@ from tqdm import tqdm
 from ..base.checks import one_line, require_int, require_main_guard, resolve_workers, validate_min_count
 from ..base.errors import BpeError, ConfigError, WorkerError
 from ..base.patterns import GPT2, SplitPattern
-from .tally import Tally, drop_rare, failed_unit_error, tally_unit, warn_skipped
+from ..base import compiled
+from .tally import PackedCounts, Tally, drop_rare, failed_unit_error, merge_packed, tally_unit, warn_skipped
+from .units import SkipReport
 
 # Partial Tallies added by one merge task: the tree has log_FAN_IN(units) levels, and a merge task
 # holds FAN_IN + 1 Counters (its inputs and their sum).
@@ -67,9 +72,10 @@ def _distributed() -> Any:
 
 
 def _count_task(unit: Any, special_tokens: tuple[str, ...], pattern: SplitPattern = GPT2) -> Tally:
-    """Runs on a worker: count one unit; a failure that is not a BpeError is named here, in one line."""
+    """Runs on a worker: count one unit (packed where the worker can); a failure that is not a
+    BpeError is named here, in one line."""
     try:
-        return tally_unit(unit, special_tokens, pattern)
+        return tally_unit(unit, special_tokens, pattern, packed=True)
     except BpeError:
         raise
     except Exception as exc:  # a bug, MemoryError, ...: the driver sees only the message
@@ -86,6 +92,10 @@ def _merge_task(*tallies: Tally, min_count: int = 1) -> Tally:
     """
     if not tallies:
         return Tally()
+    skipped = sum((tally.skipped for tally in tallies), SkipReport())
+    if compiled.AVAILABLE and all(isinstance(tally.counts, PackedCounts) for tally in tallies):
+        # Summed in the compiled counter's table and packed again: the inputs are only read.
+        return Tally(merge_packed([tally.counts for tally in tallies], min_count), skipped)
     ordered = sorted(tallies, key=lambda t: len(t.counts), reverse=True)
     total = Tally(Counter(ordered[0].counts), ordered[0].skipped)
     for tally in ordered[1:]:
@@ -118,22 +128,35 @@ class DaskBackend:
 
     def count(
         self, units: Sequence[Any], special_tokens: tuple[str, ...], *, progress: bool = False, min_count: int = 1,
-        pattern: SplitPattern = GPT2,
-    ) -> Counter[bytes]:
+        pattern: SplitPattern = GPT2, packed: bool = False,
+    ) -> Counter[bytes] | PackedCounts:
         """The summed pre-token counts; skipped bad records are reported as a SkippedRecordsWarning."""
-        tally = self.tally(units, special_tokens, progress=progress, min_count=min_count, pattern=pattern)
+        tally = self.tally(
+            units, special_tokens, progress=progress, min_count=min_count, pattern=pattern, packed=packed
+        )
         warn_skipped(tally.skipped)
         return tally.counts
 
     def tally(
         self, units: Sequence[Any], special_tokens: tuple[str, ...], *, progress: bool = False, min_count: int = 1,
-        pattern: SplitPattern = GPT2,
+        pattern: SplitPattern = GPT2, packed: bool = False,
     ) -> Tally:
         """Counts and skipped records of all units; min_count > 1 filters the global count on the worker
-        that computes it, so the driver never receives the rare pre-tokens."""
+        that computes it, so the driver never receives the rare pre-tokens. packed=True returns the
+        counts as the workers made them (PackedCounts where they have the compiled counter), else a
+        Counter."""
         validate_min_count(min_count)
         if not units:
             return Tally()
+        tally = self._tally(units, special_tokens, progress, min_count, pattern)
+        if not packed and not isinstance(tally.counts, Counter):
+            tally.counts = Counter(tally.counts)
+        return tally
+
+    def _tally(
+        self, units: Sequence[Any], special_tokens: tuple[str, ...], progress: bool, min_count: int,
+        pattern: SplitPattern,
+    ) -> Tally:
         distributed = _distributed()
         cluster = None
         client = None

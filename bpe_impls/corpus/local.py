@@ -35,6 +35,7 @@ from ..base.errors import BpeError, WorkerError
 from ..base.patterns import GPT2, SplitPattern
 from .tally import (
     has_compiled_counter,
+    PackedCounts,
     PretokenCounter,
     Tally,
     count_unit_into,
@@ -216,10 +217,11 @@ class _Pool:
         self.workers = []
 
 
-def _count_in_threads(
+def _count_compiled(
     units: Sequence[Unit], special_tokens: tuple[str, ...], size: int, bar: tqdm, pattern: SplitPattern
-) -> Tally:
-    """Count units on `size` threads: the compiled counter drops the GIL while it scans.
+) -> tuple[PretokenCounter, SkipReport]:
+    """Count units with the compiled counter: inline for one worker, else on `size` threads (it
+    drops the GIL while it scans). Returns one counter holding every count, and the skipped records.
 
     No process start-up and no pickling. Each thread adds its units to a counter of its own (C
     hash tables, merged in C at the end), so no per-unit Python dicts are built or summed. A thread
@@ -242,29 +244,38 @@ def _count_in_threads(
             raise failed_unit_error(unit, exc) from exc
 
     skipped = SkipReport()
-    todo = iter(units)
-    pool = ThreadPoolExecutor(size, thread_name_prefix="bpe-count")
-    try:
-        running = {pool.submit(count, unit): unit for unit in islice(todo, size)}
-        while running:
-            done, _ = wait(running, return_when=FIRST_COMPLETED)
-            for future in done:
-                unit = running.pop(future)
-                following = next(todo, None)
-                if following is not None:
-                    running[pool.submit(count, following)] = following
-                skipped = skipped + future.result()
-                bar.update(unit.size)
-    finally:
-        # On an error or Ctrl-C, units not started are dropped; a started one finishes (a unit
-        # takes well under a second), as a thread cannot be stopped from outside.
-        pool.shutdown(wait=True, cancel_futures=True)
+    if size == 1:
+        for unit in units:
+            skipped = skipped + count(unit)
+            bar.update(unit.size)
+    else:
+        todo = iter(units)
+        pool = ThreadPoolExecutor(size, thread_name_prefix="bpe-count")
+        try:
+            running = {pool.submit(count, unit): unit for unit in islice(todo, size)}
+            while running:
+                done, _ = wait(running, return_when=FIRST_COMPLETED)
+                for future in done:
+                    unit = running.pop(future)
+                    following = next(todo, None)
+                    if following is not None:
+                        running[pool.submit(count, following)] = following
+                    skipped = skipped + future.result()
+                    bar.update(unit.size)
+        finally:
+            # On an error or Ctrl-C, units not started are dropped; a started one finishes (a unit
+            # takes well under a second), as a thread cannot be stopped from outside.
+            pool.shutdown(wait=True, cancel_futures=True)
+    del mine  # (the inline path's counter is in `counters` too)
     if not counters:
-        return Tally(Counter(), skipped)
-    total, *others = counters
-    for counter in others:
-        total.merge(counter)
-    return Tally(Counter(total.to_dict()), skipped)
+        return pretoken_counter(pattern=pattern), skipped
+    # The others into the largest, each freed once merged: the peak is the total table plus at
+    # most one thread's, not every thread's at once.
+    counters.sort(key=len)
+    total = counters.pop()
+    while counters:
+        total.merge(counters.pop())
+    return total, skipped
 
 
 class LocalBackend:
@@ -276,25 +287,37 @@ class LocalBackend:
 
     def count(
         self, units: Sequence[Unit], special_tokens: tuple[str, ...], *, progress: bool = False,
-        min_count: int = 1, pattern: SplitPattern = GPT2,
-    ) -> Counter[bytes]:
-        tally = self.tally(units, special_tokens, progress=progress, min_count=min_count, pattern=pattern)
+        min_count: int = 1, pattern: SplitPattern = GPT2, packed: bool = False,
+    ) -> Counter[bytes] | PackedCounts:
+        tally = self.tally(
+            units, special_tokens, progress=progress, min_count=min_count, pattern=pattern, packed=packed
+        )
         warn_skipped(tally.skipped)
         return tally.counts
 
     def tally(
         self, units: Sequence[Unit], special_tokens: tuple[str, ...], *, progress: bool = False,
-        min_count: int = 1, pattern: SplitPattern = GPT2,
+        min_count: int = 1, pattern: SplitPattern = GPT2, packed: bool = False,
     ) -> Tally:
+        """The counts of every unit; packed=True gives them as PackedCounts, never built as Python
+        objects, where the compiled counter scans the pattern (a Counter otherwise)."""
         validate_min_count(min_count)
         with _progress_bar(units, progress) as bar:
-            if self.num_workers == 1 or len(units) <= 1:
+            single = self.num_workers == 1 or len(units) <= 1
+            if has_compiled_counter(pattern) and (single or POOL == "threads"):
+                counter, skipped = _count_compiled(
+                    units, special_tokens, 1 if single else min(self.num_workers, len(units)), bar, pattern
+                )
+                if packed:
+                    return Tally(PackedCounts(counter.to_packed(min_count)), skipped)
+                counts = Counter(counter.to_dict())
+                del counter
+                return Tally(drop_rare(counts, min_count), skipped)
+            if single:
                 total = Tally()
                 for unit in units:
                     total.add(tally_unit(unit, special_tokens, pattern))
                     bar.update(unit.size)
-            elif POOL == "threads" and has_compiled_counter(pattern):
-                total = _count_in_threads(units, special_tokens, min(self.num_workers, len(units)), bar, pattern)
             else:
                 pool = _Pool(min(self.num_workers, len(units)), special_tokens, pattern)
                 try:

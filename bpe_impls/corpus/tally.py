@@ -5,13 +5,20 @@ tokens to split on, and counts their pre-tokens as UTF-8 `bytes`; the compiled o
 the GIL while it scans) and `RegexCounter` (pure Python) are twins that tests prove equal.
 `tally_unit` counts one unit of work into a `Tally` (counts and skipped bad records), which the
 backends add up; `drop_rare` applies min_pretoken_count to the global count.
+
+`PackedCounts` is the compact form of word counts: one `bytes` (about 13 bytes plus the word per
+distinct pre-token, against ~150 for a dict entry with its bytes and int objects) that the
+compiled counter writes and merges, Dask workers ship, and the native trainer reads without a
+Python object per word. It is a read-only Mapping, unpacked on first use, for everyone else.
 """
 
 from __future__ import annotations
 
+import struct
 import warnings
+from array import array
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -71,6 +78,117 @@ class RegexCounter:
         return len(self._counts)
 
 
+# The packed layout (csrc/packed.h): "BPEW", uint32 version, uint64 n, then int64 counts[n],
+# uint32 lengths[n] and the words back to back, in the machine's byte order.
+_PACKED_HEADER = struct.Struct("=4sIQ")
+_PACKED_MAGIC = b"BPEW"
+_PACKED_VERSION = 1
+
+
+def pack_counts(counts: Mapping[bytes, int]) -> bytes:
+    """`counts` as packed word counts, in its iteration order (the pure-Python twin of the compiled
+    counter's `to_packed`). A count outside 1 .. 2**63 - 1 is a ValueError naming the word."""
+    words = list(counts)
+    values = array("q")
+    for word in words:
+        count = counts[word]
+        if not 0 < count < 2**63:
+            raise ValueError(f"word {word!r} has count {count!r}; packed counts are 1 .. 2**63 - 1")
+        values.append(count)
+    lengths = array("I", map(len, words))
+    return b"".join([_PACKED_HEADER.pack(_PACKED_MAGIC, _PACKED_VERSION, len(words)),
+                     values.tobytes(), lengths.tobytes(), *words])
+
+
+def unpack_counts(data: bytes | bytearray | memoryview) -> dict[bytes, int]:
+    """Packed word counts as a dict (the pure-Python twin of `add_packed` + `to_dict`); a malformed
+    buffer is a ValueError saying what is wrong."""
+    view = memoryview(data).cast("B")
+    if len(view) < _PACKED_HEADER.size or bytes(view[:4]) != _PACKED_MAGIC:
+        raise ValueError("not packed word counts (no BPEW header)")
+    _, version, n = _PACKED_HEADER.unpack_from(view)
+    if version != _PACKED_VERSION:
+        raise ValueError(f"packed word counts of version {version}; this build reads version {_PACKED_VERSION}")
+    start = _PACKED_HEADER.size
+    if n > (len(view) - start) // 12:
+        raise ValueError(f"packed word counts: {n} words do not fit in {len(view)} bytes")
+    values, lengths = array("q"), array("I")
+    values.frombytes(view[start:start + 8 * n])
+    lengths.frombytes(view[start + 8 * n:start + 12 * n])
+    at = start + 12 * n
+    if at + sum(lengths) != len(view):
+        raise ValueError(f"packed word counts: the words take {sum(lengths)} bytes, not {len(view) - at}")
+    out: dict[bytes, int] = {}
+    for index, (count, length) in enumerate(zip(values, lengths)):
+        if count <= 0:
+            raise ValueError(f"packed word counts: word {index} has count {count}; counts must be positive")
+        word = bytes(view[at:at + length])
+        out[word] = out.get(word, 0) + count
+        at += length
+    return out
+
+
+class PackedCounts(Mapping[bytes, int]):
+    """Word counts held as one packed `bytes` (see the module docstring).
+
+    The native trainer reads `data` directly; as a Mapping (for the pure-Python trainers and any
+    other caller) it is unpacked once, on first use. Pickles as `data` alone.
+    """
+
+    __slots__ = ("data", "_unpacked", "disposable")
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self._unpacked: dict[bytes, int] | None = None
+        # Set by an owner that needs the counts no more once a trainer has them (train_bpe):
+        # the native trainer may then take the bytes (hand_over) and free them once read.
+        self.disposable = False
+
+    def hand_over(self) -> list[bytes]:
+        """The packed bytes in a one-item list, leaving this object empty (no words).
+
+        For a reader that takes the item out once it has read it (the native trainer): the
+        bytes, as large as the words, are then freed while it runs, if nothing else holds them.
+        """
+        holder = [self.data]
+        self.data = pack_counts({})
+        self._unpacked = None
+        return holder
+
+    def _dict(self) -> dict[bytes, int]:
+        if self._unpacked is None:
+            if compiled_core.AVAILABLE:
+                counter = compiled_core.core().PretokenCounter()
+                counter.add_packed(self.data)
+                self._unpacked = counter.to_dict()
+            else:
+                self._unpacked = unpack_counts(self.data)
+        return self._unpacked
+
+    def __getitem__(self, word: bytes) -> int:
+        return self._dict()[word]
+
+    def __iter__(self) -> Iterator[bytes]:
+        return iter(self._dict())
+
+    def __len__(self) -> int:
+        return _PACKED_HEADER.unpack_from(self.data)[2]
+
+    def __reduce__(self):
+        return (PackedCounts, (self.data,))
+
+    def __repr__(self) -> str:
+        return f"PackedCounts({len(self)} words, {len(self.data)} bytes)"
+
+
+def merge_packed(parts: Sequence[PackedCounts], min_count: int = 1) -> PackedCounts:
+    """The sum of packed word counts (in the compiled counter's table), keeping counts >= min_count."""
+    counter = compiled_core.core().PretokenCounter()
+    for part in parts:
+        counter.add_packed(part.data)
+    return PackedCounts(counter.to_packed(min_count))
+
+
 def has_compiled_counter(pattern: SplitPattern) -> bool:
     """Whether the compiled core is there and has a scanner for `pattern` (the presets')."""
     return compiled_core.AVAILABLE and compiled_core.scanner_name(pattern) is not None
@@ -111,20 +229,32 @@ def count_unit(unit: Unit, special_tokens: tuple[str, ...], pattern: SplitPatter
 
 @dataclass
 class Tally:
-    """What counting a unit (or many) gives: pre-token counts and the bad records skipped."""
+    """What counting a unit (or many) gives: pre-token counts and the bad records skipped.
 
-    counts: Counter[bytes] = field(default_factory=Counter)
+    The counts are a Counter, or PackedCounts where the compiled counter made them (tally_unit's
+    `packed`); adding a Counter tally to a packed one, or the reverse, unpacks."""
+
+    counts: Counter[bytes] | PackedCounts = field(default_factory=Counter)
     skipped: SkipReport = field(default_factory=SkipReport)
 
     def add(self, other: Tally) -> None:
+        if not isinstance(self.counts, Counter):
+            self.counts = Counter(self.counts)
         self.counts.update(other.counts)
         self.skipped = self.skipped + other.skipped
 
 
-def tally_unit(unit: Unit, special_tokens: tuple[str, ...], pattern: SplitPattern = GPT2) -> Tally:
-    """Count one unit's pre-tokens; each text it yields is a hard boundary, like a special token."""
+def tally_unit(
+    unit: Unit, special_tokens: tuple[str, ...], pattern: SplitPattern = GPT2, *, packed: bool = False
+) -> Tally:
+    """Count one unit's pre-tokens; each text it yields is a hard boundary, like a special token.
+
+    packed=True: the counts are PackedCounts where the compiled counter scans the pattern (a
+    Counter otherwise)."""
     counter = pretoken_counter(pattern=pattern)
     report = count_unit_into(unit, special_tokens, counter)
+    if packed and has_compiled_counter(pattern):
+        return Tally(PackedCounts(counter.to_packed()), report)
     return Tally(Counter(counter.to_dict()), report)
 
 

@@ -16,9 +16,18 @@ IMPLEMENTATIONS: dict[str, Trainer] = {
 if native.AVAILABLE:  # the C merge loop is optional: built only where a compiler was found
     IMPLEMENTATIONS["native"] = native.train
 
+# Trainers that take PackedCounts as they are (the others get them as a Mapping, unpacked):
+# `train_bpe` asks the counting backend for packed counts for these.
+TAKES_PACKED: frozenset[str] = frozenset({"native"})
+
 # The trainer `train_bpe` uses when none is named: the fastest registered one, as measured by
 # `bpe compare` (see README, Performance): native where it was built, else route_b.
 DEFAULT_IMPL = "native" if "native" in IMPLEMENTATIONS else "route_b"
+
+
+def takes_packed(name: str | None) -> bool:
+    """Whether the trainer `name` (None: DEFAULT_IMPL) reads PackedCounts without unpacking them."""
+    return (DEFAULT_IMPL if name is None else name) in TAKES_PACKED
 
 
 def get_trainer(name: str | None) -> Trainer:

@@ -9,8 +9,9 @@ from ..base.checks import validate_min_count
 from ..base.errors import CorpusError
 from ..base.patterns import SplitPattern, resolve_pattern, validate_special_tokens
 from ..corpus import count_pretokens, count_texts
+from ..corpus.tally import PackedCounts
 from .common import Merges, Vocab, merge_budget
-from .registry import get_trainer
+from .registry import get_trainer, takes_packed
 
 
 def train_bpe(
@@ -46,10 +47,13 @@ def train_bpe(
     word_counts = count_pretokens(
         input_path, specials, num_workers, progress=progress, backend=backend, scheduler=scheduler,
         text_field=text_field, skip_bad_records=skip_bad_records, min_pretoken_count=min_pretoken_count,
-        pattern=split,
+        pattern=split, packed=takes_packed(impl),
     )
     if not word_counts:
         raise CorpusError(_nothing_to_train_on(input_path, min_pretoken_count))
+    if isinstance(word_counts, PackedCounts):
+        # Nothing else holds them: the native trainer frees them once it has laid out the words.
+        word_counts.disposable = True
     return trainer(word_counts, vocab_size, specials, progress=progress)
 
 
