@@ -266,7 +266,7 @@ def _count_compiled(
             # On an error or Ctrl-C, units not started are dropped; a started one finishes (a unit
             # takes well under a second), as a thread cannot be stopped from outside.
             pool.shutdown(wait=True, cancel_futures=True)
-    del mine  # (the inline path's counter is in `counters` too)
+    mine = None  # drops the inline path's reference to its counter, which is in `counters` too
     if not counters:
         return pretoken_counter(pattern=pattern), skipped
     # The others into the largest, each freed once merged: the peak is the total table plus at
