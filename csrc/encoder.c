@@ -92,6 +92,10 @@ pair_rank(const PairMap *pm, uint32_t a, uint32_t b, uint32_t *merged)
 #define CACHE_INLINE_IDS 3
 #define HOT 0x8000u /* in CacheSlot.n: hit since the cache last filled up */
 #define INLINE_KEY_BYTES 16
+/* The id arena keeps this many ids of room past its last entry, so a hit
+ * copies its ids in whole 16-byte chunks (copy_ids), reading past the end of
+ * the last entry. */
+#define ID_ARENA_SLACK 3
 
 typedef struct {
     uint64_t k0, k1; /* key bytes (len <= 16); else k0: arena offset, k1: hash */
@@ -294,7 +298,8 @@ cache_evict(Cache *c)
     if (2 * kept > c->limit ||
         (slots = calloc(cap, sizeof(CacheSlot))) == NULL ||
         (key_bytes && (keys = malloc(key_bytes)) == NULL) ||
-        (id_count && (ids = malloc(id_count * sizeof(uint32_t))) == NULL))
+        (id_count && (ids = malloc((id_count + ID_ARENA_SLACK) *
+                                   sizeof(uint32_t))) == NULL))
     {
         free(slots);
         free(keys);
@@ -332,7 +337,8 @@ cache_evict(Cache *c)
     c->key_arena = keys;
     c->key_len = c->key_cap = key_len;
     c->id_arena = ids;
-    c->id_len = c->id_cap = id_len;
+    c->id_len = id_len;
+    c->id_cap = id_len ? id_len + ID_ARENA_SLACK : 0;
     c->used = kept;
 }
 
@@ -374,8 +380,9 @@ cache_store(Cache *c, const unsigned char *s, size_t len, size_t room,
     }
     uint32_t id_off = 0;
     if (n > CACHE_INLINE_IDS) {
-        if (bpe_reserve(&c->id_arena, &c->id_cap, c->id_len + n,
-                        sizeof(uint32_t), 1024) < 0)
+        if (bpe_reserve(&c->id_arena, &c->id_cap,
+                        c->id_len + n + ID_ARENA_SLACK, sizeof(uint32_t),
+                        1024) < 0)
         {
             return -1;
         }
@@ -765,6 +772,17 @@ encode_pretoken(const Tables *t, const unsigned char *key, size_t len,
     return 0;
 }
 
+/* A cached entry's ids (n > CACHE_INLINE_IDS) from the id arena to dst, in
+ * 16-byte chunks (no call to memcpy for a few ids): up to 3 ids more are read
+ * (ID_ARENA_SLACK) and written (encode_token's room). */
+BPE_ALWAYS_INLINE void
+copy_ids(uint32_t *dst, const uint32_t *src, size_t n)
+{
+    for (size_t k = 0; k < n; k += 4) {
+        memcpy(dst + k, src + k, 4 * sizeof(uint32_t));
+    }
+}
+
 /* One pre-token's ids (from the cache, else by BPE, then cached), appended to
  * out; -1 when out of memory. s[0:len] is the pre-token, `room` the bytes
  * readable from s on. */
@@ -791,8 +809,7 @@ encode_token(const Tables *t, Cache *c, const unsigned char *s, size_t len,
                 memcpy(out->ids + out->len, slot->ids, sizeof(slot->ids));
             }
             else {
-                memcpy(out->ids + out->len, c->id_arena + slot->ids[0],
-                       n * sizeof(uint32_t));
+                copy_ids(out->ids + out->len, c->id_arena + slot->ids[0], n);
             }
             out->len += n;
             return 0;
@@ -804,10 +821,12 @@ encode_token(const Tables *t, Cache *c, const unsigned char *s, size_t len,
         if (slot->len) {
             size_t n = slot->n & ~HOT;
             slot->n |= HOT;
-            memcpy(out->ids + out->len,
-                   n > CACHE_INLINE_IDS ? c->id_arena + slot->ids[0]
-                                        : slot->ids,
-                   n * sizeof(uint32_t));
+            if (n <= CACHE_INLINE_IDS) {
+                memcpy(out->ids + out->len, slot->ids, sizeof(slot->ids));
+            }
+            else {
+                copy_ids(out->ids + out->len, c->id_arena + slot->ids[0], n);
+            }
             out->len += n;
             return 0;
         }

@@ -114,6 +114,25 @@ def test_buffer_entry_points_equal_the_python_encoder(tables, text, specials, ca
     assert native.cache_len() <= cache_size
 
 
+@pytest.mark.parametrize("cache_size", [4, 16, 1 << 16])
+def test_cached_entries_of_many_ids_survive_hits_and_evictions(tables, cache_size):
+    """Entries of more than 3 ids live in the cache's id arena (short keys) or after their key (long
+    ones), and a hit copies them in whole 16-byte chunks: every length 4..40, short and long keys,
+    hit while another entry's ids follow or nothing does, kept across evictions (small caches)."""
+    twin, native = twin_and_native(tables, cache_size)
+    # rare letters: about one id per byte in a 600-token vocab
+    words = [" " + "qzxjvkw"[k % 7] * (k % 5 + 1) + "xqjzk"[: k % 6] + "ǅ" * (k % 3) for k in range(40)]
+    words += [" " + "zqxj" * k for k in range(1, 11)]  # up to 41 bytes: long keys
+    text = "".join(words[k % len(words)] + words[(7 * k) % len(words)] for k in range(400))
+    data = text.encode()
+    expected = twin.encode_utf8(data, [], [])
+    assert max(len(twin.encode_utf8(word.encode(), [], [])) for word in words) > 8  # really many ids
+    for _ in range(3):
+        assert unpack(native.encode_utf8_buffer(data, [], []), 4) == expected
+        assert native.encode_utf8(data, [], []) == expected
+    assert native.cache_len() <= cache_size
+
+
 @pytest.fixture(scope="module")
 def gpt2():
     pytest.importorskip("tiktoken")
