@@ -39,6 +39,9 @@ from .tables import build_tables
 _ITERABLE_BATCH = 1 << 15
 # The id dtypes the numpy methods give (native byte order): the smallest that holds every id.
 _ID_DTYPES = {"uint16": np.dtype(np.uint16), "uint32": np.dtype(np.uint32)}
+# A threaded batch is cut into up to this many runs per thread, each of at least _MIN_RUN_BYTES.
+_RUNS_PER_THREAD = 8
+_MIN_RUN_BYTES = 1 << 16
 
 
 class Tokenizer:
@@ -300,7 +303,7 @@ class Tokenizer:
         """Every text encoded as `encode` does, as (ids, offsets): the texts' ids one after another
         in one 1-D array of `id_dtype(dtype)`, and int64 offsets (len(texts) + 1 of them) so that
         text i's ids are ids[offsets[i]:offsets[i + 1]]. Threads as in `encode_batch`: the batch is
-        cut into contiguous runs of about equal UTF-8 size, one per thread, encoded without the GIL.
+        cut into contiguous runs of about equal UTF-8 size, several per thread, encoded without the GIL.
 
         A non-str item is a TypeError, a lone surrogate an EncodeError, each naming the batch index.
         """
@@ -323,7 +326,13 @@ class Tokenizer:
     ) -> tuple[np.ndarray, np.ndarray]:
         threads = resolve_workers(num_threads) if num_threads is None else require_int(num_threads, "num_threads", minimum=1)
         specials, ids = ((), ()) if ordinary else (self._special_bytes, self._special_id_list)
-        runs = _balanced_runs([len(data) for data in datas], threads)
+        sizes = [len(data) for data in datas]
+        # More runs than threads, handed out as threads free up: equal bytes are not equal work (a
+        # run of new words or another script costs several times a run of cached English), so one
+        # run per thread leaves a thread idle while the other finishes. Runs stay >= _MIN_RUN_BYTES
+        # where the batch allows, so each one's GIL round trip is noise.
+        runs = _balanced_runs(sizes, 1 if threads == 1 else min(threads * _RUNS_PER_THREAD,
+                                                                 max(threads, sum(sizes) // _MIN_RUN_BYTES)))
 
         def encode_run(run: slice) -> tuple[bytearray, bytearray]:
             return self._encoder.encode_many_buffer(datas[run], specials, ids, dtype.itemsize)
@@ -332,7 +341,7 @@ class Tokenizer:
             if len(runs) <= 1:
                 results = [encode_run(run) for run in runs]
             else:
-                with ThreadPoolExecutor(len(runs)) as pool:
+                with ThreadPoolExecutor(min(threads, len(runs))) as pool:
                     results = list(pool.map(encode_run, runs))
         except ValueError:
             _raise_invalid_utf8(datas)
