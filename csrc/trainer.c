@@ -1352,6 +1352,44 @@ lay_word(State *s, int32_t *n, int64_t count, const unsigned char *bytes,
     return 0;
 }
 
+/* What the words' first pass adds up, for alloc_cells. */
+typedef struct {
+    int64_t cells, words, pairs_weight, max_len;
+} Sizes;
+
+/* Add one word of `len` bytes seen `count` times to the sizes; -1 (with
+ * OverflowError) when the run could outgrow its 64-bit counts or 32-bit
+ * cells. A word of one byte has no pair and never changes: not laid out. */
+static int
+size_word(Sizes *sizes, int64_t len, int64_t count)
+{
+    if (len < 2) {
+        return 0;
+    }
+    /* Bound every pair count the run can reach: each is a sum over distinct
+     * (word, position) occurrences, so none exceeds the total over all of
+     * them. */
+    if (count > (INT64_MAX - sizes->pairs_weight) / (len - 1)) {
+        PyErr_SetString(
+            PyExc_OverflowError,
+            "the word counts sum to more than 2**63 - 1 pair occurrences, "
+            "beyond the native trainer's 64-bit counts");
+        return -1;
+    }
+    sizes->pairs_weight += count * (len - 1);
+    sizes->cells += len + 1;
+    sizes->words++;
+    sizes->max_len = len > sizes->max_len ? len : sizes->max_len;
+    /* cell, token and merge ids all stay below 2**31 */
+    if (sizes->cells > INT32_MAX - 512) {
+        PyErr_SetString(PyExc_OverflowError,
+                        "the distinct words hold about 2**31 bytes or more, "
+                        "beyond the native trainer's 32-bit cell indices");
+        return -1;
+    }
+    return 0;
+}
+
 /* Lay out every word of two or more bytes in s->val. Two passes: size, then
  * fill. */
 static int
@@ -1359,7 +1397,7 @@ load_words(State *s, PyObject *word_counts)
 {
     ItemIter it;
     PyObject *word, *value;
-    int64_t cells = 1, words = 0, pairs_weight = 0, max_len = 0;
+    Sizes sizes = {.cells = 1};
     int r;
     if (iter_start(&it, word_counts) < 0) {
         return -1;
@@ -1369,31 +1407,7 @@ load_words(State *s, PyObject *word_counts)
         if (read_count(word, value, &count) < 0) {
             goto fail;
         }
-        int64_t len = PyBytes_GET_SIZE(word);
-        if (len < 2) {
-            continue; /* a single token has no pair and never changes */
-        }
-        /* Bound every pair count the run can reach: each is a sum over
-         * distinct (word, position) occurrences, so none exceeds the total
-         * over all of them. */
-        if (count > (INT64_MAX - pairs_weight) / (len - 1)) {
-            PyErr_SetString(
-                PyExc_OverflowError,
-                "the word counts sum to more than 2**63 - 1 pair occurrences, "
-                "beyond the native trainer's 64-bit counts");
-            goto fail;
-        }
-        pairs_weight += count * (len - 1);
-        cells += len + 1;
-        words++;
-        max_len = len > max_len ? len : max_len;
-        if (cells >
-            INT32_MAX -
-                512) { /* cell, token and merge ids all stay below 2**31 */
-            PyErr_SetString(PyExc_OverflowError,
-                            "the distinct words hold about 2**31 bytes or "
-                            "more, beyond the native "
-                            "trainer's 32-bit cell indices");
+        if (size_word(&sizes, PyBytes_GET_SIZE(word), count) < 0) {
             goto fail;
         }
     }
@@ -1401,7 +1415,7 @@ load_words(State *s, PyObject *word_counts)
         goto fail;
     }
 
-    if (alloc_cells(s, cells, words, max_len) < 0) {
+    if (alloc_cells(s, sizes.cells, sizes.words, sizes.max_len) < 0) {
         goto fail;
     }
     int32_t n = 0, w = 0;
@@ -1413,7 +1427,7 @@ load_words(State *s, PyObject *word_counts)
             continue;
         }
         if (n + len + 2 > s->num_cells || /* and the last boundary */
-            w >= words) { /* only if the mapping changed under us */
+            w >= sizes.words) { /* only if the mapping changed under us */
             PyErr_SetString(PyExc_RuntimeError,
                             "word_counts changed while it was being read");
             goto fail;
@@ -1456,7 +1470,7 @@ load_packed(State *s, PyObject *packed)
         return -1;
     }
     PackedView p;
-    int64_t cells = 1, words = 0, pairs_weight = 0, max_len = 0;
+    Sizes sizes = {.cells = 1};
     if (bpe_packed_open(&p, view.buf, (size_t)view.len) < 0) {
         goto fail;
     }
@@ -1470,29 +1484,11 @@ load_packed(State *s, PyObject *packed)
                          (unsigned long long)k, (long long)count);
             goto fail;
         }
-        if (len < 2) {
-            continue; /* a single token has no pair and never changes */
-        }
-        if (count > (INT64_MAX - pairs_weight) / (len - 1)) {
-            PyErr_SetString(
-                PyExc_OverflowError,
-                "the word counts sum to more than 2**63 - 1 pair occurrences, "
-                "beyond the native trainer's 64-bit counts");
-            goto fail;
-        }
-        pairs_weight += count * (len - 1);
-        cells += len + 1;
-        words++;
-        max_len = len > max_len ? len : max_len;
-        if (cells > INT32_MAX - 512) {
-            PyErr_SetString(PyExc_OverflowError,
-                            "the distinct words hold about 2**31 bytes or "
-                            "more, beyond the native "
-                            "trainer's 32-bit cell indices");
+        if (size_word(&sizes, len, count) < 0) {
             goto fail;
         }
     }
-    if (alloc_cells(s, cells, words, max_len) < 0) {
+    if (alloc_cells(s, sizes.cells, sizes.words, sizes.max_len) < 0) {
         goto fail;
     }
     int32_t n = 0, w = 0;
