@@ -96,7 +96,7 @@ def compare_section(report: compare.Report) -> str:
     # Every throughput table, as `bpe compare` prints them: one-core and batch encode, corpus to ids file.
     for table in dict.fromkeys(r.table for r in report.rows if r.mb_per_s is not None):
         rows = [r for r in report.rows if r.table == table]
-        parts.append(f"<h3>{html.escape(table.capitalize())} ({html.escape(rows[0].note)})</h3>")
+        parts.append(f"<h3>{html.escape(table[:1].upper() + table[1:])} ({html.escape(rows[0].note)})</h3>")
         parts.append(_table(["encoder", "seconds", "MB/s", "x ours", "same ids"],
                             [[r.name, _fmt(r.seconds, 3), _fmt(r.mb_per_s), _fmt(r.mb_per_s / rows[0].mb_per_s),
                               yes[r.identical]] for r in rows]))
