@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import threading
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -70,3 +72,44 @@ def tinystories_sample() -> Path:
 @pytest.fixture
 def kjv() -> Path:
     return require_fixture("kjv.txt")
+
+
+def race_reinit(encoder, byte_ids: Sequence[int], merge_sets: Sequence[list], encode_once: Callable[[], None],
+                threads: int, rounds: int) -> None:
+    """Run `encode_once` `rounds` times on each of `threads` threads while another thread keeps
+    re-running `encoder.__init__` with each of `merge_sets` in turn (a ValueError from a bad set
+    is expected and ignored; an encode may see "not initialised"). All start together at a
+    barrier; any other exception in an encoding thread fails the test."""
+    barrier = threading.Barrier(threads + 1)
+    finished = threading.Event()
+    errors: list[BaseException] = []
+
+    def encode() -> None:
+        try:
+            barrier.wait()
+            for _ in range(rounds):
+                try:
+                    encode_once()
+                except RuntimeError as exc:
+                    assert "not initialised" in str(exc)
+        except BaseException as exc:  # noqa: BLE001 -- reported below
+            errors.append(exc)
+
+    def reinit() -> None:
+        barrier.wait()
+        while not finished.is_set():
+            for merges in merge_sets:
+                try:
+                    encoder.__init__(list(byte_ids), merges, 4)
+                except ValueError:
+                    pass
+
+    workers = [threading.Thread(target=encode) for _ in range(threads)]
+    other = threading.Thread(target=reinit)
+    for thread in [*workers, other]:
+        thread.start()
+    for thread in workers:
+        thread.join()
+    finished.set()
+    other.join()
+    assert not errors, errors

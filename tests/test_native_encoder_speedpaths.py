@@ -14,7 +14,7 @@ import sys
 import threading
 
 import pytest
-from conftest import UNDER_CI, examples, fixture_text, require_gpt2_files
+from conftest import UNDER_CI, examples, fixture_text, race_reinit, require_gpt2_files
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -304,45 +304,17 @@ def test_threads_encode_while_another_reinitialises_the_encoder(tables):
         return repr(PythonEncoder(bpe_hybrid, list(range(256)), ranks, 4).encode_utf8(text, [EOT.encode()], [300]))
 
     outcomes = {twin_of(merges_a): "a", twin_of(merges_b): "b"}
-    barrier = threading.Barrier(3)
-    finished = threading.Event()
     seen: set[str] = set()
-    errors: list[BaseException] = []
 
-    def encode():
-        try:
-            barrier.wait()
-            for _ in range(100):
-                try:
-                    flat, _ = native.encode_many_buffer([text, text], [EOT.encode()], [300])
-                    ids = unpack(flat, 4)
-                    half = len(ids) // 2
-                    assert ids[:half] == ids[half:]  # one call: one set of tables throughout
-                    seen.add(outcomes[repr(ids[:half])])
-                    seen.add(outcomes[repr(unpack(native.encode_utf8_buffer(text, [EOT.encode()], [300]), 4))])
-                except RuntimeError as exc:
-                    assert "not initialised" in str(exc)
-        except BaseException as exc:  # noqa: BLE001 -- reported below
-            errors.append(exc)
+    def encode_once():
+        flat, _ = native.encode_many_buffer([text, text], [EOT.encode()], [300])
+        ids = unpack(flat, 4)
+        half = len(ids) // 2
+        assert ids[:half] == ids[half:]  # one call: one set of tables throughout
+        seen.add(outcomes[repr(ids[:half])])
+        seen.add(outcomes[repr(unpack(native.encode_utf8_buffer(text, [EOT.encode()], [300]), 4))])
 
-    def reinit():
-        barrier.wait()
-        while not finished.is_set():
-            for merges in (merges_b, [(1, 2)], merges_a):
-                try:
-                    native.__init__(list(range(256)), merges, 4)
-                except ValueError:
-                    pass
-
-    workers = [threading.Thread(target=encode) for _ in range(2)]
-    other = threading.Thread(target=reinit)
-    for thread in [*workers, other]:
-        thread.start()
-    for thread in workers:
-        thread.join()
-    finished.set()
-    other.join()
-    assert not errors, errors
+    race_reinit(native, range(256), (merges_b, [(1, 2)], merges_a), encode_once, threads=2, rounds=100)
     assert seen <= {"a", "b"}
 
 

@@ -23,7 +23,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from conftest import UNDER_CI, examples
+from conftest import UNDER_CI, examples, race_reinit
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -763,40 +763,12 @@ def test_threads_share_one_encoder_while_another_reinitialises_it():
         twin_encode(text, [EOT], [300]).__repr__(): "a",
         twin_encode(text, [EOT], [300], merges=MERGES_B).__repr__(): "b",
     }
-    barrier = threading.Barrier(4)
-    errors: list[BaseException] = []
     seen: set[str] = set()
-    finished = threading.Event()
 
-    def encode():
-        try:
-            barrier.wait()
-            for _ in range(200):
-                try:
-                    seen.add(outcomes[repr(encoder.encode_utf8(text, [EOT], [300]))])
-                except RuntimeError as exc:
-                    assert "not initialised" in str(exc)
-        except BaseException as exc:  # noqa: BLE001 -- reported below
-            errors.append(exc)
+    def encode_once():
+        seen.add(outcomes[repr(encoder.encode_utf8(text, [EOT], [300]))])
 
-    def reinit():
-        barrier.wait()
-        while not finished.is_set():
-            for merges in (MERGES_B, [(1, 2)], MERGES_A):
-                try:
-                    encoder.__init__(BYTE_IDS, merges, 4)
-                except ValueError:
-                    pass
-
-    encoders = [threading.Thread(target=encode) for _ in range(3)]
-    other = threading.Thread(target=reinit)
-    for thread in [*encoders, other]:
-        thread.start()
-    for thread in encoders:
-        thread.join()
-    finished.set()
-    other.join()
-    assert not errors, errors
+    race_reinit(encoder, BYTE_IDS, (MERGES_B, [(1, 2)], MERGES_A), encode_once, threads=3, rounds=200)
     assert seen <= {"a", "b"}
 
 
