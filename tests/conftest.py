@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 
+from bpe_impls.base import compiled
 from bpe_impls.tools.data import fixture_path, fixtures_dir, gpt2_files
 
 # "ci" keeps the whole suite to a few minutes on 2 cores; "thorough" is for hunting bugs:
@@ -72,6 +73,15 @@ def tinystories_sample() -> Path:
 @pytest.fixture
 def kjv() -> Path:
     return require_fixture("kjv.txt")
+
+
+def require_compiled_core() -> None:
+    """For a module that tests the compiled core: skip it where the core was not built (no
+    compiler, or BPE_IMPLS_PURE=1), but fail under CI, which has a compiler."""
+    if not compiled.AVAILABLE:
+        if UNDER_CI:
+            pytest.fail("the compiled core bpe_impls._native was not built (CI has a compiler)", pytrace=False)
+        pytest.skip("the compiled core is not built here (no compiler) or BPE_IMPLS_PURE=1", allow_module_level=True)
 
 
 def race_reinit(encoder, byte_ids: Sequence[int], merge_sets: Sequence[list], encode_once: Callable[[], None],

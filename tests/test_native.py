@@ -15,7 +15,7 @@ import sys
 import unicodedata
 
 import pytest
-from conftest import UNDER_CI, examples, require_fixture
+from conftest import examples, require_compiled_core, require_fixture
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -28,10 +28,7 @@ from bpe_impls.encoding.bpe import bpe_heap, bpe_hybrid
 from bpe_impls.encoding.encoders import PythonEncoder
 from bpe_impls.encoding.tokenizer import Tokenizer
 
-if not compiled.AVAILABLE:
-    if UNDER_CI:
-        pytest.fail("the compiled core bpe_impls._native was not built (CI has a compiler)", pytrace=False)
-    pytest.skip("the compiled core is not built here (no compiler) or BPE_IMPLS_PURE=1", allow_module_level=True)
+require_compiled_core()
 
 core = compiled.core()
 EOT = "<|endoftext|>"

@@ -14,7 +14,7 @@ import sys
 import threading
 
 import pytest
-from conftest import UNDER_CI, examples, fixture_text, race_reinit, require_gpt2_files
+from conftest import examples, fixture_text, race_reinit, require_compiled_core, require_gpt2_files
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -25,10 +25,7 @@ from bpe_impls.encoding.bpe import bpe_hybrid
 from bpe_impls.encoding.encoders import PythonEncoder, native_encoder
 from bpe_impls.encoding.formats.gpt2 import load_tokenizer_files
 
-if not compiled.AVAILABLE:
-    if UNDER_CI:
-        pytest.fail("the compiled core bpe_impls._native was not built (CI has a compiler)", pytrace=False)
-    pytest.skip("the compiled core is not built here (no compiler) or BPE_IMPLS_PURE=1", allow_module_level=True)
+require_compiled_core()
 
 EOT = "<|endoftext|>"
 # Special tokens that overlap one another (prefixes, suffixes, a shared first byte) and the text.

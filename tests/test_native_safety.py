@@ -23,7 +23,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from conftest import UNDER_CI, examples, race_reinit
+from conftest import examples, race_reinit, require_compiled_core
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -36,10 +36,7 @@ from bpe_impls.encoding.bpe import bpe_hybrid
 from bpe_impls.encoding.encoders import ENCODERS, PythonEncoder
 from bpe_impls.encoding.tokenizer import Tokenizer
 
-if not compiled.AVAILABLE:
-    if UNDER_CI:
-        pytest.fail("the compiled core bpe_impls._native was not built (CI has a compiler)", pytrace=False)
-    pytest.skip("the compiled core is not built here (no compiler) or BPE_IMPLS_PURE=1", allow_module_level=True)
+require_compiled_core()
 
 core = compiled.core()
 Encoder = core.Encoder
