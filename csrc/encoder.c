@@ -91,15 +91,22 @@ pair_rank(const PairMap *pm, uint32_t a, uint32_t b, uint32_t *merged)
  * ones, and the cache would stop helping). */
 #define CACHE_INLINE_IDS 3
 #define HOT 0x8000u /* in CacheSlot.n: hit since the cache last filled up */
-#define INLINE_KEY_BYTES 16
+/* Keys up to this long live in their slot, the length in the top byte. */
+#define INLINE_KEY_BYTES 15
+/* The top byte of k1 of a longer key (no short key's length). */
+#define LONG_KEY_TAG ((uint64_t)0xFF << 56)
 /* The id arena keeps this many ids of room past its last entry, so a hit
  * copies its ids in whole 16-byte chunks (copy_ids), reading past the end of
  * the last entry. */
 #define ID_ARENA_SLACK 3
 
 typedef struct {
-    uint64_t k0, k1; /* key bytes (len <= 16); else k0: arena offset, k1: hash */
-    uint16_t len;    /* 0: a free slot (a pre-token is never empty) */
+    /* A key of len <= 15 bytes: k0 its bytes 0-7, k1 its bytes 8-14 with len
+     * in the top byte, zero padded (so a lookup compares two integers). A
+     * longer key: k0 its offset in key_arena, k1 its hash's low 56 bits with
+     * LONG_KEY_TAG. k1 == 0: a free slot (a pre-token is never empty). */
+    uint64_t k0, k1;
+    uint16_t len;
     uint16_t n;      /* number of ids (<= MAX_CACHED_BYTES), | HOT */
     uint32_t ids[CACHE_INLINE_IDS]; /* else ids[0]: offset in id_arena */
 } CacheSlot; /* 32 bytes: two to a cache line (English needs ~1 MB of them) */
@@ -160,19 +167,20 @@ cache_clear(Cache *c)
     c->used = c->key_len = c->id_len = 0;
 }
 
-/* The key of s[0:len] (len <= 16) as two integers, zero padded. `room`: the
- * bytes readable from s on (at least len): with 16 of them it is two loads. */
-/* pack_mask[len]: the bits of a key of len <= 16 bytes in each half. */
-static const uint64_t pack_mask[17][2] = {
+/* pack_mask[len]: the bits of a key of len <= 15 bytes in each half. */
+static const uint64_t pack_mask[INLINE_KEY_BYTES + 1][2] = {
 #define LOW_BYTES(k) ((k) >= 8 ? ~0ull : ((uint64_t)1 << (8 * (k))) - 1)
 #define MASKS(k) {LOW_BYTES(k), (k) <= 8 ? 0 : LOW_BYTES((k) - 8)}
     MASKS(0),  MASKS(1),  MASKS(2),  MASKS(3),  MASKS(4),  MASKS(5),
     MASKS(6),  MASKS(7),  MASKS(8),  MASKS(9),  MASKS(10), MASKS(11),
-    MASKS(12), MASKS(13), MASKS(14), MASKS(15), MASKS(16),
+    MASKS(12), MASKS(13), MASKS(14), MASKS(15),
 #undef MASKS
 #undef LOW_BYTES
 };
 
+/* The key of s[0:len] (1 <= len <= 15) as two integers (see CacheSlot).
+ * `room`: the bytes readable from s on (at least len): with 16 of them it is
+ * two loads. */
 static inline void
 cache_pack(const unsigned char *s, size_t len, size_t room, uint64_t *k0,
            uint64_t *k1)
@@ -193,16 +201,23 @@ cache_pack(const unsigned char *s, size_t len, size_t room, uint64_t *k0,
         }
     }
     *k0 = a;
-    *k1 = b;
+    *k1 = b | (uint64_t)len << 56;
 }
 
 static inline uint64_t
-cache_hash_short(uint64_t k0, uint64_t k1, size_t len)
+cache_hash_short(uint64_t k0, uint64_t k1)
 {
     /* The slot comes from the top bits (cache_home): every bit of the key
      * reaches them through the multiplications (the low bits of a product see
      * only the low bits of its factors). */
-    return (k0 + len) * 0x9E3779B97F4A7C15ull ^ k1 * 0xC2B2AE3D27D4EB4Full;
+    return k0 * 0x9E3779B97F4A7C15ull ^ k1 * 0xC2B2AE3D27D4EB4Full;
+}
+
+/* k1 of a long key of hash h. */
+static inline uint64_t
+long_key_k1(uint64_t h)
+{
+    return (h & ~((uint64_t)0xFF << 56)) | LONG_KEY_TAG;
 }
 
 /* The first slot to probe for a hash: its top bits. */
@@ -212,41 +227,48 @@ cache_home(const Cache *c, uint64_t h)
     return (size_t)(h >> c->shift);
 }
 
-/* The slot holding the key (len bytes at s; k0, k1, h as cache_pack and the
- * hash give them), or the free slot where it would go. */
-static inline CacheSlot *
-cache_find(const Cache *c, const unsigned char *s, size_t len, uint64_t k0,
-           uint64_t k1, uint64_t h)
+/* The slot holding the short key (k0, k1; h its hash), or the free slot where
+ * it would go. */
+BPE_ALWAYS_INLINE CacheSlot *
+cache_find_short(const Cache *c, uint64_t k0, uint64_t k1, uint64_t h)
 {
     size_t at = cache_home(c, h);
     for (;;) {
         CacheSlot *slot = &c->slots[at];
-        if (slot->len == 0) {
+        if ((slot->k0 == k0 && slot->k1 == k1) || slot->k1 == 0) {
             return slot;
-        }
-        if (slot->len == len) {
-            if (len <= INLINE_KEY_BYTES) {
-                if (slot->k0 == k0 && slot->k1 == k1) {
-                    return slot;
-                }
-            }
-            else if (slot->k1 == h &&
-                     memcmp(c->key_arena + slot->k0, s, len) == 0)
-            {
-                return slot;
-            }
         }
         at = (at + 1) & c->mask;
     }
 }
 
-/* The slot's hash, for a rehash. */
+/* The slot holding the long key s[0:len] (h: bpe_hash_bytes of it), or the
+ * free slot where it would go. */
+static CacheSlot *
+cache_find_long(const Cache *c, const unsigned char *s, size_t len,
+                uint64_t h)
+{
+    uint64_t k1 = long_key_k1(h);
+    size_t at = cache_home(c, h);
+    for (;;) {
+        CacheSlot *slot = &c->slots[at];
+        if (slot->k1 == 0 ||
+            (slot->k1 == k1 && slot->len == len &&
+             memcmp(c->key_arena + slot->k0, s, len) == 0))
+        {
+            return slot;
+        }
+        at = (at + 1) & c->mask;
+    }
+}
+
+/* The hash of an occupied slot's key, for a rehash. */
 static inline uint64_t
 cache_slot_hash(const Cache *c, const CacheSlot *slot)
 {
     return slot->len <= INLINE_KEY_BYTES
-               ? cache_hash_short(slot->k0, slot->k1, slot->len)
-               : slot->k1;
+               ? cache_hash_short(slot->k0, slot->k1)
+               : bpe_hash_bytes(c->key_arena + slot->k0, slot->len);
 }
 
 /* Double the slots (rehash); -1 when out of memory (the cache unchanged). */
@@ -312,6 +334,8 @@ cache_evict(Cache *c)
         if (!slot.len || !(slot.n & HOT)) {
             continue;
         }
+        /* (the hash of a long key reads it where it is now) */
+        size_t at = cache_home(c, cache_slot_hash(c, &slot));
         slot.n &= (uint16_t)~HOT;
         if (slot.len > INLINE_KEY_BYTES) {
             memcpy(keys + key_len, c->key_arena + slot.k0, slot.len);
@@ -324,7 +348,6 @@ cache_evict(Cache *c)
             slot.ids[0] = (uint32_t)id_len;
             id_len += slot.n;
         }
-        size_t at = cache_home(c, cache_slot_hash(c, &slot));
         while (slots[at].len) {
             at = (at + 1) & c->mask;
         }
@@ -362,13 +385,15 @@ cache_store(Cache *c, const unsigned char *s, size_t len, size_t room,
     {
         return -1;
     }
-    uint64_t k0, k1, h;
+    uint64_t k0, k1;
+    CacheSlot *slot;
     if (len <= INLINE_KEY_BYTES) {
         cache_pack(s, len, room, &k0, &k1);
-        h = cache_hash_short(k0, k1, len);
+        slot = cache_find_short(c, k0, k1, cache_hash_short(k0, k1));
     }
     else {
-        h = bpe_hash_bytes(s, len);
+        uint64_t h = bpe_hash_bytes(s, len);
+        slot = cache_find_long(c, s, len, h);
         if (bpe_reserve(&c->key_arena, &c->key_cap, c->key_len + len, 1,
                         4096) < 0)
         {
@@ -376,7 +401,7 @@ cache_store(Cache *c, const unsigned char *s, size_t len, size_t room,
         }
         memcpy(c->key_arena + c->key_len, s, len);
         k0 = c->key_len;
-        k1 = h;
+        k1 = long_key_k1(h);
     }
     uint32_t id_off = 0;
     if (n > CACHE_INLINE_IDS) {
@@ -389,7 +414,6 @@ cache_store(Cache *c, const unsigned char *s, size_t len, size_t room,
         memcpy(c->id_arena + c->id_len, ids, n * sizeof(uint32_t));
         id_off = (uint32_t)c->id_len;
     }
-    CacheSlot *slot = cache_find(c, s, len, k0, k1, h);
     slot->k0 = k0;
     slot->k1 = k1;
     slot->len = (uint16_t)len;
@@ -778,9 +802,69 @@ encode_pretoken(const Tables *t, const unsigned char *key, size_t len,
 BPE_ALWAYS_INLINE void
 copy_ids(uint32_t *dst, const uint32_t *src, size_t n)
 {
+    /* (typed copies, not memcpy: a memcpy may alias anything, so the
+     * compiler would reload the encode loop's state after each one) */
     for (size_t k = 0; k < n; k += 4) {
-        memcpy(dst + k, src + k, 4 * sizeof(uint32_t));
+        dst[k] = src[k];
+        dst[k + 1] = src[k + 1];
+        dst[k + 2] = src[k + 2];
+        dst[k + 3] = src[k + 3];
     }
+}
+
+/* A hit: the slot's ids written at dst (which has room for a whole inline
+ * copy, or n rounded up to 4), the slot marked hit; returns their number. */
+BPE_ALWAYS_INLINE size_t
+emit_hit(const Cache *c, CacheSlot *slot, uint32_t *dst)
+{
+    size_t n = slot->n & ~HOT;
+    if (!(slot->n & HOT)) { /* (no store, so no dirty line, on most hits) */
+        slot->n |= HOT;
+    }
+    if (n <= CACHE_INLINE_IDS) { /* a fixed-size copy: no loop */
+        dst[0] = slot->ids[0];
+        dst[1] = slot->ids[1];
+        dst[2] = slot->ids[2];
+    }
+    else {
+        copy_ids(dst, c->id_arena + slot->ids[0], n);
+    }
+    return n;
+}
+
+/* The cached slot of pre-token s[0:len] (len <= MAX_CACHED_BYTES; `room` the
+ * bytes readable from s on), or NULL if it is not cached. */
+BPE_ALWAYS_INLINE CacheSlot *
+cache_lookup(const Cache *c, const unsigned char *s, size_t len, size_t room)
+{
+    CacheSlot *slot;
+    if (len <= INLINE_KEY_BYTES) {
+        uint64_t k0, k1;
+        cache_pack(s, len, room, &k0, &k1);
+        slot = cache_find_short(c, k0, k1, cache_hash_short(k0, k1));
+    }
+    else {
+        slot = cache_find_long(c, s, len, bpe_hash_bytes(s, len));
+    }
+    return slot->k1 ? slot : NULL;
+}
+
+/* A pre-token missed by the cache (or with none): its ids by BPE appended to
+ * out (which has room for len ids), then cached; -1 when out of memory. */
+static int
+encode_miss(const Tables *t, Cache *c, const unsigned char *s, size_t len,
+            size_t room, IdBuf *out)
+{
+    size_t before = out->len;
+    if (encode_pretoken(t, s, len, out) < 0) {
+        return -1;
+    }
+    if (c != NULL && cache_store(c, s, len, room, out->ids + before,
+                                 out->len - before) < 0)
+    {
+        return -1;
+    }
+    return 0;
 }
 
 /* One pre-token's ids (from the cache, else by BPE, then cached), appended to
@@ -796,54 +880,26 @@ encode_token(const Tables *t, Cache *c, const unsigned char *s, size_t len,
     {
         return -1;
     }
-    if (c != NULL && len <= INLINE_KEY_BYTES) {
-        /* the hit path: no allocation, one slot read */
-        uint64_t k0, k1;
-        cache_pack(s, len, room, &k0, &k1);
-        uint64_t h = cache_hash_short(k0, k1, len);
-        CacheSlot *slot = cache_find(c, s, len, k0, k1, h);
-        if (slot->len) {
-            size_t n = slot->n & ~HOT;
-            slot->n |= HOT;
-            if (n <= CACHE_INLINE_IDS) { /* a fixed-size copy: no loop */
-                memcpy(out->ids + out->len, slot->ids, sizeof(slot->ids));
-            }
-            else {
-                copy_ids(out->ids + out->len, c->id_arena + slot->ids[0], n);
-            }
-            out->len += n;
-            return 0;
-        }
-    }
-    else if (c != NULL && len <= MAX_CACHED_BYTES) {
-        uint64_t h = bpe_hash_bytes(s, len);
-        CacheSlot *slot = cache_find(c, s, len, 0, 0, h);
-        if (slot->len) {
-            size_t n = slot->n & ~HOT;
-            slot->n |= HOT;
-            if (n <= CACHE_INLINE_IDS) {
-                memcpy(out->ids + out->len, slot->ids, sizeof(slot->ids));
-            }
-            else {
-                copy_ids(out->ids + out->len, c->id_arena + slot->ids[0], n);
-            }
-            out->len += n;
-            return 0;
-        }
-    }
-    size_t before = out->len;
-    if (encode_pretoken(t, s, len, out) < 0) {
-        return -1;
-    }
-    if (c != NULL && cache_store(c, s, len, room, out->ids + before,
-                                 out->len - before) < 0)
+    CacheSlot *slot;
+    if (c != NULL && len <= MAX_CACHED_BYTES &&
+        (slot = cache_lookup(c, s, len, room)) != NULL)
     {
-        return -1;
+        out->len += emit_hit(c, slot, out->ids + out->len);
+        return 0;
     }
-    return 0;
+    return encode_miss(t, c, s, len, room, out);
 }
 
 /* ---- encoding a text (no Python objects, no GIL needed) ------------------ */
+
+/* In a cache of more than PREFETCH_MIN_SLOTS slots (more than the CPU's L2
+ * cache holds, typically), pre-tokens are scanned in batches of SPAN_BATCH:
+ * the scan computes each one's hash and prefetches its slot, so that by the
+ * time the batch is looked up the slots are on their way (a lookup is
+ * otherwise a stall on the slot's line). A smaller cache is looked up as each
+ * pre-token is scanned: the batches would only add work. */
+#define PREFETCH_MIN_SLOTS ((size_t)1 << 16)
+#define SPAN_BATCH 32
 
 /* The pre-tokens of the ordinary text s[from:to] (of data s[0:n]), encoded
  * into out. Inlined once per pattern (encode_ordinary), so each copy calls
@@ -852,12 +908,94 @@ BPE_ALWAYS_INLINE int
 encode_range(const Tables *t, Cache *c, const unsigned char *s, size_t from,
              size_t to, size_t n, IdBuf *out, int pattern)
 {
+    size_t ends[SPAN_BATCH + 1];
+    uint64_t k0s[SPAN_BATCH], k1s[SPAN_BATCH], hashes[SPAN_BATCH];
     for (size_t i = from; i < to;) {
-        size_t j = bpe_next_end_utf8(s, i, to, pattern);
-        if (encode_token(t, c, s + i, j - i, n - i, out) < 0) {
+        if (c == NULL || c->mask < PREFETCH_MIN_SLOTS) {
+            /* one pre-token at a time until the cache grows past the size
+             * (on a miss), the hit path on local copies of the state */
+            const CacheSlot *slots = c ? c->slots : NULL;
+            uint32_t *ids = out->ids;
+            size_t len_out = out->len, cap = out->cap, mask = c ? c->mask : 0;
+            unsigned shift = c ? c->shift : 0;
+            while (i < to) {
+                size_t j = bpe_next_end_utf8(s, i, to, pattern), len = j - i;
+                if (c != NULL && len <= INLINE_KEY_BYTES &&
+                    len_out + INLINE_KEY_BYTES + CACHE_INLINE_IDS <= cap)
+                {
+                    uint64_t k0, k1;
+                    cache_pack(s + i, len, n - i, &k0, &k1);
+                    size_t at = (size_t)(cache_hash_short(k0, k1) >> shift);
+                    const CacheSlot *slot = &slots[at];
+                    while (!(slot->k0 == k0 && slot->k1 == k1) && slot->k1) {
+                        at = (at + 1) & mask;
+                        slot = &slots[at];
+                    }
+                    if (slot->k1) {
+                        len_out += emit_hit(c, (CacheSlot *)slot, ids + len_out);
+                        i = j;
+                        continue;
+                    }
+                }
+                out->len = len_out;
+                if (encode_token(t, c, s + i, len, n - i, out) < 0) {
+                    return -1;
+                }
+                i = j;
+                ids = out->ids;
+                len_out = out->len;
+                cap = out->cap;
+                if (c != NULL) {
+                    if (c->mask >= PREFETCH_MIN_SLOTS) {
+                        break;
+                    }
+                    slots = c->slots;
+                    mask = c->mask;
+                    shift = c->shift;
+                }
+            }
+            out->len = len_out;
+            continue;
+        }
+        /* scan a batch: each pre-token's key and hash, its slot prefetched */
+        size_t count = 0;
+        ends[0] = i;
+        do {
+            size_t j = bpe_next_end_utf8(s, i, to, pattern), len = j - i;
+            if (len <= INLINE_KEY_BYTES) {
+                cache_pack(s + i, len, n - i, &k0s[count], &k1s[count]);
+                hashes[count] = cache_hash_short(k0s[count], k1s[count]);
+            }
+            else if (len <= MAX_CACHED_BYTES) {
+                hashes[count] = bpe_hash_bytes(s + i, len);
+            }
+            __builtin_prefetch(&c->slots[cache_home(c, hashes[count])]);
+            ends[++count] = i = j;
+        } while (count < SPAN_BATCH && i < to);
+        /* room for every id of the batch (at most one a byte) and for a
+         * whole inline copy past the last */
+        size_t bytes = i - ends[0];
+        if (out->len + bytes + CACHE_INLINE_IDS > out->cap &&
+            idbuf_reserve(out, bytes + CACHE_INLINE_IDS) < 0)
+        {
             return -1;
         }
-        i = j;
+        for (size_t k = 0; k < count; k++) {
+            size_t start = ends[k], len = ends[k + 1] - start;
+            CacheSlot *slot = NULL;
+            if (len <= INLINE_KEY_BYTES) {
+                slot = cache_find_short(c, k0s[k], k1s[k], hashes[k]);
+            }
+            else if (len <= MAX_CACHED_BYTES) {
+                slot = cache_find_long(c, s + start, len, hashes[k]);
+            }
+            if (slot != NULL && slot->k1) {
+                out->len += emit_hit(c, slot, out->ids + out->len);
+            }
+            else if (encode_miss(t, c, s + start, len, n - start, out) < 0) {
+                return -1;
+            }
+        }
     }
     return 0;
 }

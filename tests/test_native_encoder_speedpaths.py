@@ -130,6 +130,26 @@ def test_cached_entries_of_many_ids_survive_hits_and_evictions(tables, cache_siz
     assert native.cache_len() <= cache_size
 
 
+@pytest.mark.parametrize("cache_size", [40_000, 1 << 18])
+def test_a_cache_past_its_prefetch_size_stays_exact(tables, cache_size):
+    """A cache of more than 2**16 slots (over 32768 pre-tokens) is looked up in batches of scanned
+    pre-tokens whose slots were prefetched: exact ids as the cache grows into that size mid-text,
+    while misses grow and evict it under the batch (cache_size 40000), and warm, for short keys,
+    long keys (over 15 bytes) and entries of many ids."""
+    import random
+
+    rng = random.Random(17)
+    letters = "abcdefghijklmnopqrstuvwxyzéж中"
+    words = [" " + "".join(rng.choice(letters) for _ in range(rng.randint(1, 22))) for _ in range(60_000)]
+    text = "".join(rng.choice(words) + (str(k) if k % 3 == 0 else "") for k in range(150_000))
+    data = text.encode()
+    twin, native = twin_and_native(tables, cache_size)
+    expected = twin.encode_utf8(data, [], [])
+    for _ in range(2):
+        assert unpack(native.encode_utf8_buffer(data, [], []), 4) == expected
+    assert 32_768 < native.cache_len() <= cache_size
+
+
 @pytest.fixture(scope="module")
 def gpt2():
     pytest.importorskip("tiktoken")
