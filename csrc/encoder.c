@@ -13,6 +13,7 @@
 
 #include "bpe_util.h"
 #include "encoder.h"
+#include "scan_blocks.h"
 #include "scanner.h"
 
 #define NO_RANK UINT32_MAX
@@ -458,6 +459,7 @@ typedef struct {
      * directly instead of probing the pair map (2 MB for GPT-2). */
     uint64_t *byte_pairs;
     int pattern; /* the scanner: PAT_GPT2, PAT_CL100K or PAT_O200K */
+    int blocks;  /* split ASCII text in blocks (scan_blocks.h) */
     size_t cache_size;
     /* The caches not in use: a call takes one (the last returned: the
      * warmest) and gives it back at its end, both with the GIL held, so no
@@ -910,6 +912,8 @@ encode_range(const Tables *t, Cache *c, const unsigned char *s, size_t from,
 {
     size_t ends[SPAN_BATCH + 1];
     uint64_t k0s[SPAN_BATCH], k1s[SPAN_BATCH], hashes[SPAN_BATCH];
+    Spans spans;
+    bpe_spans_init(&spans, t->blocks);
     for (size_t i = from; i < to;) {
         if (c == NULL || c->mask < PREFETCH_MIN_SLOTS) {
             /* one pre-token at a time until the cache grows past the size
@@ -919,7 +923,8 @@ encode_range(const Tables *t, Cache *c, const unsigned char *s, size_t from,
             size_t len_out = out->len, cap = out->cap, mask = c ? c->mask : 0;
             unsigned shift = c ? c->shift : 0;
             while (i < to) {
-                size_t j = bpe_next_end_utf8(s, i, to, pattern), len = j - i;
+                size_t j = bpe_spans_next(&spans, s, i, to, pattern),
+                       len = j - i;
                 if (c != NULL && len <= INLINE_KEY_BYTES &&
                     len_out + INLINE_KEY_BYTES + CACHE_INLINE_IDS <= cap)
                 {
@@ -961,7 +966,7 @@ encode_range(const Tables *t, Cache *c, const unsigned char *s, size_t from,
         size_t count = 0;
         ends[0] = i;
         do {
-            size_t j = bpe_next_end_utf8(s, i, to, pattern), len = j - i;
+            size_t j = bpe_spans_next(&spans, s, i, to, pattern), len = j - i;
             if (len <= INLINE_KEY_BYTES) {
                 cache_pack(s + i, len, n - i, &k0s[count], &k1s[count]);
                 hashes[count] = cache_hash_short(k0s[count], k1s[count]);
@@ -1308,6 +1313,8 @@ Encoder_init(EncoderObject *self, PyObject *args, PyObject *kwds)
     }
     t->cache_size = (size_t)cache_size;
     t->pattern = pattern;
+    t->blocks = pattern == PAT_GPT2 && bpe_char_class != NULL &&
+                bpe_blocks_match_classes(bpe_char_class);
     /* No Python code from here to the end. */
     Tables *old = self->tables;
     self->tables = t;
@@ -1740,6 +1747,45 @@ Encoder_bpe(EncoderObject *self, PyObject *arg)
     return result;
 }
 
+/* split_utf8(data): the end of each pre-token of the ordinary text data (no
+ * special tokens), as the encoder splits it: from blocks of ASCII text
+ * (scan_blocks.h) where it can, from the scanner elsewhere. For tests, which
+ * compare it with the regex. */
+static PyObject *
+Encoder_split_utf8(EncoderObject *self, PyObject *arg)
+{
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) {
+        return NULL;
+    }
+    /* (getting a buffer may run Python code: the state is checked after) */
+    Tables *t = encoder_tables(self);
+    const unsigned char *s = view.buf;
+    size_t n = (size_t)view.len;
+    PyObject *ends = NULL;
+    if (t == NULL || bpe_classes_ready() < 0) {
+        goto done;
+    }
+    if (!bpe_utf8_valid(s, n)) {
+        PyErr_SetString(PyExc_ValueError, "split_utf8: data is not UTF-8");
+        goto done;
+    }
+    ends = PyList_New(0);
+    Spans spans;
+    bpe_spans_init(&spans, t->blocks);
+    for (size_t i = 0; ends != NULL && i < n;) {
+        i = bpe_spans_next(&spans, s, i, n, t->pattern);
+        PyObject *end = PyLong_FromSize_t(i);
+        if (end == NULL || PyList_Append(ends, end) < 0) {
+            Py_CLEAR(ends);
+        }
+        Py_XDECREF(end);
+    }
+done:
+    PyBuffer_Release(&view);
+    return ends;
+}
+
 /* The most pre-tokens one cache holds: each thread encoding at a time has its
  * own, of at most cache_size. */
 static PyObject *
@@ -1776,6 +1822,9 @@ static PyMethodDef Encoder_methods[] = {
     {"bpe", (PyCFunction)Encoder_bpe, METH_O,
      "bpe(token_bytes)\n--\n\nThe ids BPE gives one pre-token's bytes (no "
      "cache)."},
+    {"split_utf8", (PyCFunction)Encoder_split_utf8, METH_O,
+     "split_utf8(data)\n--\n\nThe end of each pre-token of UTF-8 text "
+     "(no special tokens) as the encoder splits it."},
     {"cache_len", (PyCFunction)Encoder_cache_len, METH_NOARGS,
      "cache_len()\n--\n\nHow many pre-tokens a cache holds (the fullest: each "
      "thread encoding at a time has its own)."},
