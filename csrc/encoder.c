@@ -1441,10 +1441,25 @@ call_close(Call *call)
 }
 
 /* The data's bytes (a snapshot: see Utf8Data) checked as valid UTF-8, the
- * GIL released for a long one. */
+ * GIL released for a long one. A str gives its UTF-8 as CPython keeps it
+ * (the str's own bytes when it is ASCII; else made once and kept with the
+ * str), valid by construction, with no copy: a str is immutable, and d holds
+ * a reference. A lone surrogate raises UnicodeEncodeError. */
 static int
 open_utf8(Utf8Data *d, PyObject *data_arg)
 {
+    if (PyUnicode_Check(data_arg)) {
+        Py_ssize_t len;
+        const char *utf8 = PyUnicode_AsUTF8AndSize(data_arg, &len);
+        if (utf8 == NULL) {
+            return -1;
+        }
+        memset(d, 0, sizeof(*d));
+        d->obj = Py_NewRef(data_arg);
+        d->buf = (const unsigned char *)utf8;
+        d->len = (size_t)len;
+        return 0;
+    }
     if (bpe_data_open(d, data_arg) < 0) {
         return -1;
     }

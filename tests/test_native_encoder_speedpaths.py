@@ -98,6 +98,9 @@ def test_buffer_entry_points_equal_the_python_encoder(tables, text, specials, ca
     for _ in range(2):  # a cold cache, then a warm one
         assert unpack(native.encode_utf8_buffer(data, tokens, ids, itemsize=itemsize), itemsize) == expected
         assert native.encode_utf8(data, tokens, ids) == expected
+        # a str stands for its UTF-8 (read where CPython keeps it), in both encoders
+        assert unpack(native.encode_utf8_buffer(text, tokens, ids, itemsize=itemsize), itemsize) == expected
+        assert native.encode_utf8(text, tokens, ids) == expected == twin.encode_utf8(text, tokens, ids)
     expected_ids, expected_cut = twin.encode_utf8(data, tokens, ids, True)
     got, cut = native.encode_utf8_buffer(data, tokens, ids, True, itemsize)
     assert (unpack(got, itemsize), cut) == (expected_ids, expected_cut)
@@ -148,6 +151,14 @@ def test_a_cache_past_its_prefetch_size_stays_exact(tables, cache_size):
     for _ in range(2):
         assert unpack(native.encode_utf8_buffer(data, [], []), 4) == expected
     assert 32_768 < native.cache_len() <= cache_size
+
+
+@pytest.mark.parametrize("encoder", ["twin", "native"])
+def test_a_str_with_a_lone_surrogate_is_a_unicode_encode_error(tables, encoder):
+    chosen = dict(zip(["twin", "native"], twin_and_native(tables, 16)))[encoder]
+    for call in (chosen.encode_utf8, chosen.encode_utf8_buffer):
+        with pytest.raises(UnicodeEncodeError):
+            call("ab \udc80 c", [], [])
 
 
 @pytest.fixture(scope="module")

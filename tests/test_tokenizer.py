@@ -261,6 +261,15 @@ def test_cache_is_bounded_and_does_not_change_results():
     assert off._encoder.cache_len() == 0
 
 
+@pytest.mark.parametrize("method", ["encode", "encode_ordinary", "encode_to_numpy"])
+def test_a_lone_surrogate_is_an_encode_error_naming_its_position(method):
+    tok = Tokenizer(hand_vocab(), HAND_MERGES)
+    with pytest.raises(EncodeError, match=r"lone surrogate U\+DC80 at position 4 cannot be encoded"):
+        getattr(tok, method)("abc \udc80 \ud800")
+    with pytest.raises(TypeError, match="expected str, got bytes"):
+        getattr(tok, method)(b"abc")
+
+
 def test_repr_and_properties(gpt2: Tokenizer):
     assert gpt2.n_vocab == 50257
     assert repr(gpt2).startswith("Tokenizer(n_vocab=50257, merges=50000, special_tokens=['<|endoftext|>'], encoder=")

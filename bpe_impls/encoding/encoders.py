@@ -9,7 +9,9 @@ into ids, special tokens included, with `encode_utf8`:
 The text is split on the special tokens (longest first; each becomes its id), each piece between
 them is cut into pre-tokens by the split pattern, and each pre-token's bytes are merged by BPE.
 With `settled=True` only the longest prefix whose ids no later text can change is encoded, and
-`cut` is its length in bytes (encode_iterable's rounds; see `PythonEncoder._settled`).
+`cut` is its length in bytes (encode_iterable's rounds; see `PythonEncoder._settled`). `data` may
+also be a str, standing for its UTF-8 (a lone surrogate is a UnicodeEncodeError): the compiled
+core then reads the UTF-8 that CPython keeps with the str, with no copy and nothing to validate.
 
 The buffer methods give the same ids with no Python int per token, as native-endian unsigned
 integers of `itemsize` bytes (2 or 4) in a bytearray, for numpy.frombuffer:
@@ -53,16 +55,16 @@ class Encoder(Protocol):
 
     @overload
     def encode_utf8(
-        self, data: bytes, special_tokens: Sequence[bytes], special_ids: Sequence[int], settled: Literal[False] = ...
+        self, data: bytes | str, special_tokens: Sequence[bytes], special_ids: Sequence[int], settled: Literal[False] = ...
     ) -> list[int]: ...
 
     @overload
     def encode_utf8(
-        self, data: bytes, special_tokens: Sequence[bytes], special_ids: Sequence[int], settled: Literal[True]
+        self, data: bytes | str, special_tokens: Sequence[bytes], special_ids: Sequence[int], settled: Literal[True]
     ) -> tuple[list[int], int]: ...
 
     def encode_utf8_buffer(
-        self, data: bytes, special_tokens: Sequence[bytes], special_ids: Sequence[int], settled: bool = False,
+        self, data: bytes | str, special_tokens: Sequence[bytes], special_ids: Sequence[int], settled: bool = False,
         itemsize: int = 4,
     ) -> bytearray | tuple[bytearray, int]: ...
 
@@ -100,7 +102,7 @@ class BufferFromLists:
     """The buffer methods, built on the class's own `encode_utf8` (its list of ids, packed)."""
 
     def encode_utf8_buffer(
-        self, data: bytes, special_tokens: Sequence[bytes], special_ids: Sequence[int], settled: bool = False,
+        self, data: bytes | str, special_tokens: Sequence[bytes], special_ids: Sequence[int], settled: bool = False,
         itemsize: int = 4,
     ) -> bytearray | tuple[bytearray, int]:
         if settled:
@@ -141,12 +143,16 @@ class PythonEncoder(BufferFromLists):
         self._cache: dict[str, tuple[int, ...]] = {}
 
     def encode_utf8(
-        self, data: bytes, special_tokens: Sequence[bytes], special_ids: Sequence[int], settled: bool = False
+        self, data: bytes | str, special_tokens: Sequence[bytes], special_ids: Sequence[int], settled: bool = False
     ) -> list[int] | tuple[list[int], int]:
-        try:
-            text = data.decode("utf-8")
-        except UnicodeDecodeError:
-            raise ValueError("data is not valid UTF-8") from None
+        if isinstance(data, str):
+            data.encode("utf-8")  # (a lone surrogate raises UnicodeEncodeError, as in the core)
+            text = data
+        else:
+            try:
+                text = data.decode("utf-8")
+            except UnicodeDecodeError:
+                raise ValueError("data is not valid UTF-8") from None
         if len(special_ids) != len(special_tokens):
             raise ValueError("one id is needed per special token")
         specials = {token.decode("utf-8"): token_id for token, token_id in zip(special_tokens, special_ids)}

@@ -209,11 +209,19 @@ class Tokenizer:
         >>> tok.encode("hello world<|endoftext|>")  # with GPT-2's files
         [31373, 995, 50256]
         """
-        return self._encoder.encode_utf8(_check_text(text, 0), self._special_bytes, self._special_id_list)
+        _require_str(text)
+        try:  # (the str itself: the compiled core reads the UTF-8 CPython keeps with it)
+            return self._encoder.encode_utf8(text, self._special_bytes, self._special_id_list)
+        except UnicodeEncodeError:
+            raise _surrogate_error(text, 0) from None
 
     def encode_ordinary(self, text: str) -> list[int]:
         """Encode text, treating special-token strings as plain text (tiktoken's name)."""
-        return self._encoder.encode_utf8(_check_text(text, 0), (), ())
+        _require_str(text)
+        try:
+            return self._encoder.encode_utf8(text, (), ())
+        except UnicodeEncodeError:
+            raise _surrogate_error(text, 0) from None
 
     def encode_iterable(self, iterable: Iterable[str]) -> Iterator[int]:
         """Encode a stream of text chunks lazily: exactly `encode("".join(iterable))`.
@@ -282,9 +290,13 @@ class Tokenizer:
     def encode_to_numpy(self, text: str, dtype: npt.DTypeLike | None = None) -> np.ndarray:
         """`encode(text)` as a 1-D numpy array of `id_dtype(dtype)`, built without a Python int per token."""
         chosen = self.id_dtype(dtype)
-        buffer = self._encoder.encode_utf8_buffer(
-            _check_text(text, 0), self._special_bytes, self._special_id_list, itemsize=chosen.itemsize
-        )
+        _require_str(text)
+        try:
+            buffer = self._encoder.encode_utf8_buffer(
+                text, self._special_bytes, self._special_id_list, itemsize=chosen.itemsize
+            )
+        except UnicodeEncodeError:
+            raise _surrogate_error(text, 0) from None
         return np.frombuffer(buffer, dtype=chosen)
 
     def encode_batch(self, texts: Sequence[str], num_threads: int | None = None) -> list[list[int]]:
@@ -453,7 +465,11 @@ def _check_text(text: str, offset: int) -> bytes:
     _require_str(text)
     try:
         return text.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise EncodeError(
-            f"lone surrogate U+{ord(text[exc.start]):04X} at position {offset + exc.start} cannot be encoded"
-        ) from None
+    except UnicodeEncodeError:
+        raise _surrogate_error(text, offset) from None
+
+
+def _surrogate_error(text: str, offset: int) -> EncodeError:
+    """The error for a str with a lone surrogate (text[i] at position offset + i of the input)."""
+    at = next(i for i, char in enumerate(text) if "\ud800" <= char <= "\udfff")
+    return EncodeError(f"lone surrogate U+{ord(text[at]):04X} at position {offset + at} cannot be encoded")
