@@ -1638,6 +1638,14 @@ Encoder_encode_utf8_buffer(EncoderObject *self, PyObject *args,
  * released once; (ids, offsets): the ids back to back as in
  * encode_utf8_buffer, and len(datas) + 1 native int64 offsets, datas[i]'s ids
  * being ids[offsets[i]:offsets[i + 1]]. */
+/* One text of encode_many_buffer: its UTF-8, and whether it is known valid
+ * (a str's). */
+typedef struct {
+    const unsigned char *s;
+    size_t n;
+    int valid;
+} Utf8Text;
+
 static PyObject *
 Encoder_encode_many_buffer(EncoderObject *self, PyObject *args,
                            PyObject *kwds)
@@ -1656,6 +1664,7 @@ Encoder_encode_many_buffer(EncoderObject *self, PyObject *args,
     Call call;
     PyObject *result = NULL, *held = NULL;
     PyObject **items = NULL; /* our own references: the list may change */
+    Utf8Text *texts = NULL;  /* each item's UTF-8 */
     int64_t *offsets = NULL;
     Py_ssize_t count = 0, taken = 0;
     if (call_open_specials(&call, specials_arg, ids_arg) < 0) {
@@ -1668,16 +1677,35 @@ Encoder_encode_many_buffer(EncoderObject *self, PyObject *args,
     count = PySequence_Fast_GET_SIZE(held);
     items = PyMem_Calloc((size_t)count + 1, sizeof(PyObject *));
     offsets = PyMem_Calloc((size_t)count + 1, sizeof(int64_t));
-    if (items == NULL || offsets == NULL) {
+    texts = PyMem_Calloc((size_t)count + 1, sizeof(Utf8Text));
+    if (items == NULL || offsets == NULL || texts == NULL) {
         PyErr_NoMemory();
         goto done;
     }
-    /* No Python code runs in this loop: the sequence stays as it is. */
+    /* No Python code runs in this loop (nor in making a str's UTF-8): the
+     * sequence stays as it is. A str gives the UTF-8 CPython keeps with it
+     * (valid by construction), with the GIL; the encoding runs without. */
     for (; taken < count; taken++) {
         PyObject *item = PySequence_Fast_GET_ITEM(held, taken);
-        if (!PyBytes_Check(item)) {
-            PyErr_Format(PyExc_TypeError, "datas[%zd] is %.100s, not bytes",
-                         taken, Py_TYPE(item)->tp_name);
+        Utf8Text *text = &texts[taken];
+        if (PyBytes_Check(item)) {
+            text->s = (const unsigned char *)PyBytes_AS_STRING(item);
+            text->n = (size_t)PyBytes_GET_SIZE(item);
+        }
+        else if (PyUnicode_Check(item)) {
+            Py_ssize_t len;
+            const char *utf8 = PyUnicode_AsUTF8AndSize(item, &len);
+            if (utf8 == NULL) {
+                goto done; /* (a lone surrogate: UnicodeEncodeError) */
+            }
+            text->s = (const unsigned char *)utf8;
+            text->n = (size_t)len;
+            text->valid = 1;
+        }
+        else {
+            PyErr_Format(PyExc_TypeError,
+                         "datas[%zd] is %.100s, not bytes or str", taken,
+                         Py_TYPE(item)->tp_name);
             goto done;
         }
         items[taken] = Py_NewRef(item);
@@ -1690,10 +1718,9 @@ Encoder_encode_many_buffer(EncoderObject *self, PyObject *args,
     IdBuf out = call.out;
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t k = 0; k < count; k++) {
-        const unsigned char *s =
-            (const unsigned char *)PyBytes_AS_STRING(items[k]);
-        size_t n = (size_t)PyBytes_GET_SIZE(items[k]);
-        if (!bpe_utf8_valid(s, n)) {
+        const unsigned char *s = texts[k].s;
+        size_t n = texts[k].n;
+        if (!texts[k].valid && !bpe_utf8_valid(s, n)) {
             bad = k;
             break;
         }
@@ -1734,6 +1761,7 @@ done:
         Py_DECREF(items[k]);
     }
     PyMem_Free(items);
+    PyMem_Free(texts);
     PyMem_Free(offsets);
     Py_XDECREF(held);
     return result;
@@ -1830,7 +1858,8 @@ static PyMethodDef Encoder_methods[] = {
     {"encode_many_buffer", (PyCFunction)(void (*)(void))Encoder_encode_many_buffer,
      METH_VARARGS | METH_KEYWORDS,
      "encode_many_buffer(datas, special_tokens, special_ids, itemsize=4)\n--"
-     "\n\nEach bytes of datas encoded as encode_utf8 would, without the GIL: "
+     "\n\nEach bytes (or str) of datas encoded as encode_utf8 would, without "
+     "the GIL: "
      "(ids, offsets), ids as encode_utf8_buffer gives them back to back, and "
      "len(datas) + 1 native int64 offsets (datas[i]'s ids are "
      "ids[offsets[i]:offsets[i + 1]])."},

@@ -94,7 +94,7 @@ def test_encoder_buffer_errors_name_the_id_and_the_index(name, gpt2_parts):
     with pytest.raises(ValueError, match="70000"):
         encoder.encode_many_buffer([b"a", b"<|x|>"], [b"<|x|>"], [70000], 2)
     with pytest.raises(TypeError, match="2"):
-        encoder.encode_many_buffer([b"a", b"b", "c"], [], [])
+        encoder.encode_many_buffer([b"a", b"b", 3], [], [])
     with pytest.raises(ValueError):
         encoder.encode_many_buffer([b"a", b"\xff"], [], [])
 

@@ -209,13 +209,27 @@ def test_itemsize_2_refuses_an_id_it_cannot_hold_naming_it(tables):
             native.encode_many_buffer([b"ab"], [], [], itemsize=itemsize)
 
 
-@pytest.mark.parametrize("bad", ["text", bytearray(b"ab"), memoryview(b"ab"), None, 3])
+@pytest.mark.parametrize("bad", [bytearray(b"ab"), memoryview(b"ab"), None, 3])
 def test_encode_many_refuses_what_is_not_bytes_naming_the_index(tables, bad):
     _, native = twin_and_native(tables, 100)
-    with pytest.raises(TypeError, match=r"datas\[2\] is .*not bytes"):
+    with pytest.raises(TypeError, match=r"datas\[2\] is .*not bytes or str"):
         native.encode_many_buffer([b"ab", b"cd", bad, b"ef"], [], [])
     with pytest.raises(TypeError, match="datas must be a list of bytes"):
         native.encode_many_buffer(5, [], [])
+
+
+@pytest.mark.parametrize("encoder", ["twin", "native"])
+def test_encode_many_takes_str_as_its_utf8(tables, encoder):
+    """A str item stands for its UTF-8 (read where CPython keeps it, unvalidated: it is valid), so
+    a batch of str and bytes gives the ids of the bytes; a lone surrogate is UnicodeEncodeError."""
+    chosen = dict(zip(["twin", "native"], twin_and_native(tables, 100)))[encoder]
+    texts = ["ab cd", "", "é中 🙂 x", "plain ascii text " * 20]
+    expected = chosen.encode_many_buffer([text.encode() for text in texts], [b"cd"], [600])
+    assert chosen.encode_many_buffer(texts, [b"cd"], [600]) == expected
+    mixed = [texts[0].encode(), texts[1], texts[2].encode(), texts[3]]
+    assert chosen.encode_many_buffer(mixed, [b"cd"], [600]) == expected
+    with pytest.raises(UnicodeEncodeError):
+        chosen.encode_many_buffer(["ok", "a\ud800b"], [], [])
 
 
 def test_encode_many_refuses_invalid_utf8_naming_the_index(tables):

@@ -21,8 +21,8 @@ integers of `itemsize` bytes (2 or 4) in a bytearray, for numpy.frombuffer:
     encode_many_buffer(datas, special_tokens, special_ids, itemsize=4)
         -> (ids buffer of every text in turn, int64 offsets: len(datas) + 1 of them)
 
-An id that does not fit in 2 bytes is a ValueError naming it; a non-bytes item of `datas` is a
-TypeError naming its index. The compiled core runs them without the GIL (encode_many_buffer once
+An id that does not fit in 2 bytes is a ValueError naming it; an item of `datas` that is neither
+bytes nor str is a TypeError naming its index. The compiled core runs them without the GIL (encode_many_buffer once
 for the whole list), so several threads may encode with one encoder at once.
 
 `PythonEncoder` does this in pure Python around a choice of merge loop (encoding.bpe); the compiled
@@ -69,7 +69,7 @@ class Encoder(Protocol):
     ) -> bytearray | tuple[bytearray, int]: ...
 
     def encode_many_buffer(
-        self, datas: Sequence[bytes], special_tokens: Sequence[bytes], special_ids: Sequence[int], itemsize: int = 4
+        self, datas: Sequence[bytes | str], special_tokens: Sequence[bytes], special_ids: Sequence[int], itemsize: int = 4
     ) -> tuple[bytearray, bytearray]: ...
 
     def cache_len(self) -> int:
@@ -111,13 +111,13 @@ class BufferFromLists:
         return ids_to_buffer(self.encode_utf8(data, special_tokens, special_ids), itemsize)
 
     def encode_many_buffer(
-        self, datas: Sequence[bytes], special_tokens: Sequence[bytes], special_ids: Sequence[int], itemsize: int = 4
+        self, datas: Sequence[bytes | str], special_tokens: Sequence[bytes], special_ids: Sequence[int], itemsize: int = 4
     ) -> tuple[bytearray, bytearray]:
         ids: list[int] = []
         offsets = array("q", [0])
         for index, data in enumerate(datas):
-            if not isinstance(data, bytes):
-                raise TypeError(f"item {index}: expected bytes, got {type(data).__name__}")
+            if not isinstance(data, (bytes, str)):
+                raise TypeError(f"item {index}: expected bytes or str, got {type(data).__name__}")
             ids += self.encode_utf8(data, special_tokens, special_ids)
             offsets.append(len(ids))
         return ids_to_buffer(ids, itemsize), bytearray(offsets)

@@ -334,7 +334,7 @@ class Tokenizer:
         return self._encode_utf8_batch(datas, num_threads, chosen)
 
     def _encode_utf8_batch(
-        self, datas: Sequence[bytes], num_threads: int | None, dtype: np.dtype, ordinary: bool = False
+        self, datas: Sequence[bytes] | Sequence[str], num_threads: int | None, dtype: np.dtype, ordinary: bool = False
     ) -> tuple[np.ndarray, np.ndarray]:
         threads = resolve_workers(num_threads) if num_threads is None else require_int(num_threads, "num_threads", minimum=1)
         specials, ids = ((), ()) if ordinary else (self._special_bytes, self._special_id_list)
@@ -355,6 +355,9 @@ class Tokenizer:
             else:
                 with ThreadPoolExecutor(min(threads, len(runs))) as pool:
                     results = list(pool.map(encode_run, runs))
+        except UnicodeEncodeError:
+            _name_bad_text(datas)
+            raise
         except ValueError:
             _raise_invalid_utf8(datas)
             raise
@@ -381,30 +384,36 @@ class Tokenizer:
         return self.decode_bytes(ids).decode("utf-8", errors="replace")
 
 
-def _check_batch(texts: Sequence[str]) -> list[bytes]:
-    """Each text's UTF-8; a non-str or a lone surrogate is an error naming its batch index."""
+def _check_batch(texts: Sequence[str]) -> list[str]:
+    """The texts as a list of str (the encoder reads the UTF-8 CPython keeps with each: no copy);
+    a non-str is a TypeError naming its batch index. A lone surrogate the encoder finds (see
+    `_name_bad_text`)."""
     if isinstance(texts, (str, bytes)):
         raise TypeError(f"expected a sequence of str, got {type(texts).__name__}")
-    try:
-        # At C speed: a Python loop per text cost as much as encoding short lines. str.encode
-        # refuses a non-str and a lone surrogate; the loop below then names the first such item.
-        return list(map(str.encode, texts))
-    except (TypeError, UnicodeEncodeError):
-        pass
-    datas = []
+    texts = list(texts)
+    if set(map(type, texts)) <= {str}:  # (at C speed: a Python loop per text costs as much as a line)
+        return texts
     for index, text in enumerate(texts):
         if not isinstance(text, str):
             raise TypeError(f"batch index {index}: expected str, got {type(text).__name__}")
+    return texts
+
+
+def _name_bad_text(texts: Sequence[str]) -> None:
+    """Raise the EncodeError naming the first text with a lone surrogate and its position (the
+    encoder's UnicodeEncodeError says only that one has)."""
+    for index, text in enumerate(texts):
         try:
-            datas.append(_check_text(text, 0))
+            _check_text(text, 0)
         except EncodeError as exc:
             raise EncodeError(f"batch index {index}: {exc}") from None
-    return datas
 
 
-def _raise_invalid_utf8(datas: Sequence[bytes]) -> None:
+def _raise_invalid_utf8(datas: Sequence[bytes] | Sequence[str]) -> None:
     """Name the first item that is not valid UTF-8 (the encoder says only that one is not)."""
     for index, data in enumerate(datas):
+        if isinstance(data, str):  # (valid by construction)
+            continue
         try:
             data.decode("utf-8")
         except UnicodeDecodeError as exc:
