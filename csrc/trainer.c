@@ -57,6 +57,12 @@
 #define STALE_SHARE 4
 /* batches between calls to malloc_trim */
 #define TRIM_EVERY 8
+/* bytes of lists freed (Arena.released) that call malloc_trim at once, in
+ * mid-batch: the first merges free the byte pairs' large lists (141 MB on a
+ * 250 MB web corpus) while the new pairs' lists grow, and glibc kept the freed
+ * pages until the batch's trim, which made the run's peak (about 35 MB more
+ * than the merges' end) */
+#define TRIM_BYTES ((size_t)16 << 20)
 /* occurrence-list entries between a prefetch and its use */
 #define LOOKAHEAD 16
 
@@ -102,6 +108,9 @@ typedef struct {
     size_t used; /* int32s handed out from the last block */
     /* chunks given back, each holding the next one's address */
     int32_t *free_chunks;
+    /* bytes of malloc'd lists freed (or left by a realloc) since the last
+     * malloc_trim */
+    size_t released;
 } Arena;
 
 static int32_t *
@@ -177,6 +186,9 @@ cells_append(Arena *arena, CellList *list, int32_t cell)
             if (items == NULL) {
                 return -1;
             }
+            if (list->cap > SMALL_LIST) {
+                arena->released += list->cap * sizeof *items;
+            }
             if (list->cap == SMALL_LIST) {
                 memcpy(items, list->u.items, list->len * sizeof *items);
                 arena_give(arena, list->u.items);
@@ -204,6 +216,9 @@ cells_release(Arena *arena, CellList *list)
 {
     if (list->cap == SMALL_LIST) {
         arena_give(arena, list->u.items);
+    }
+    else if (list->cap > SMALL_LIST) {
+        arena->released += list->cap * sizeof(int32_t);
     }
     cells_free(list);
     *list = (CellList){{NULL}, 0, 0};
@@ -413,7 +428,7 @@ typedef struct {
      * and merged, heap pushes and pops (lazy ones included), the heap's
      * largest size */
     int64_t visited, merged, pushes, pops, cuts, refills, compacted;
-    int64_t pairs_created;
+    int64_t pairs_created, trims;
     size_t heap_peak;
 } State;
 
@@ -611,6 +626,7 @@ compact_if_stale(State *s, Pair *p, int shrink)
         uint32_t cap = kept > SMALL_LIST ? kept : SMALL_LIST + 1;
         int32_t *fitted = realloc(items, cap * sizeof *items);
         if (fitted != NULL) { /* else it keeps the larger block */
+            s->arena.released += (list->cap - cap) * sizeof *items;
             list->u.items = fitted;
             list->cap = cap;
         }
@@ -1090,6 +1106,13 @@ run_merges(State *s, int32_t limit)
             }
         }
         s->zeroed_len = 0;
+#if defined(__GLIBC__)
+        if (s->arena.released >= TRIM_BYTES) {
+            malloc_trim(0);
+            s->arena.released = 0;
+            s->trims++;
+        }
+#endif
     }
     return done;
 }
@@ -1655,6 +1678,7 @@ train(PyObject *module, PyObject *args, PyObject *kwargs)
          * corpus). */
         if (batch % TRIM_EVERY == 0) {
             malloc_trim(0);
+            s.arena.released = 0;
         }
 #endif
         Py_END_ALLOW_THREADS
@@ -1702,6 +1726,7 @@ train(PyObject *module, PyObject *args, PyObject *kwargs)
             {"heap_peak", (long long)s.heap_peak},
             {"heap_cuts", s.cuts},
             {"heap_refills", s.refills},
+            {"trims", s.trims},
             {"pair_bytes", (long long)(s.pairs_cap * sizeof(Pair) +
                                        (sizeof(PairSlot) << s.slot_bits))},
             {"list_bytes", (long long)(list_bytes + s.arena.num_blocks *
