@@ -93,6 +93,25 @@ table_reserve(void *items_ptr, size_t *cap, size_t used, size_t need,
     }
     else {
         grown = table_alloc(new_cap * size);
+#if defined(__linux__)
+        if (grown != NULL && *cap * size >= BIG_TABLE) {
+            /* Move the old pages (huge ones whole: both ends are 2 MB
+             * aligned) to the start of the new place, rather than copying
+             * them into pages faulted in anew. */
+            size_t old_bytes = (*cap * size + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1),
+                   new_bytes =
+                       (new_cap * size + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
+            void *moved = mremap(items, old_bytes, new_bytes,
+                                 MREMAP_MAYMOVE | MREMAP_FIXED, grown);
+            if (moved == MAP_FAILED) {
+                table_free(grown, new_cap * size);
+                return -1;
+            }
+            memcpy(items_ptr, &moved, sizeof(moved));
+            *cap = new_cap;
+            return 0;
+        }
+#endif
         if (grown != NULL && used > 0) {
             memcpy(grown, items, used * size);
         }
@@ -532,76 +551,28 @@ done:
     return result;
 }
 
-/* Pre-tokens scanned ahead of their lookup in the table (a power of two), and
- * how far behind the newest one a token's index slot is read to fetch its
- * entry ahead too. On text of many distinct words (a million in 50 MB of
- * multilingual text) the table is tens of MB, and a lookup's two dependent
- * cache misses (its index slot, then its entry) took over a third of the
- * counting time: fetched while the next pre-tokens are scanned, they are
- * mostly in cache when the lookup comes. */
-#define SCAN_AHEAD 16
-#define FETCH_ENTRY_AT 8
-
-#if defined(__GNUC__) || defined(__clang__)
-#define COUNTER_PREFETCH(address) __builtin_prefetch(address)
-#else
-#define COUNTER_PREFETCH(address) ((void)0)
-#endif
-
 /* Count the pre-tokens of `pattern` (PAT_*) in s[0:n] (valid UTF-8, no
  * special token); -2 when out of memory. Inlined into count_utf8 once per
  * pattern, so each copy calls its own scanner (no switch per pre-token).
- * Tokens are looked up in the order they are scanned, so the table's entries
- * keep their first-seen order; a prefetch is only a hint (an address read
- * before the table grew is still a valid one to hint). */
+ * (Looking tokens up 16 behind the scan, their index slots and entries
+ * prefetched, gained 11% on multilingual text before the tables had huge
+ * pages, and lost 5% after them; on English it lost 35%.) */
 BPE_ALWAYS_INLINE int
 count_utf8_as(BytesMap *counts, const unsigned char *s, size_t n, int pattern)
 {
-    struct {
-        size_t start, len;
-        uint64_t hash;
-    } ahead[SCAN_AHEAD];
-    size_t first = 0, pending = 0; /* ring: oldest at first */
-    size_t i = 0;
-    for (;;) {
-        if (i < n) {
-            size_t j = bpe_next_end_utf8(s, i, n, pattern);
-            uint64_t h = bpe_hash_bytes(s + i, j - i);
-            COUNTER_PREFETCH(&counts->index[h & counts->mask]);
-            size_t at = (first + pending++) & (SCAN_AHEAD - 1);
-            ahead[at].start = i;
-            ahead[at].len = j - i;
-            ahead[at].hash = h;
-            i = j;
-            if (pending > FETCH_ENTRY_AT) {
-                uint64_t back =
-                    ahead[(at - FETCH_ENTRY_AT) & (SCAN_AHEAD - 1)].hash;
-                uint32_t k = counts->index[back & counts->mask];
-                if (k != NO_ENTRY) {
-                    COUNTER_PREFETCH(
-                        &counts->entries[k & bpe_bm_id_mask(counts)]);
-                }
-            }
-            if (pending < SCAN_AHEAD) {
-                continue;
-            }
-        }
-        else if (pending == 0) {
-            return 0;
-        }
-        const unsigned char *key = s + ahead[first].start;
-        size_t len = ahead[first].len;
-        uint64_t h = ahead[first].hash;
-        first = (first + 1) & (SCAN_AHEAD - 1);
-        pending--;
-        Entry *slot = bpe_bm_get(counts, key, len, h);
+    for (size_t i = 0; i < n;) {
+        size_t j = bpe_next_end_utf8(s, i, n, pattern);
+        uint64_t h = bpe_hash_bytes(s + i, j - i);
+        Entry *slot = bpe_bm_get(counts, s + i, j - i, h);
         if (slot != NULL) {
             slot->value++;
         }
-        else if (bpe_bm_insert(counts, key, len, h, 1, 0) == NULL) {
+        else if (bpe_bm_insert(counts, s + i, j - i, h, 1, 0) == NULL) {
             return -2;
         }
+        i = j;
     }
+    return 0;
 }
 
 static int

@@ -171,8 +171,8 @@ def test_counter_validates_utf8_at_every_offset_of_a_block(form):
 
 def test_counter_with_tables_of_many_megabytes_counts_as_the_regex_counter():
     # 150,000 distinct words of 4 to 26 bytes, repeated and mixed with other scripts: the counter's
-    # tables pass 2 MB (pages of their own, grown by copying) and its index fills with tagged slots
-    # while lookups run 16 pre-tokens behind the scan. Counts and first-seen order are the regex's.
+    # tables pass 2 MB (pages of their own, moved with mremap as they grow) and its index fills
+    # with tagged slots. Counts and their first-seen order must be the regex's.
     rng = random.Random(7)
     letters = "abcdefghijklmnopqrstuvwxyz"
 
