@@ -35,7 +35,11 @@ typedef struct {
 } Entry; /* 32 bytes: two to a cache line */
 
 typedef struct {
-    uint32_t *index; /* mask + 1 positions in entries; NO_ENTRY where free */
+    /* mask + 1 slots: NO_ENTRY where free, else an entry's position in its
+     * low bits (bpe_bm_id_mask) and the top of its hash above them, so a
+     * probe reads an entry (a cache miss, on a large map) only when those
+     * match */
+    uint32_t *index;
     size_t mask;     /* index capacity - 1 (a power of two) */
     Entry *entries;  /* used of them, in insertion order */
     size_t used, entries_cap;
@@ -68,6 +72,41 @@ bpe_entry_key(const BytesMap *m, const Entry *e, unsigned char *buf)
     return buf;
 }
 
+/* The bits of an index slot that hold an entry's position: as many as the
+ * index's positions need (the map keeps at most half as many entries, so a
+ * position never has all of them set, and a slot is never NO_ENTRY by
+ * accident). The bits above hold a tag of the entry's hash. */
+static inline uint32_t
+bpe_bm_id_mask(const BytesMap *m)
+{
+    return m->mask >= UINT32_MAX ? UINT32_MAX : (uint32_t)m->mask;
+}
+
+/* Hash h's tag in an index slot: its top bits (the position uses the low
+ * ones). */
+static inline uint32_t
+bpe_bm_tag(uint64_t h, uint32_t id_mask)
+{
+    return (uint32_t)(h >> 32) & ~id_mask;
+}
+
+/* Whether the len bytes at a and b are equal, for len > INLINE_KEY: up to 16
+ * bytes (most of the longer words, as 2- to 5-character words of a script of
+ * 3-byte characters) in two overlapping 8-byte loads, not a call. */
+static inline int
+bpe_long_key_equal(const unsigned char *a, const unsigned char *b, size_t len)
+{
+    if (len > 16) {
+        return memcmp(a, b, len) == 0;
+    }
+    uint64_t x, y, u, v;
+    memcpy(&x, a, 8);
+    memcpy(&y, b, 8);
+    memcpy(&u, a + len - 8, 8);
+    memcpy(&v, b + len - 8, 8);
+    return ((x ^ y) | (u ^ v)) == 0;
+}
+
 /* The entry holding key, whose bpe_hash_bytes is h (NULL if absent); valid
  * until the next insertion. */
 static inline Entry *
@@ -76,15 +115,20 @@ bpe_bm_get(const BytesMap *m, const unsigned char *key, size_t len, uint64_t h)
     size_t at = h & m->mask;
     int inline_key = len <= INLINE_KEY;
     uint64_t packed = inline_key ? bpe_pack_key(key, len) : 0;
+    uint32_t id_mask = bpe_bm_id_mask(m), tag = bpe_bm_tag(h, id_mask);
     for (;;) {
         uint32_t k = m->index[at];
         if (k == NO_ENTRY) {
             return NULL;
         }
-        Entry *e = &m->entries[k];
+        if ((k & ~id_mask) != tag) {
+            at = (at + 1) & m->mask;
+            continue;
+        }
+        Entry *e = &m->entries[k & id_mask];
         if (e->hash == h && e->len == len &&
             (inline_key ? e->off == packed
-                        : memcmp(m->arena + e->off, key, len) == 0))
+                        : bpe_long_key_equal(m->arena + e->off, key, len)))
         {
             return e;
         }

@@ -32,6 +32,9 @@
 #if defined(__GLIBC__)
 #include <malloc.h> /* malloc_trim */
 #endif
+#if defined(__linux__)
+#include <sys/mman.h> /* mmap, mremap (pyconfig.h defines _GNU_SOURCE) */
+#endif
 
 #include "bpe_util.h"
 #include "packed.h"
@@ -57,6 +60,12 @@
 #define STALE_SHARE 4
 /* batches between calls to malloc_trim */
 #define TRIM_EVERY 8
+/* bytes of lists freed (Arena.released) that call malloc_trim at once, in
+ * mid-batch: the first merges free the byte pairs' large lists (141 MB on a
+ * 250 MB web corpus) while the new pairs' lists grow, and glibc kept the freed
+ * pages until the batch's trim, which made the run's peak (about 35 MB more
+ * than the merges' end) */
+#define TRIM_BYTES ((size_t)16 << 20)
 /* occurrence-list entries between a prefetch and its use */
 #define LOOKAHEAD 16
 
@@ -102,6 +111,9 @@ typedef struct {
     size_t used; /* int32s handed out from the last block */
     /* chunks given back, each holding the next one's address */
     int32_t *free_chunks;
+    /* bytes of malloc'd lists freed (or left by a realloc) since the last
+     * malloc_trim */
+    size_t released;
 } Arena;
 
 static int32_t *
@@ -148,6 +160,73 @@ arena_free(Arena *arena)
     free(arena->blocks);
 }
 
+/* A list of BIG_LIST entries or more gets pages of its own (on Linux): they
+ * go back to the system the moment the list shrinks or is freed, and a list
+ * doubles in place (mremap) rather than being copied next to its old self,
+ * whatever glibc's (moving) mmap threshold is. */
+#define BIG_LIST 16384
+
+#if defined(__linux__)
+static int32_t *
+big_map(size_t bytes)
+{
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+#endif
+
+/* Memory for a list of cap entries (cap > SMALL_LIST), holding the first
+ * `keep` of `items` (a list of old_cap > SMALL_LIST entries, or NULL): NULL
+ * when out of memory, `items` then untouched. */
+static int32_t *
+list_resize(Arena *arena, int32_t *items, uint32_t old_cap, uint32_t cap,
+            uint32_t keep)
+{
+    size_t bytes = (size_t)cap * sizeof *items;
+    if (items != NULL && old_cap < BIG_LIST) {
+        arena->released += (size_t)old_cap * sizeof *items;
+    }
+#if defined(__linux__)
+    int was_big = items != NULL && old_cap >= BIG_LIST, big = cap >= BIG_LIST;
+    if (was_big && big) {
+        void *moved = mremap(items, (size_t)old_cap * sizeof *items, bytes,
+                             MREMAP_MAYMOVE);
+        return moved == MAP_FAILED ? NULL : moved;
+    }
+    if (was_big || big) {
+        int32_t *moved = big ? big_map(bytes) : malloc(bytes);
+        if (moved == NULL) {
+            return NULL;
+        }
+        if (keep > 0) {
+            memcpy(moved, items, (size_t)keep * sizeof *items);
+        }
+        if (was_big) {
+            munmap(items, (size_t)old_cap * sizeof *items);
+        }
+        else {
+            free(items);
+        }
+        return moved;
+    }
+#endif
+    (void)keep;
+    return realloc(items, bytes);
+}
+
+static void
+list_free(int32_t *items, uint32_t cap)
+{
+#if defined(__linux__)
+    if (cap >= BIG_LIST) {
+        munmap(items, (size_t)cap * sizeof *items);
+        return;
+    }
+#endif
+    free(items);
+}
+
 static int
 cells_append(Arena *arena, CellList *list, int32_t cell)
 {
@@ -171,9 +250,11 @@ cells_append(Arena *arena, CellList *list, int32_t cell)
                 return -1; /* (beyond any real run: cells are < 2**31) */
             }
             uint32_t cap = 2 * list->cap;
-            int32_t *items = list->cap > SMALL_LIST
-                                 ? realloc(list->u.items, cap * sizeof *items)
-                                 : malloc(cap * sizeof *items);
+            int32_t *items =
+                list->cap > SMALL_LIST
+                    ? list_resize(arena, list->u.items, list->cap, cap,
+                                  list->len)
+                    : malloc(cap * sizeof *items);
             if (items == NULL) {
                 return -1;
             }
@@ -193,7 +274,7 @@ static void
 cells_free(CellList *list)
 {
     if (list->cap > SMALL_LIST) {
-        free(list->u.items);
+        list_free(list->u.items, list->cap);
     }
 }
 
@@ -204,6 +285,9 @@ cells_release(Arena *arena, CellList *list)
 {
     if (list->cap == SMALL_LIST) {
         arena_give(arena, list->u.items);
+    }
+    else if (list->cap > SMALL_LIST && list->cap < BIG_LIST) {
+        arena->released += list->cap * sizeof(int32_t);
     }
     cells_free(list);
     *list = (CellList){{NULL}, 0, 0};
@@ -332,13 +416,15 @@ typedef struct {
     CellList seen; /* cells where the pair was seen (left token's start) */
 } Pair; /* 32 bytes: a web corpus makes millions */
 
-/* A slot of the pair table: the pair's id (-1: free) and 32 bits of its key's
- * hash, so a probe reads the (large, randomly accessed) pair record only when
- * the hash bits match: 8 bytes a slot rather than the key's 16. */
-typedef struct {
-    uint32_t tag;
-    int32_t pair;
-} PairSlot;
+/* A slot of the pair table (a uint32_t) is SLOT_EMPTY or holds a pair's id in
+ * its low slot_bits bits and, above them, as many bits of a second hash of the
+ * pair's key (its tag), so a probe reads the (large, randomly accessed) pair
+ * record only when the tag matches: 4 bytes a slot, not 8 for a full id and
+ * tag (16 MB of the 250 MB web corpus's peak). Ids fit: a record is made only
+ * when none is free, so there are never more than the live pairs' peak,
+ * which the table's load factor keeps below 3/4 of its slots (pair_id also
+ * doubles it should they reach its id mask). */
+#define SLOT_EMPTY UINT32_MAX
 
 /* A heap entry: `count` is the pair's count when pushed, an upper bound of it
  * or a leftover (see pop_best). It names the pair by its tokens, not its id:
@@ -382,8 +468,8 @@ typedef struct {
     size_t num_free, free_cap;
     int32_t *zeroed; /* pairs counted down to 0 in the current merge */
     size_t zeroed_len, zeroed_cap;
-    PairSlot
-        *slots; /* (left, right) -> pair id, open addressing, linear probing */
+    /* (left, right) -> tag and pair id, open addressing, linear probing */
+    uint32_t *slots;
     int slot_bits;
     Arena arena; /* the first entries of every occurrence list */
 
@@ -413,40 +499,63 @@ typedef struct {
      * and merged, heap pushes and pops (lazy ones included), the heap's
      * largest size */
     int64_t visited, merged, pushes, pops, cuts, refills, compacted;
-    int64_t pairs_created;
+    int64_t pairs_created, trims;
     size_t heap_peak;
 } State;
 
-/* The hash of pair (a, b): its high bits pick the slot (Fibonacci hashing),
- * its low 32 are the slot's tag. */
+/* The hash of pair (a, b): its high bits pick the slot (Fibonacci hashing).
+ */
 static inline uint64_t
 pair_hash(int32_t a, int32_t b)
 {
     return ((uint64_t)a << 32 | (uint32_t)b) * 0x9E3779B97F4A7C15ull;
 }
 
+/* The bits of a slot that hold the pair id, in a table of 2**bits slots. */
+static inline uint32_t
+id_mask(int bits)
+{
+    return bits >= 32 ? UINT32_MAX : ((uint32_t)1 << bits) - 1;
+}
+
+/* Pair (a, b)'s tag, in the bits of a slot above `mask`: from another
+ * multiplier, as the first hash's high bits are near-equal within a cluster
+ * and its low 32 depend on b alone. */
+static inline uint32_t
+pair_tag(int32_t a, int32_t b, uint32_t mask)
+{
+    uint64_t h = ((uint64_t)a << 32 | (uint32_t)b) * 0xC2B2AE3D27D4EB4Full;
+    return (uint32_t)(h >> 32) & ~mask;
+}
+
+/* The id of the pair in slot i, or -1 if it is empty. */
+static inline int32_t
+slot_pair(const State *s, size_t i)
+{
+    uint32_t v = s->slots[i];
+    return v == SLOT_EMPTY ? -1 : (int32_t)(v & id_mask(s->slot_bits));
+}
+
 static int
 slots_resize(State *s, int bits)
 {
     size_t n = (size_t)1 << bits;
-    PairSlot *slots = malloc(n * sizeof *slots);
+    uint32_t mask = id_mask(bits);
+    uint32_t *slots = malloc(n * sizeof *slots);
     if (slots == NULL) {
         return -1;
     }
-    for (size_t i = 0; i < n; i++) {
-        slots[i].pair = -1;
-    }
+    memset(slots, 0xff, n * sizeof *slots); /* SLOT_EMPTY */
     for (size_t p = 0; p < s->num_pairs; p++) {
-        if (s->pairs[p].left < 0) {
+        int32_t a = s->pairs[p].left, b = s->pairs[p].right;
+        if (a < 0) {
             continue; /* a free record */
         }
-        uint64_t h = pair_hash(s->pairs[p].left, s->pairs[p].right);
-        size_t i = (size_t)(h >> (64 - bits));
-        while (slots[i].pair >= 0) {
+        size_t i = (size_t)(pair_hash(a, b) >> (64 - bits));
+        while (slots[i] != SLOT_EMPTY) {
             i = (i + 1) & (n - 1);
         }
-        slots[i].tag = (uint32_t)h;
-        slots[i].pair = (int32_t)p;
+        slots[i] = pair_tag(a, b, mask) | (uint32_t)p;
     }
     free(s->slots);
     s->slots = slots;
@@ -458,15 +567,19 @@ slots_resize(State *s, int bits)
 static size_t
 pair_slot(const State *s, int32_t a, int32_t b)
 {
-    uint64_t h = pair_hash(a, b);
-    size_t mask = ((size_t)1 << s->slot_bits) - 1;
-    size_t i = (size_t)(h >> (64 - s->slot_bits));
-    for (;; i = (i + 1) & mask) {
-        int32_t id = s->slots[i].pair;
-        if (id < 0 || (s->slots[i].tag == (uint32_t)h &&
-                       s->pairs[id].left == a && s->pairs[id].right == b))
-        {
+    uint32_t mask = id_mask(s->slot_bits), tag = pair_tag(a, b, mask);
+    size_t wrap = ((size_t)1 << s->slot_bits) - 1;
+    size_t i = (size_t)(pair_hash(a, b) >> (64 - s->slot_bits));
+    for (;; i = (i + 1) & wrap) {
+        uint32_t v = s->slots[i];
+        if (v == SLOT_EMPTY) {
             return i;
+        }
+        if ((v & ~mask) == tag) {
+            const Pair *p = &s->pairs[v & mask];
+            if (p->left == a && p->right == b) {
+                return i;
+            }
         }
     }
 }
@@ -477,8 +590,8 @@ static int32_t
 pair_id(State *s, int32_t a, int32_t b)
 {
     size_t i = pair_slot(s, a, b);
-    if (s->slots[i].pair >= 0) {
-        return s->slots[i].pair;
+    if (s->slots[i] != SLOT_EMPTY) {
+        return slot_pair(s, i);
     }
     int32_t id;
     if (s->num_free > 0) {
@@ -493,12 +606,14 @@ pair_id(State *s, int32_t a, int32_t b)
         id = (int32_t)s->num_pairs++;
     }
     s->pairs[id] = (Pair){.count = 0, .left = a, .right = b};
-    s->slots[i].tag = (uint32_t)pair_hash(a, b);
-    s->slots[i].pair = id;
+    uint32_t mask = id_mask(s->slot_bits);
+    s->slots[i] = pair_tag(a, b, mask) | (uint32_t)id;
     s->pairs_created++;
     /* Load factor <= 3/4: a web corpus makes millions of pairs; most lookups
-     * go through the shift arrays, not this table. */
-    if (4 * (s->num_pairs - s->num_free) > 3 * ((size_t)1 << s->slot_bits) &&
+     * go through the shift arrays, not this table. (The second test never
+     * holds by the first: it keeps every id within the mask regardless.) */
+    if ((4 * (s->num_pairs - s->num_free) > 3 * ((size_t)1 << s->slot_bits) ||
+         s->num_pairs >= mask) &&
         slots_resize(s, s->slot_bits + 1) < 0)
     {
         return -1;
@@ -520,10 +635,10 @@ pair_delete(State *s, int32_t id)
     int bits = s->slot_bits;
     size_t mask = ((size_t)1 << bits) - 1;
     size_t hole = pair_slot(s, s->pairs[id].left, s->pairs[id].right);
-    for (size_t j = (hole + 1) & mask; s->slots[j].pair >= 0;
+    for (size_t j = (hole + 1) & mask; s->slots[j] != SLOT_EMPTY;
          j = (j + 1) & mask)
     {
-        const Pair *q = &s->pairs[s->slots[j].pair];
+        const Pair *q = &s->pairs[slot_pair(s, j)];
         size_t home = (size_t)(pair_hash(q->left, q->right) >> (64 - bits));
         /* it stays unless its home is cyclically outside (hole, j] */
         int stays = hole <= j ? (hole < home && home <= j)
@@ -533,7 +648,7 @@ pair_delete(State *s, int32_t id)
             hole = j;
         }
     }
-    s->slots[hole].pair = -1;
+    s->slots[hole] = SLOT_EMPTY;
     s->pairs[id].left = s->pairs[id].right = -1;
     s->free_ids[s->num_free++] = id;
     return 0;
@@ -609,7 +724,7 @@ compact_if_stale(State *s, Pair *p, int shrink)
     list->len = kept;
     if (shrink) {
         uint32_t cap = kept > SMALL_LIST ? kept : SMALL_LIST + 1;
-        int32_t *fitted = realloc(items, cap * sizeof *items);
+        int32_t *fitted = list_resize(&s->arena, items, list->cap, cap, kept);
         if (fitted != NULL) { /* else it keeps the larger block */
             list->u.items = fitted;
             list->cap = cap;
@@ -868,7 +983,7 @@ pop_best(State *s)
         }
         s->pops++;
         Entry top = s->heap[0];
-        int32_t id = s->slots[pair_slot(s, top.left, top.right)].pair;
+        int32_t id = slot_pair(s, pair_slot(s, top.left, top.right));
         /* (no longer in the table: counted down to 0) */
         int64_t actual = id < 0 ? 0 : s->pairs[id].count;
         if (actual == top.count) { /* every entry is >= floor */
@@ -1090,6 +1205,13 @@ run_merges(State *s, int32_t limit)
             }
         }
         s->zeroed_len = 0;
+#if defined(__GLIBC__)
+        if (s->arena.released >= TRIM_BYTES) {
+            malloc_trim(0);
+            s->arena.released = 0;
+            s->trims++;
+        }
+#endif
     }
     return done;
 }
@@ -1133,8 +1255,9 @@ initial_pairs(State *s)
             seen->cap = SMALL_LIST;
         }
         else {
-            seen->u.items = malloc(occurrences[k] * sizeof *seen->u.items);
-            seen->cap = occurrences[k];
+            seen->u.items =
+                list_resize(&s->arena, NULL, 0, (uint32_t)occurrences[k], 0);
+            seen->cap = (uint32_t)occurrences[k];
         }
         if (seen->u.items == NULL) {
             goto done;
@@ -1638,6 +1761,12 @@ train(PyObject *module, PyObject *args, PyObject *kwargs)
         goto done;
     }
     Py_BEGIN_ALLOW_THREADS
+#if defined(__GLIBC__)
+    /* What the caller freed (the packed counts just read, the counter's
+     * tables) stays in the process until asked for, under the lists about to
+     * be made: about 18 MB on a 250 MB web corpus, at the run's peak. */
+    malloc_trim(0);
+#endif
     err = tokens_init(&s.tok, 256 + s.max_merges) < 0 || initial_pairs(&s) < 0;
     Py_END_ALLOW_THREADS
     if (err) {
@@ -1655,6 +1784,7 @@ train(PyObject *module, PyObject *args, PyObject *kwargs)
          * corpus). */
         if (batch % TRIM_EVERY == 0) {
             malloc_trim(0);
+            s.arena.released = 0;
         }
 #endif
         Py_END_ALLOW_THREADS
@@ -1702,8 +1832,9 @@ train(PyObject *module, PyObject *args, PyObject *kwargs)
             {"heap_peak", (long long)s.heap_peak},
             {"heap_cuts", s.cuts},
             {"heap_refills", s.refills},
+            {"trims", s.trims},
             {"pair_bytes", (long long)(s.pairs_cap * sizeof(Pair) +
-                                       (sizeof(PairSlot) << s.slot_bits))},
+                                       (sizeof(uint32_t) << s.slot_bits))},
             {"list_bytes", (long long)(list_bytes + s.arena.num_blocks *
                                                         ARENA_BLOCK *
                                                         sizeof(int32_t))},

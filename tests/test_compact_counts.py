@@ -254,3 +254,24 @@ def test_hand_over_empties_packed_counts_into_a_list():
     assert dict(packed) == counts
     holder = packed.hand_over()
     assert unpack_counts(holder[0]) == counts and len(packed) == 0 and dict(packed) == {}
+
+
+@needs_core
+def test_native_lists_past_their_own_pages_size_grow_shrink_and_free_as_naive():
+    # Occurrence lists of 16384 entries or more get pages of their own (trainer.c's BIG_LIST): the
+    # byte pair (a, b)'s list starts there; (ab, c)'s grows into them by doubling, then doubles
+    # again in place; (b, c) keeps 1,000 of its 41,000 entries once (a, b) is merged, so it
+    # moves back to the heap; every one is freed when its pair is merged or counted down to 0.
+    from bpe_impls import _native_train
+
+    def suffix(i: int) -> bytes:
+        return bytes(ord("d") + (i // 21**k) % 21 for k in range(4))
+
+    counts = {b"abc" + suffix(i): 1 for i in range(40_000)}
+    counts.update({b"ab" + suffix(i): 2 for i in range(2_000)})  # so (a, b) outranks (b, c)
+    counts.update({b"zbc" + suffix(i): 1 for i in range(1_000)})
+    stats: dict[str, int] = {}
+    merges = _native_train.train(PackedCounts(pack_counts(counts)).data, 12, None, stats)
+    assert merges == IMPLEMENTATIONS["naive"](counts, 256 + 12)[1]
+    assert merges[:2] == [(b"a", b"b"), (b"ab", b"c")]
+    assert stats["occurrences_compacted"] >= 41_000

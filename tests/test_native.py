@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import subprocess
 import sys
 import unicodedata
+from collections import Counter
 
 import pytest
 from conftest import examples, require_compiled_core, require_fixture
@@ -140,6 +142,52 @@ def test_counter_rejects_exactly_what_python_cannot_decode(data):
 )
 def test_counter_rejects_overlong_surrogate_out_of_range_and_truncated_utf8(data):
     assert pretoken_counter(compiled=True).add_utf8(data, []) is False
+
+
+# Forms the validator must accept or refuse wherever they fall: scanner.c checks 16 bytes at a time
+# (SSSE3) and reads each byte's class from the one to three before it, across a block's edge too.
+UTF8_FORMS = [
+    "é".encode(), "東".encode(), "😀".encode(), "\U0010ffff".encode(), "\ud7ff".encode(), "\ue000".encode(),
+    "\u0800".encode(), "\U00010000".encode(), "e\u0301".encode(),
+    b"\xc0\x80", b"\xc1\xbf", b"\xe0\x9f\xbf", b"\xed\xa0\x80", b"\xed\xbf\xbf", b"\xf0\x8f\xbf\xbf",
+    b"\xf4\x90\x80\x80", b"\xf5\x80\x80\x80", b"\xf8\x88\x80\x80\x80", b"\xff", b"\x80", b"\xbf\x80",
+    b"\xe2\x82", b"\xf0\x9f\x99", b"\xc3", b"\xe4\xb8\xad\xad", b"\xc3\xa9\xa9", b"\xe4\xb8\xc3\xa9",
+]
+
+
+@pytest.mark.parametrize("form", UTF8_FORMS)
+def test_counter_validates_utf8_at_every_offset_of_a_block(form):
+    for before in range(34):
+        for after in (b"", b"x", b" b" * 8, "Жж東".encode() * 3):
+            data = b"a" * before + form + after
+            try:
+                expected = Counter(m.encode() for m in GPT2_REGEX.findall(data.decode("utf-8")))
+            except UnicodeDecodeError:
+                expected = None
+            counter = pretoken_counter(compiled=True)
+            assert counter.add_utf8(data, []) is (expected is not None), data
+            assert counter.to_dict() == (expected or {}), data
+
+
+def test_counter_with_tables_of_many_megabytes_counts_as_the_regex_counter():
+    # 150,000 distinct words of 4 to 26 bytes, repeated and mixed with other scripts: the counter's
+    # tables pass 2 MB (pages of their own, moved with mremap as they grow) and its index fills
+    # with tagged slots. Counts and their first-seen order must be the regex's.
+    rng = random.Random(7)
+    letters = "abcdefghijklmnopqrstuvwxyz"
+
+    def word(i: int) -> str:
+        code = "".join(letters[(i // 26**k) % 26] for k in range(4))
+        return "q" * (i % 11) + code + "z" * (i % 7) + ("東京" if i % 5 == 0 else "")
+
+    words = [word(i) for i in range(150_000)]
+    text = " ".join(rng.choice(words) if rng.random() < 0.3 else words[i] for i in range(len(words)))
+    text += " Привет мир 東京 café e\u0301 😀 " + text[:100_000]
+    compiled = pretoken_counter(compiled=True)
+    assert compiled.add_utf8(text.encode("utf-8"), [EOT.encode()])
+    expected = RegexCounter()
+    expected.add_utf8(text.encode("utf-8"), [EOT.encode()])
+    assert list(compiled.to_dict().items()) == list(expected.to_dict().items())
 
 
 def test_counter_merge_sums_counts_and_rejects_other_types():

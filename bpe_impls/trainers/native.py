@@ -15,13 +15,18 @@ Data structures (C arrays; the merge loop touches no Python object and runs with
   string: a merge whose bytes already exist as a token (`a`+`bc` after `ab`+`c`) reuses that id,
   because the naive trainer compares tokens by their bytes.
 - pairs: an open-addressing hash table (left id, right id) -> pair record (32 bytes): the pair's
-  int64 count and its occurrence list, the cells where the pair was seen. Append-only, as in
+  int64 count and its occurrence list, the cells where the pair was seen. A slot is 4 bytes: the
+  record's id and, in the bits the id does not need, a tag of the key's hash, so a probe reads a
+  record only when the tag matches. Lists are append-only, as in
   route_b: an entry is live only if the cell still starts the left token and the next token is the
   right one; stale and repeated entries are skipped on use. A list of one entry holds it in the
-  record, the next few come from a shared arena. Memory follows the live pairs, not all pairs ever
-  made: a pair counted down to 0 frees its list at once and leaves the table after the merge (its
-  record is reused), and a list whose pair's count falls below a quarter of its entries drops its
-  stale ones (each live entry weighs >= 1, so the work is at most 4/3 of the entries dropped).
+  record, the next few come from a shared arena, and one of 16384 entries or more gets pages of its
+  own (on Linux), returned as soon as it shrinks or dies. Memory follows the live pairs, not all
+  pairs ever made: a pair counted down to 0 frees its list at once and leaves the table after the
+  merge (its record is reused), and a list whose pair's count falls below a quarter of its entries
+  drops its stale ones (each live entry weighs >= 1, so the work is at most 4/3 of the entries
+  dropped). Freed heap memory goes back to the system (malloc_trim) before the words' pairs are
+  indexed and whenever 16 MB of lists have been freed.
 - shifts: two arrays indexed by token id, filled once per merge of (a, b): for a neighbour token t,
   the ids of (t, a) and (t, new) on the left, (b, t) and (new, t) on the right. A merge's many
   occurrences share few neighbours, so most pair lookups are an array read, not a hash probe.
