@@ -10,6 +10,7 @@
 #include "bpe_util.h"
 #include "counter.h"
 #include "packed.h"
+#include "scan_blocks.h"
 #include "scanner.h"
 
 #if defined(__linux__)
@@ -560,8 +561,12 @@ done:
 BPE_ALWAYS_INLINE int
 count_utf8_as(BytesMap *counts, const unsigned char *s, size_t n, int pattern)
 {
+    /* GPT-2's pattern splits ASCII text from whole blocks (scan_blocks.h) */
+    Spans spans;
+    bpe_spans_init(&spans, pattern == PAT_GPT2 &&
+                               bpe_blocks_match_classes(bpe_char_class));
     for (size_t i = 0; i < n;) {
-        size_t j = bpe_next_end_utf8(s, i, n, pattern);
+        size_t j = bpe_spans_next(&spans, s, i, n, pattern);
         uint64_t h = bpe_hash_bytes(s + i, j - i);
         Entry *slot = bpe_bm_get(counts, s + i, j - i, h);
         if (slot != NULL) {

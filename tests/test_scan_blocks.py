@@ -1,15 +1,17 @@
 """GPT-2's split from 64-byte blocks of ASCII (csrc/scan_blocks.h) against `regex`.
 
-The compiled encoder splits ASCII text with GPT-2's pattern from class masks of a whole block at a
-time, and leaves everything else (non-ASCII within reach, a pre-token longer than a block, the last
-80 bytes of a text) to the scanner. Encoder.split_utf8 returns the pre-token ends exactly as the
-encoder finds them, which must be where `regex.finditer` of GPT-2's pattern ends each match, for
-texts long enough to hold many blocks, with every ASCII class boundary at every offset of a block.
+The compiled encoder and counter split ASCII text with GPT-2's pattern from class masks of a whole
+block at a time, and leave everything else (non-ASCII within reach, a pre-token longer than a block,
+the last 80 bytes of a text) to the scanner. Encoder.split_utf8 returns the pre-token ends exactly as
+the encoder finds them, which must be where `regex.finditer` of GPT-2's pattern ends each match, for
+texts long enough to hold many blocks, with every ASCII class boundary at every offset of a block;
+the counter's counts of such texts must be the regex's.
 """
 
 from __future__ import annotations
 
 import itertools
+from collections import Counter
 
 import pytest
 from conftest import examples, require_compiled_core, require_fixture
@@ -17,6 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bpe_impls.base.patterns import GPT2_REGEX, PRESETS
+from bpe_impls.corpus.tally import pretoken_counter
 from bpe_impls.encoding.encoders import native_encoder
 
 require_compiled_core()
@@ -58,6 +61,9 @@ def regex_ends(data: bytes) -> list[int]:
 def assert_splits_as_regex(encoder, text: str) -> None:
     data = text.encode("utf-8")
     assert encoder.split_utf8(data) == regex_ends(data)
+    counter = pretoken_counter(compiled=True)
+    assert counter.add_utf8(data, []) is True
+    assert counter.to_dict() == Counter(match.encode("utf-8") for match in GPT2_REGEX.findall(text))
 
 
 @settings(max_examples=examples(300))
