@@ -84,6 +84,7 @@ class Tokenizer:
         self._encoder_name = encoder
         self._tables = build_tables(vocab, merges, self.special_tokens)
         self._vocab = self._tables.vocab
+        self._n_vocab = max(self._vocab) + 1  # (the numpy methods ask on every call)
         self._merges = self._tables.merges
         self.special_token_ids = self._tables.special_token_ids
         self._encoder = ENCODERS[encoder](self._tables.byte_ids, self._tables.ranks, cache_size, self.pattern)
@@ -174,7 +175,7 @@ class Tokenizer:
     @property
     def n_vocab(self) -> int:
         """One more than the largest token id (as tiktoken: the size an embedding table needs)."""
-        return max(self._vocab) + 1
+        return self._n_vocab
 
     @property
     def vocab(self) -> Mapping[int, bytes]:
