@@ -971,8 +971,9 @@ encode_range(const Tables *t, Cache *c, const unsigned char *s, size_t from,
                 cache_pack(s + i, len, n - i, &k0s[count], &k1s[count]);
                 hashes[count] = cache_hash_short(k0s[count], k1s[count]);
             }
-            else if (len <= MAX_CACHED_BYTES) {
-                hashes[count] = bpe_hash_bytes(s + i, len);
+            else {
+                hashes[count] =
+                    len <= MAX_CACHED_BYTES ? bpe_hash_bytes(s + i, len) : 0;
             }
             __builtin_prefetch(&c->slots[cache_home(c, hashes[count])]);
             ends[++count] = i = j;
@@ -1633,11 +1634,6 @@ Encoder_encode_utf8_buffer(EncoderObject *self, PyObject *args,
                       itemsize);
 }
 
-/* encode_many_buffer(datas, special_tokens, special_ids, itemsize=4): each of
- * datas (bytes, valid UTF-8) encoded as encode_utf8 would, all with the GIL
- * released once; (ids, offsets): the ids back to back as in
- * encode_utf8_buffer, and len(datas) + 1 native int64 offsets, datas[i]'s ids
- * being ids[offsets[i]:offsets[i + 1]]. */
 /* One text of encode_many_buffer: its UTF-8, and whether it is known valid
  * (a str's). */
 typedef struct {
@@ -1646,6 +1642,11 @@ typedef struct {
     int valid;
 } Utf8Text;
 
+/* encode_many_buffer(datas, special_tokens, special_ids, itemsize=4): each of
+ * datas (bytes of valid UTF-8, or str) encoded as encode_utf8 would, all with
+ * the GIL released once; (ids, offsets): the ids back to back as in
+ * encode_utf8_buffer, and len(datas) + 1 native int64 offsets, datas[i]'s ids
+ * being ids[offsets[i]:offsets[i + 1]]. */
 static PyObject *
 Encoder_encode_many_buffer(EncoderObject *self, PyObject *args,
                            PyObject *kwds)
@@ -1806,7 +1807,7 @@ Encoder_split_utf8(EncoderObject *self, PyObject *arg)
     const unsigned char *s = view.buf;
     size_t n = (size_t)view.len;
     PyObject *ends = NULL;
-    if (t == NULL || bpe_classes_ready() < 0) {
+    if (t == NULL || !bpe_classes_ready()) {
         goto done;
     }
     if (!bpe_utf8_valid(s, n)) {
