@@ -22,8 +22,8 @@ integers of `itemsize` bytes (2 or 4) in a bytearray, for numpy.frombuffer:
         -> (ids buffer of every text in turn, int64 offsets: len(datas) + 1 of them)
 
 An id that does not fit in 2 bytes is a ValueError naming it; an item of `datas` that is neither
-bytes nor str is a TypeError naming its index. The compiled core runs them without the GIL (encode_many_buffer once
-for the whole list), so several threads may encode with one encoder at once.
+bytes nor str is a TypeError naming its index. The compiled core runs them without the GIL
+(encode_many_buffer once for the whole list), so several threads may encode with one encoder at once.
 
 `PythonEncoder` does this in pure Python around a choice of merge loop (encoding.bpe); the compiled
 core's Encoder (bpe_impls._native, where it was built) does it in C. Every encoder gives identical
