@@ -563,8 +563,7 @@ count_utf8_as(BytesMap *counts, const unsigned char *s, size_t n, int pattern)
 {
     /* GPT-2's pattern splits ASCII text from whole blocks (scan_blocks.h) */
     Spans spans;
-    bpe_spans_init(&spans, pattern == PAT_GPT2 &&
-                               bpe_blocks_match_classes(bpe_char_class));
+    bpe_spans_init(&spans, pattern);
     for (size_t i = 0; i < n;) {
         size_t j = bpe_spans_next(&spans, s, i, n, pattern);
         uint64_t h = bpe_hash_bytes(s + i, j - i);

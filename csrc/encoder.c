@@ -228,19 +228,29 @@ cache_home(const Cache *c, uint64_t h)
     return (size_t)(h >> c->shift);
 }
 
+/* The slot of slots[0:mask + 1] (shift as Cache.shift) holding the short key
+ * (k0, k1; h its hash), or the free slot where it would go. Apart from the
+ * Cache, for a loop that keeps the table's fields in registers. */
+BPE_ALWAYS_INLINE CacheSlot *
+slots_find_short(CacheSlot *slots, size_t mask, unsigned shift, uint64_t k0,
+                 uint64_t k1, uint64_t h)
+{
+    size_t at = (size_t)(h >> shift);
+    for (;;) {
+        CacheSlot *slot = &slots[at];
+        if ((slot->k0 == k0 && slot->k1 == k1) || slot->k1 == 0) {
+            return slot;
+        }
+        at = (at + 1) & mask;
+    }
+}
+
 /* The slot holding the short key (k0, k1; h its hash), or the free slot where
  * it would go. */
 BPE_ALWAYS_INLINE CacheSlot *
 cache_find_short(const Cache *c, uint64_t k0, uint64_t k1, uint64_t h)
 {
-    size_t at = cache_home(c, h);
-    for (;;) {
-        CacheSlot *slot = &c->slots[at];
-        if ((slot->k0 == k0 && slot->k1 == k1) || slot->k1 == 0) {
-            return slot;
-        }
-        at = (at + 1) & c->mask;
-    }
+    return slots_find_short(c->slots, c->mask, c->shift, k0, k1, h);
 }
 
 /* The slot holding the long key s[0:len] (h: bpe_hash_bytes of it), or the
@@ -459,7 +469,6 @@ typedef struct {
      * directly instead of probing the pair map (2 MB for GPT-2). */
     uint64_t *byte_pairs;
     int pattern; /* the scanner: PAT_GPT2, PAT_CL100K or PAT_O200K */
-    int blocks;  /* split ASCII text in blocks (scan_blocks.h) */
     size_t cache_size;
     /* The caches not in use: a call takes one (the last returned: the
      * warmest) and gives it back at its end, both with the GIL held, so no
@@ -913,12 +922,12 @@ encode_range(const Tables *t, Cache *c, const unsigned char *s, size_t from,
     size_t ends[SPAN_BATCH + 1];
     uint64_t k0s[SPAN_BATCH], k1s[SPAN_BATCH], hashes[SPAN_BATCH];
     Spans spans;
-    bpe_spans_init(&spans, t->blocks);
+    bpe_spans_init(&spans, pattern);
     for (size_t i = from; i < to;) {
         if (c == NULL || c->mask < PREFETCH_MIN_SLOTS) {
             /* one pre-token at a time until the cache grows past the size
              * (on a miss), the hit path on local copies of the state */
-            const CacheSlot *slots = c ? c->slots : NULL;
+            CacheSlot *slots = c ? c->slots : NULL;
             uint32_t *ids = out->ids;
             size_t len_out = out->len, cap = out->cap, mask = c ? c->mask : 0;
             unsigned shift = c ? c->shift : 0;
@@ -930,14 +939,10 @@ encode_range(const Tables *t, Cache *c, const unsigned char *s, size_t from,
                 {
                     uint64_t k0, k1;
                     cache_pack(s + i, len, n - i, &k0, &k1);
-                    size_t at = (size_t)(cache_hash_short(k0, k1) >> shift);
-                    const CacheSlot *slot = &slots[at];
-                    while (!(slot->k0 == k0 && slot->k1 == k1) && slot->k1) {
-                        at = (at + 1) & mask;
-                        slot = &slots[at];
-                    }
+                    CacheSlot *slot = slots_find_short(
+                        slots, mask, shift, k0, k1, cache_hash_short(k0, k1));
                     if (slot->k1) {
-                        len_out += emit_hit(c, (CacheSlot *)slot, ids + len_out);
+                        len_out += emit_hit(c, slot, ids + len_out);
                         i = j;
                         continue;
                     }
@@ -1314,8 +1319,6 @@ Encoder_init(EncoderObject *self, PyObject *args, PyObject *kwds)
     }
     t->cache_size = (size_t)cache_size;
     t->pattern = pattern;
-    t->blocks = pattern == PAT_GPT2 && bpe_char_class != NULL &&
-                bpe_blocks_match_classes(bpe_char_class);
     /* No Python code from here to the end. */
     Tables *old = self->tables;
     self->tables = t;
@@ -1816,7 +1819,7 @@ Encoder_split_utf8(EncoderObject *self, PyObject *arg)
     }
     ends = PyList_New(0);
     Spans spans;
-    bpe_spans_init(&spans, t->blocks);
+    bpe_spans_init(&spans, t->pattern);
     for (size_t i = 0; ends != NULL && i < n;) {
         i = bpe_spans_next(&spans, s, i, n, t->pattern);
         PyObject *end = PyLong_FromSize_t(i);

@@ -20,6 +20,7 @@
 #include "bpe_util.h"
 #include "counter.h"
 #include "encoder.h"
+#include "scan_blocks.h"
 #include "scanner.h"
 
 static PyObject *
@@ -76,6 +77,7 @@ set_char_classes(PyObject *module, PyObject *arg)
         goto done;
     }
     memcpy(copy, classes, N_CODEPOINTS);
+    bpe_ascii_blocks = bpe_blocks_match_classes(copy);
     bpe_char_class = copy;
     result = Py_NewRef(Py_None);
 done:

@@ -41,9 +41,13 @@
  * after an apostrophe at the last byte, rounded up to a whole vector. */
 #define BLOCK_READ 80
 
-/* True if the class table's ASCII entries are those the block masks assume
- * (the table comes from the regex module; if a version ever disagreed, the
- * blocks would be turned off, not wrong). */
+/* Whether the class table's ASCII entries are those the block masks assume:
+ * set with the table (set_char_classes), which never changes after. The
+ * table comes from the regex module; if a version ever disagreed, the blocks
+ * would be turned off, not wrong. */
+extern BPE_INTERNAL int bpe_ascii_blocks;
+
+/* True if the class table's ASCII entries are those the block masks assume. */
 static inline int
 bpe_blocks_match_classes(const unsigned char *char_class)
 {
@@ -142,13 +146,14 @@ typedef struct {
     int blocks;      /* blocks on (GPT-2's pattern, classes as assumed) */
 } Spans;
 
+/* A new Spans for text scanned with `pattern`. */
 static inline void
-bpe_spans_init(Spans *sp, int use_blocks)
+bpe_spans_init(Spans *sp, int pattern)
 {
     sp->base = 0;
     sp->starts = 0;
     sp->retry_at = 0;
-    sp->blocks = use_blocks && BPE_HAVE_BLOCKS;
+    sp->blocks = pattern == PAT_GPT2 && bpe_ascii_blocks && BPE_HAVE_BLOCKS;
 }
 
 /* The end of the pre-token starting at i (i < to) of the ordinary text

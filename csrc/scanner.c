@@ -6,9 +6,11 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "scan_blocks.h"
 #include "scanner.h"
 
 BPE_INTERNAL unsigned char *bpe_char_class = NULL;
+BPE_INTERNAL int bpe_ascii_blocks = 0;
 
 BPE_INTERNAL int
 bpe_classes_ready(void)
