@@ -17,12 +17,13 @@ import gc
 import io
 import os
 from bisect import bisect_left
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from itertools import accumulate, chain, pairwise
 from pathlib import Path
 from types import MappingProxyType
+from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -34,6 +35,8 @@ from .encoders import ENCODERS, default_encoder
 from .formats import FORMATS, TokenizerData, detect, gpt2, hf, tiktoken_file
 from .formats.common import special_ids_match
 from .tables import build_tables
+
+_T = TypeVar("_T")
 
 # Characters encode_iterable gathers before it encodes: per-call costs vanish, memory stays small.
 _ITERABLE_BATCH = 1 << 15
@@ -210,19 +213,11 @@ class Tokenizer:
         >>> tok.encode("hello world<|endoftext|>")  # with GPT-2's files
         [31373, 995, 50256]
         """
-        _require_str(text)
-        try:  # (the str itself: the compiled core reads the UTF-8 CPython keeps with it)
-            return self._encoder.encode_utf8(text, self._special_bytes, self._special_id_list)
-        except UnicodeEncodeError:
-            raise _surrogate_error(text, 0) from None
+        return _on_str(self._encoder.encode_utf8, text, self._special_bytes, self._special_id_list)
 
     def encode_ordinary(self, text: str) -> list[int]:
         """Encode text, treating special-token strings as plain text (tiktoken's name)."""
-        _require_str(text)
-        try:
-            return self._encoder.encode_utf8(text, (), ())
-        except UnicodeEncodeError:
-            raise _surrogate_error(text, 0) from None
+        return _on_str(self._encoder.encode_utf8, text, (), ())
 
     def encode_iterable(self, iterable: Iterable[str]) -> Iterator[int]:
         """Encode a stream of text chunks lazily: exactly `encode("".join(iterable))`.
@@ -291,13 +286,9 @@ class Tokenizer:
     def encode_to_numpy(self, text: str, dtype: npt.DTypeLike | None = None) -> np.ndarray:
         """`encode(text)` as a 1-D numpy array of `id_dtype(dtype)`, built without a Python int per token."""
         chosen = self.id_dtype(dtype)
-        _require_str(text)
-        try:
-            buffer = self._encoder.encode_utf8_buffer(
-                text, self._special_bytes, self._special_id_list, itemsize=chosen.itemsize
-            )
-        except UnicodeEncodeError:
-            raise _surrogate_error(text, 0) from None
+        buffer = _on_str(
+            self._encoder.encode_utf8_buffer, text, self._special_bytes, self._special_id_list, itemsize=chosen.itemsize
+        )
         return np.frombuffer(buffer, dtype=chosen)
 
     def encode_batch(self, texts: Sequence[str], num_threads: int | None = None) -> list[list[int]]:
@@ -477,6 +468,17 @@ def _check_text(text: str, offset: int) -> bytes:
         return text.encode("utf-8")
     except UnicodeEncodeError:
         raise _surrogate_error(text, offset) from None
+
+
+def _on_str(encode: Callable[..., _T], text: str, *args: Any, **kwargs: Any) -> _T:
+    """encode(text, ...) of a str, which the encoder reads as its UTF-8 (the compiled core where
+    CPython keeps it, with no copy); a non-str is a TypeError, a lone surrogate an EncodeError
+    naming its position."""
+    _require_str(text)
+    try:
+        return encode(text, *args, **kwargs)
+    except UnicodeEncodeError:
+        raise _surrogate_error(text, 0) from None
 
 
 def _surrogate_error(text: str, offset: int) -> EncodeError:
