@@ -170,6 +170,117 @@ pretokenize(PyObject *module, PyObject *args, PyObject *kwds)
     return out;
 }
 
+/* Append i to the list as an int: 0, or -1 with an exception set. */
+static int
+append_index(PyObject *list, Py_ssize_t i)
+{
+    PyObject *v = PyLong_FromSsize_t(i);
+    int err = v == NULL ? -1 : PyList_Append(list, v);
+    Py_XDECREF(v);
+    return err;
+}
+
+/* batch_runs(items, kind, max_parts, min_parts, min_size): the bounds of
+ * contiguous, non-empty runs of the list's items of about equal total size (a
+ * str's length, a bytes' size), as tokenizer._batch_runs computes them in
+ * Python: `parts` of them at most, total // min_size clamped to [min_parts,
+ * max_parts], run k ending after the item whose cumulative size is nearest
+ * k/parts of the total. Every item must be a `kind` (str or bytes): else TypeError naming
+ * its index. One C pass, as a Python loop over a large batch costs as much
+ * per item as encoding a short line does. */
+static PyObject *
+batch_runs(PyObject *module, PyObject *args)
+{
+    PyObject *items, *kind;
+    Py_ssize_t max_parts, min_parts, min_size;
+    if (!PyArg_ParseTuple(args, "O!Onnn:batch_runs", &PyList_Type, &items,
+                          &kind, &max_parts, &min_parts, &min_size))
+    {
+        return NULL;
+    }
+    int want_str = kind == (PyObject *)&PyUnicode_Type;
+    if (!want_str && kind != (PyObject *)&PyBytes_Type) {
+        PyErr_SetString(PyExc_ValueError, "kind must be str or bytes");
+        return NULL;
+    }
+    if (max_parts < 1 || min_parts < 1 || min_size < 1) {
+        PyErr_SetString(PyExc_ValueError,
+                        "max_parts, min_parts and min_size must be >= 1");
+        return NULL;
+    }
+    /* (no Python code runs below: the list stays as it is) */
+    Py_ssize_t count = PyList_GET_SIZE(items);
+    int64_t *ends = PyMem_Malloc(((size_t)count + 1) * sizeof(int64_t));
+    if (ends == NULL) {
+        return PyErr_NoMemory();
+    }
+    int64_t total = 0;
+    for (Py_ssize_t k = 0; k < count; k++) {
+        PyObject *item = PyList_GET_ITEM(items, k);
+        if (want_str ? !PyUnicode_Check(item) : !PyBytes_Check(item)) {
+            PyObject *name = PyType_GetName(Py_TYPE(item));
+            if (name != NULL) {
+                PyErr_Format(PyExc_TypeError,
+                             "batch index %zd: expected %s, got %U", k,
+                             want_str ? "str" : "bytes", name);
+                Py_DECREF(name);
+            }
+            PyMem_Free(ends);
+            return NULL;
+        }
+        total += want_str ? PyUnicode_GET_LENGTH(item) : PyBytes_GET_SIZE(item);
+        ends[k] = total;
+    }
+    /* as many parts as the sizes allow, between min_parts and max_parts */
+    Py_ssize_t parts = (Py_ssize_t)(total / min_size);
+    parts = parts < min_parts ? min_parts : parts;
+    parts = parts > max_parts ? max_parts : parts;
+    PyObject *out = PyList_New(0);
+    Py_ssize_t last = 0;
+    if (out == NULL || count == 0) {
+        goto done;
+    }
+    if (append_index(out, 0) < 0) {
+        goto fail;
+    }
+    for (Py_ssize_t k = 1; k < parts; k++) {
+        /* Python's float arithmetic, so the bounds are the twin's exactly */
+        double target = (double)(total * (int64_t)k) / (double)parts;
+        Py_ssize_t lo = 0, hi = count; /* bisect_left(ends, target) */
+        while (lo < hi) {
+            Py_ssize_t mid = lo + (hi - lo) / 2;
+            if ((double)ends[mid] < target) {
+                lo = mid + 1;
+            }
+            else {
+                hi = mid;
+            }
+        }
+        Py_ssize_t i = lo;
+        if (i == count ||
+            (i > 0 && target - (double)ends[i - 1] < (double)ends[i] - target))
+        {
+            i--;
+        }
+        /* the bounds come in order: a repeat is dropped, as the twin's set */
+        if (i + 1 > last && i + 1 < count) {
+            if (append_index(out, i + 1) < 0) {
+                goto fail;
+            }
+            last = i + 1;
+        }
+    }
+    if (append_index(out, count) < 0) {
+        goto fail;
+    }
+    goto done;
+fail:
+    Py_CLEAR(out);
+done:
+    PyMem_Free(ends);
+    return out;
+}
+
 static PyMethodDef module_methods[] = {
     {"set_char_classes", set_char_classes, METH_O,
      "set_char_classes(table)\n--\n\nThe class of every code point, "
@@ -185,6 +296,11 @@ static PyMethodDef module_methods[] = {
      "preset split pattern ('gpt2', 'cl100k' or 'o200k'): a list of str; "
      "of bytes (or any buffer) holding valid UTF-8, a list of bytes (the "
      "scanners the counter and the encoder run)."},
+    {"batch_runs", batch_runs, METH_VARARGS,
+     "batch_runs(items, kind, max_parts, min_parts, min_size)\n--\n\nThe "
+     "bounds of contiguous runs of the list's items (each a kind: str or "
+     "bytes) of about equal total size: total size // min_size of them, "
+     "clamped to [min_parts, max_parts]."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 from bpe_impls import Tokenizer
 from bpe_impls.base.errors import ConfigError, EncodeError
 from bpe_impls.encoding.encoders import ENCODERS
-from bpe_impls.encoding.tokenizer import _balanced_runs
+from bpe_impls.base import compiled
+from bpe_impls.encoding.tokenizer import _batch_runs
 
 EOT = "<|endoftext|>"
 SPECIALS = [EOT, EOT + EOT, "<|e", "x"]  # overlapping, one a prefix of another, one a single letter
@@ -189,11 +190,41 @@ def test_dtypes(gpt2_parts):
 
 
 @settings(max_examples=examples(200), deadline=None)
-@given(sizes=st.lists(st.integers(0, 50), max_size=30), parts=st.integers(1, 6))
-def test_balanced_runs_cover_the_batch_in_order(sizes, parts):
-    runs = _balanced_runs(sizes, parts)
+@given(sizes=st.lists(st.integers(0, 50), max_size=30), parts=st.integers(1, 6), min_size=st.integers(1, 40))
+def test_batch_runs_cover_the_batch_in_order(sizes, parts, min_size):
+    items = ["x" * size for size in sizes]
+    bounds = _batch_runs(items, str, parts, 1, min_size)
+    runs = [slice(a, b) for a, b in zip(bounds, bounds[1:])]
     assert [i for run in runs for i in range(len(sizes))[run]] == list(range(len(sizes)))
-    assert all(run.stop > run.start for run in runs) and len(runs) <= parts
-    if sizes and sum(sizes) and parts > 1:
+    wanted = min(parts, max(1, sum(sizes) // min_size))
+    assert all(run.stop > run.start for run in runs) and len(runs) <= wanted
+    if sizes and sum(sizes) and wanted > 1:
         # no run is heavier than an equal share plus the largest single item
-        assert max(sum(sizes[run]) for run in runs) <= sum(sizes) / parts + max(sizes)
+        assert max(sum(sizes[run]) for run in runs) <= sum(sizes) / wanted + max(sizes)
+
+
+@pytest.mark.skipif(not compiled.AVAILABLE, reason="the compiled core is not built (or BPE_IMPLS_PURE is set)")
+@settings(max_examples=examples(300), deadline=None)
+@given(
+    sizes=st.lists(st.integers(0, 10**6), max_size=40), max_parts=st.integers(1, 20), min_parts=st.integers(1, 4),
+    min_size=st.integers(1, 10**6), as_bytes=st.booleans(),
+)
+def test_compiled_batch_runs_equal_the_twin(sizes, max_parts, min_parts, min_size, as_bytes):
+    """The C pass that checks and sizes a batch cuts it exactly where the pure-Python twin does."""
+    kind = bytes if as_bytes else str
+    items = [kind() if size == 0 else (b"a" if as_bytes else "\xe9") * size for size in sizes]
+    args = (items, kind, max_parts, min_parts, min_size)
+    assert compiled.core().batch_runs(*args) == _batch_runs(*args)
+
+
+@pytest.mark.skipif(not compiled.AVAILABLE, reason="the compiled core is not built (or BPE_IMPLS_PURE is set)")
+@pytest.mark.parametrize("kind, items, index", [
+    (str, ["a", b"b"], 1), (bytes, [b"a", b"b", "c"], 2), (str, [1], 0), (bytes, [bytearray(b"x")], 0),
+    (str, ["a", np.str_("b"), np.int64(3)], 2),
+])
+def test_compiled_batch_runs_name_a_bad_item_as_the_twin_does(kind, items, index):
+    with pytest.raises(TypeError) as twin:
+        _batch_runs(items, kind, 4, 1, 1)
+    with pytest.raises(TypeError) as native:
+        compiled.core().batch_runs(items, kind, 4, 1, 1)
+    assert str(native.value) == str(twin.value) and str(twin.value).startswith(f"batch index {index}:")

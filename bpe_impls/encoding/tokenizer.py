@@ -28,6 +28,7 @@ from typing import Any, TypeVar
 import numpy as np
 import numpy.typing as npt
 
+from ..base import compiled
 from ..base.checks import require_int, resolve_workers
 from ..base.errors import ConfigError, EncodeError
 from ..base.patterns import SplitPattern, resolve_pattern, validate_special_tokens
@@ -298,8 +299,7 @@ class Tokenizer:
 
     def encode_ordinary_batch(self, texts: Sequence[str], num_threads: int | None = None) -> list[list[int]]:
         """`[encode_ordinary(text) for text in texts]`, on threads as `encode_batch`."""
-        datas = _check_batch(texts)
-        return _split_lists(*self._encode_utf8_batch(datas, num_threads, self.id_dtype(), ordinary=True))
+        return _split_lists(*self._encode_utf8_batch(_as_list(texts), str, num_threads, self.id_dtype(), ordinary=True))
 
     def encode_batch_to_numpy(
         self, texts: Sequence[str], num_threads: int | None = None, dtype: npt.DTypeLike | None = None
@@ -312,7 +312,7 @@ class Tokenizer:
         A non-str item is a TypeError, a lone surrogate an EncodeError, each naming the batch index.
         """
         chosen = self.id_dtype(dtype)  # before the work: a bad dtype fails at once
-        return self._encode_utf8_batch(_check_batch(texts), num_threads, chosen)
+        return self._encode_utf8_batch(_as_list(texts), str, num_threads, chosen)
 
     def encode_utf8_batch_to_numpy(
         self, datas: Sequence[bytes], num_threads: int | None = None, dtype: npt.DTypeLike | None = None
@@ -320,23 +320,21 @@ class Tokenizer:
         """`encode_batch_to_numpy` of UTF-8 bytes (for text read from a file: no str is built).
         Bytes that are not valid UTF-8 are an EncodeError naming the batch index and byte offset."""
         chosen = self.id_dtype(dtype)
-        for index, data in enumerate(datas):
-            if not isinstance(data, bytes):
-                raise TypeError(f"batch index {index}: expected bytes, got {type(data).__name__}")
-        return self._encode_utf8_batch(datas, num_threads, chosen)
+        return self._encode_utf8_batch(_as_list(datas, bytes), bytes, num_threads, chosen)
 
     def _encode_utf8_batch(
-        self, datas: Sequence[bytes] | Sequence[str], num_threads: int | None, dtype: np.dtype, ordinary: bool = False
+        self, datas: list[bytes] | list[str], kind: type, num_threads: int | None, dtype: np.dtype,
+        ordinary: bool = False,
     ) -> tuple[np.ndarray, np.ndarray]:
         threads = resolve_workers(num_threads) if num_threads is None else require_int(num_threads, "num_threads", minimum=1)
         specials, ids = ((), ()) if ordinary else (self._special_bytes, self._special_id_list)
-        sizes = [len(data) for data in datas]
         # More runs than threads, handed out as threads free up: equal bytes are not equal work (a
         # run of new words or another script costs several times a run of cached English), so one
         # run per thread leaves a thread idle while the other finishes. Runs stay >= _MIN_RUN_BYTES
-        # where the batch allows, so each one's GIL round trip is noise.
-        runs = _balanced_runs(sizes, 1 if threads == 1 else min(threads * _RUNS_PER_THREAD,
-                                                                 max(threads, sum(sizes) // _MIN_RUN_BYTES)))
+        # where the batch allows, so each one's GIL round trip is noise. The same pass checks
+        # every item is a `kind`.
+        bounds = _BATCH_RUNS(datas, kind, 1 if threads == 1 else threads * _RUNS_PER_THREAD, threads, _MIN_RUN_BYTES)
+        runs = [slice(a, b) for a, b in pairwise(bounds)]
 
         def encode_run(run: slice) -> tuple[bytearray, bytearray]:
             return self._encoder.encode_many_buffer(datas[run], specials, ids, dtype.itemsize)
@@ -376,19 +374,13 @@ class Tokenizer:
         return self.decode_bytes(ids).decode("utf-8", errors="replace")
 
 
-def _check_batch(texts: Sequence[str]) -> list[str]:
-    """The texts as a list of str (the encoder reads the UTF-8 CPython keeps with each: no copy);
-    a non-str is a TypeError naming its batch index. A lone surrogate the encoder finds (see
-    `_name_bad_text`)."""
+def _as_list(texts: Sequence[str] | Sequence[bytes], kind: type = str) -> list:
+    """The batch as a list (its items' types are checked by `_BATCH_RUNS`, in one pass with their
+    sizes: a Python loop per text costs as much as encoding a line). A lone str or bytes is a
+    TypeError: it is one text, not a batch."""
     if isinstance(texts, (str, bytes)):
-        raise TypeError(f"expected a sequence of str, got {type(texts).__name__}")
-    texts = list(texts)
-    if set(map(type, texts)) <= {str}:  # (at C speed: a Python loop per text costs as much as a line)
-        return texts
-    for index, text in enumerate(texts):
-        if not isinstance(text, str):
-            raise TypeError(f"batch index {index}: expected str, got {type(text).__name__}")
-    return texts
+        raise TypeError(f"expected a sequence of {kind.__name__}, got {type(texts).__name__}")
+    return list(texts)
 
 
 def _name_bad_text(texts: Sequence[str]) -> None:
@@ -412,13 +404,20 @@ def _raise_invalid_utf8(datas: Sequence[bytes] | Sequence[str]) -> None:
             raise EncodeError(f"batch index {index}: not valid UTF-8 at byte offset {exc.start}") from None
 
 
-def _balanced_runs(sizes: Sequence[int], parts: int) -> list[slice]:
-    """At most `parts` contiguous, non-empty runs covering every index, of about equal total size."""
-    if not sizes:
+def _batch_runs(items: list, kind: type, max_parts: int, min_parts: int, min_size: int) -> list[int]:
+    """The bounds of contiguous, non-empty runs covering every item, of about equal total size (len):
+    total // min_size runs, clamped to [min_parts, max_parts] and to the number of items. An item
+    that is not a `kind` is a TypeError naming its batch index. The pure-Python twin of the compiled
+    core's `batch_runs`."""
+    for index, item in enumerate(items):
+        if not isinstance(item, kind):
+            raise TypeError(f"batch index {index}: expected {kind.__name__}, got {type(item).__name__}")
+    if not items:
         return []
-    ends = list(accumulate(sizes))
+    ends = list(accumulate(map(len, items)))
     total = ends[-1]
-    bounds = {0, len(sizes)}
+    parts = min(max_parts, max(min_parts, total // min_size))
+    bounds = {0, len(items)}
     for k in range(1, parts):
         # Run k ends after the item whose cumulative size is nearest k/parts of the total.
         target = total * k / parts
@@ -426,7 +425,10 @@ def _balanced_runs(sizes: Sequence[int], parts: int) -> list[slice]:
         if i == len(ends) or (i > 0 and target - ends[i - 1] < ends[i] - target):
             i -= 1
         bounds.add(i + 1)
-    return [slice(a, b) for a, b in pairwise(sorted(bounds))]
+    return sorted(bounds)
+
+
+_BATCH_RUNS = compiled.core().batch_runs if compiled.AVAILABLE else _batch_runs
 
 
 def _join_runs(results: Sequence[tuple[bytearray, bytearray]], dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
