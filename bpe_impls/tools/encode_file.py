@@ -16,6 +16,7 @@ file and renamed into place only when complete (bpe_impls.base.atomic).
 from __future__ import annotations
 
 import os
+import stat
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -119,32 +120,49 @@ def encode_file(
     except OSError as exc:
         raise unreadable(source, exc) from None
 
-    def encode(piece: bytes) -> np.ndarray:
-        return tokenizer.encode_utf8_batch_to_numpy([piece], 1, dtype)[0]
+    def encode(piece: bytes, offset: int) -> np.ndarray:
+        try:
+            return tokenizer.encode_utf8_batch_to_numpy([piece], 1, dtype)[0]
+        except EncodeError:
+            raise _not_utf8(source, offset, piece) from None
+
+    def read_and_encode(start: int, end: int) -> np.ndarray:
+        # On the worker: reading a piece (the copy into a new bytes object) costs about a
+        # fifth of encoding it, so the main thread, which also writes, only finds the cuts.
+        try:
+            piece = _pread_exactly(file.fileno(), start, end - start)
+        except OSError as exc:
+            raise unreadable(source, exc) from None
+        if len(piece) != end - start:
+            raise CorpusError(f"{source}: the file shrank while being read (at byte offset {start + len(piece)})")
+        return encode(piece, start)
 
     tokens = read = 0
     with file, ThreadPoolExecutor(workers) as pool, atomic_write(target) as out:
         write = _writer(out, output_format, dtype)
-        pending: deque[tuple[int, bytes, Future]] = deque()
+        pending: deque[tuple[int, Future]] = deque()
 
         def write_oldest() -> None:
             nonlocal tokens, read
-            offset, piece, future = pending.popleft()
-            try:
-                ids = future.result()
-            except EncodeError:
-                raise _not_utf8(source, offset, piece) from None
+            size, future = pending.popleft()
+            ids = future.result()
             write(ids)
             tokens += len(ids)
-            read += len(piece)
-            on_progress(len(piece))
+            read += size
+            on_progress(size)
 
         try:
             try:
-                for offset, piece in iter_pieces(file, finder, block_size):
-                    pending.append((offset, piece, pool.submit(encode, piece)))
-                    if len(pending) > 2 * workers:
-                        write_oldest()
+                if _seekable(file):
+                    for start, end in iter_piece_bounds(file, finder, block_size):
+                        pending.append((end - start, pool.submit(read_and_encode, start, end)))
+                        if len(pending) > 2 * workers:
+                            write_oldest()
+                else:  # a pipe: read on this thread
+                    for offset, piece in iter_pieces(file, finder, block_size):
+                        pending.append((len(piece), pool.submit(encode, piece, offset)))
+                        if len(pending) > 2 * workers:
+                            write_oldest()
             except OSError as exc:
                 raise unreadable(source, exc) from None
             while pending:
@@ -153,6 +171,40 @@ def encode_file(
             pool.shutdown(cancel_futures=True)  # on an error, the pieces not yet started
         write(None)
     return Encoded(tokens, dtype, read)
+
+
+def iter_piece_bounds(file: BinaryIO, finder: CutFinder, block_size: int) -> Iterator[tuple[int, int]]:
+    """[start, end) of pieces that together are the (seekable) file, each ending at a safe cut
+    (or the end of the file): the first safe cut at least block_size bytes into the piece. Only
+    the few bytes around each cut are read here."""
+    size = os.fstat(file.fileno()).st_size
+    start = 0
+    while start < size:
+        cut = finder.next_cut(file, start + block_size, size) if start + block_size < size else None
+        end = size if cut is None else cut
+        yield start, end
+        start = end
+
+
+def _seekable(file: BinaryIO) -> bool:
+    """A regular file that os.pread can read at any offset (not a pipe or a terminal)."""
+    return hasattr(os, "pread") and stat.S_ISREG(os.fstat(file.fileno()).st_mode)
+
+
+def _pread_exactly(fd: int, offset: int, length: int) -> bytes:
+    """length bytes at offset (fewer only at the end of the file); the GIL is released while reading."""
+    piece = os.pread(fd, length, offset)
+    if len(piece) == length or not piece:
+        return piece
+    parts = [piece]
+    got = len(piece)
+    while got < length:
+        more = os.pread(fd, length - got, offset + got)
+        if not more:
+            break
+        parts.append(more)
+        got += len(more)
+    return b"".join(parts)
 
 
 def _writer(out: BinaryIO, output_format: str, dtype: np.dtype) -> Callable[[np.ndarray | None], None]:
