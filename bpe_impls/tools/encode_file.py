@@ -37,6 +37,9 @@ DEFAULT_BLOCK_SIZE = 1 << 20
 # How far before a block's end a cut is first looked for: prose has a cut every few bytes, so the
 # carry into the next block stays this small; without one there, wider windows further back.
 _LOOKBACK = 1 << 12
+# Output written since the last fdatasync, past which the next one starts.
+_FLUSH_BYTES = 1 << 22
+_DATASYNC = getattr(os, "fdatasync", os.fsync)  # (macOS has no fdatasync)
 
 
 @dataclass
@@ -137,19 +140,30 @@ def encode_file(
             raise CorpusError(f"{source}: the file shrank while being read (at byte offset {start + len(piece)})")
         return encode(piece, start)
 
-    tokens = read = 0
-    with file, ThreadPoolExecutor(workers) as pool, atomic_write(target) as out:
+    tokens = read = unflushed = 0
+    flushing: Future | None = None
+    with file, ThreadPoolExecutor(workers) as pool, ThreadPoolExecutor(1) as flusher, atomic_write(target) as out:
         write = _writer(out, output_format, dtype)
         pending: deque[tuple[int, Future]] = deque()
 
         def write_oldest() -> None:
-            nonlocal tokens, read
+            nonlocal tokens, read, unflushed, flushing
             size, future = pending.popleft()
             ids = future.result()
             write(ids)
             tokens += len(ids)
             read += size
             on_progress(size)
+            # The file is made durable (fsync) before it is renamed into place: sent to the disk
+            # as it grows, on a thread of its own, that takes little more than the last stretch's
+            # write at the end, not all of it (measured: 8 ms of 70 for a 13 MB output).
+            unflushed += ids.nbytes
+            if unflushed >= _FLUSH_BYTES and (flushing is None or flushing.done()):
+                if flushing is not None:
+                    flushing.result()  # (an OSError from the last one)
+                out.flush()
+                flushing = flusher.submit(_DATASYNC, out.fileno())
+                unflushed = 0
 
         try:
             try:
@@ -169,6 +183,10 @@ def encode_file(
                 write_oldest()
         finally:
             pool.shutdown(cancel_futures=True)  # on an error, the pieces not yet started
+            if flushing is not None:
+                flushing.exception()  # wait: the file is not closed under a running fdatasync
+        if flushing is not None:
+            flushing.result()
         write(None)
     return Encoded(tokens, dtype, read)
 
