@@ -202,6 +202,11 @@ def test_itemsize_2_refuses_an_id_it_cannot_hold_naming_it(tables):
     with pytest.raises(ValueError, match=r"id 70000 .*itemsize 2"):
         native.encode_many_buffer([b"ab", b"<s>"], [b"<s>"], [70000], itemsize=2)
     assert unpack(native.encode_utf8_buffer(b"<s>", [b"<s>"], [70000]), 4) == [70000]
+    # a long output is narrowed without the GIL: the first id too large is still the one named
+    text = b"a b " * 40000
+    at = len(native.encode_utf8_buffer(text, [], [], itemsize=2)) // 2
+    with pytest.raises(ValueError, match=rf"id 70000 \(at {at}\) .*itemsize 2"):
+        native.encode_utf8_buffer(text + b"<s>" + text + b"<s>", [b"<s>"], [70000], itemsize=2)
     for itemsize in (0, 1, 3, 8):
         with pytest.raises(ValueError, match="itemsize must be 2 or 4"):
             native.encode_utf8_buffer(b"ab", [], [], itemsize=itemsize)
