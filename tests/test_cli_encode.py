@@ -3,8 +3,10 @@ thread count, block size, encoder and cache size, in .npy and .bin; bad input na
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -197,3 +199,46 @@ def test_memory_does_not_grow_with_the_file(gpt2_dir, tmp_path):
     small, large = peak(1), peak(4)
     assert large < 1.25 * small + (1 << 20), (small, large)
     assert large < 8 << 20, large  # the 8 MB file's ids alone would be about 4 MB
+
+
+def test_a_pipe_is_read_on_the_calling_thread_with_the_same_ids(gpt2_dir, tmp_path):
+    """A source that cannot be read at an offset (a FIFO) takes the streaming path: same bytes out."""
+    text = ("Grüße, world. " * 40 + EOT + " 日本語\n") * 60
+    regular = tmp_path / "in.txt"
+    regular.write_text(text, encoding="utf-8")
+    fifo = tmp_path / "in.fifo"
+    os.mkfifo(fifo)
+    writer = threading.Thread(target=fifo.write_bytes, args=(text.encode(),))
+    writer.start()
+    tokenizer = Tokenizer.load(gpt2_dir)
+    try:
+        encoded = encode_file(tokenizer, fifo, tmp_path / "pipe.bin", "bin", threads=2, block_size=512)
+    finally:
+        writer.join()
+    encode_file(tokenizer, regular, tmp_path / "file.bin", "bin", threads=2, block_size=512)
+    assert (tmp_path / "pipe.bin").read_bytes() == (tmp_path / "file.bin").read_bytes()
+    assert read_ids(tmp_path / "pipe.bin", "bin").tolist() == tokenizer.encode(text)
+    assert encoded.bytes_read == len(text.encode())
+
+
+@pytest.mark.parametrize("output_format", ["npy", "bin"])
+def test_the_output_is_synced_as_it_grows_and_stays_whole(gpt2_dir, tmp_path, monkeypatch, output_format):
+    """With a small flush threshold, fdatasync runs on the flusher thread while pieces are still
+    being written, and the file is still byte for byte the ids of the whole text."""
+    from bpe_impls.tools import encode_file as module
+
+    synced = []
+
+    def record(fd: int) -> None:
+        synced.append(os.fstat(fd).st_size)
+
+    monkeypatch.setattr(module, "_FLUSH_BYTES", 64)
+    monkeypatch.setattr(module, "_DATASYNC", record)
+    text = ("Hello, world. " * 30 + EOT) * 40
+    source = tmp_path / "in.txt"
+    source.write_text(text, encoding="utf-8")
+    out = tmp_path / f"ids.{output_format}"
+    tokenizer = Tokenizer.load(gpt2_dir)
+    encode_file(tokenizer, source, out, output_format, threads=2, block_size=256)
+    assert len(synced) >= 2 and 0 < min(synced) < out.stat().st_size  # mid-way, not only at the end
+    assert read_ids(out, output_format).tolist() == tokenizer.encode(text)
