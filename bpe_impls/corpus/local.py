@@ -270,11 +270,12 @@ def _count_compiled(
     if not counters:
         return pretoken_counter(pattern=pattern), skipped
     # The others into the largest, each freed once merged: the peak is the total table plus at
-    # most one thread's, not every thread's at once.
+    # most one thread's, not every thread's at once. Each merge runs on `size` threads too (in C,
+    # without the GIL), keeping the one-by-one order: the largest's keys, then each other's new ones.
     counters.sort(key=len)
     total = counters.pop()
     while counters:
-        total.merge(counters.pop())
+        total.merge(counters.pop(), threads=size)
     return total, skipped
 
 
