@@ -1,7 +1,7 @@
 /* PretokenCounter: counts the pre-tokens of many texts by their UTF-8 bytes,
  * in a BytesMap (see counter.h) whose keys live in one arena: counting creates
- * a Python object per *distinct* pre-token, not per occurrence. add() and
- * add_utf8() drop the GIL. */
+ * a Python object per *distinct* pre-token, not per occurrence. add(),
+ * add_utf8() and merge() (on threads of its own) drop the GIL. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
@@ -247,8 +247,8 @@ static int add_count(BytesMap *m, const unsigned char *key, size_t len,
 typedef struct {
     PyObject_HEAD
     BytesMap counts;
-    /* A call is using the table: add() and add_utf8() while they run without
-     * the GIL, to_dict() while it builds Python objects (which may run Python
+    /* A call is using the table: add(), add_utf8() and merge() (both
+     * counters) while they run without the GIL, to_dict() while it builds Python objects (which may run Python
      * code). Set and cleared only with the GIL held; every method that
      * touches the table checks it first, so no other thread (and no callback)
      * can free, grow or read the table meanwhile. */
@@ -1014,8 +1014,8 @@ BPE_INTERNAL PyTypeObject bpe_CounterType = {
     .tp_doc =
         "PretokenCounter(pattern='gpt2'): counts the pre-tokens of a preset "
         "split pattern ('gpt2', 'cl100k' or 'o200k') by their UTF-8 bytes. "
-        "One thread at a time: a call made while another thread's add() runs "
-        "raises RuntimeError.",
+        "One thread at a time: a call made while another thread's add() or "
+        "merge() runs raises RuntimeError.",
     .tp_basicsize = sizeof(CounterObject),
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_new = PyType_GenericNew,

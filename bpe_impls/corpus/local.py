@@ -224,9 +224,10 @@ def _count_compiled(
     drops the GIL while it scans). Returns one counter holding every count, and the skipped records.
 
     No process start-up and no pickling. Each thread adds its units to a counter of its own (C
-    hash tables, merged in C at the end), so no per-unit Python dicts are built or summed. A thread
-    reads only its own unit, so at most `size` units' texts are held at once. A thread cannot be
-    killed on its own, so the failures left to name are exceptions, each reported with its unit.
+    hash tables, merged in C at the end, on `size` threads too), so no per-unit Python dicts are
+    built or summed. A thread reads only its own unit, so at most `size` units' texts are held at
+    once. A thread cannot be killed on its own, so the failures left to name are exceptions, each
+    reported with its unit.
     """
     counters: list[PretokenCounter] = []
     mine = threading.local()
