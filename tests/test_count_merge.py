@@ -16,10 +16,11 @@ import threading
 from collections import Counter
 
 import pytest
-from conftest import examples, fixture_text, require_compiled_core
+from conftest import examples, fixture_text, require_compiled_core, require_fixture
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from bpe_impls.corpus import count_pretokens
 from bpe_impls.corpus.tally import RegexCounter, pack_counts, pretoken_counter
 
 require_compiled_core()
@@ -248,3 +249,14 @@ def test_using_either_counter_during_a_threaded_merge_is_refused_or_sees_before_
         result = into.to_dict()
         assert result.pop(b" zz", 0) == added
         assert result == after  # the merge happened once, whole
+
+
+@pytest.mark.parametrize("fixture", ["kjv.txt", "german.txt"])
+def test_count_pretokens_on_threads_equals_one_worker(fixture):
+    """End to end: the local backend merges its threads' tables on as many threads."""
+    path = require_fixture(fixture)
+    one = count_pretokens(path, ["<|endoftext|>"], 1)
+    for workers in (2, 3, 4):
+        assert count_pretokens(path, ["<|endoftext|>"], workers) == one
+        packed = count_pretokens(path, ["<|endoftext|>"], workers, packed=True)
+        assert len(packed) == len(one) and dict(packed) == dict(one)
