@@ -459,7 +459,8 @@ typedef struct {
 
 /* The entry of `into` whose key is that of e, an entry of `from` (NULL if
  * absent): bpe_bm_get, comparing a short key as packed (both maps pack
- * alike). */
+ * alike); unpacking it for bpe_bm_get, which packs it again, made the merge
+ * 6-12% slower. */
 static Entry *
 bm_find_entry(const BytesMap *into, const BytesMap *from, const Entry *e)
 {
