@@ -224,9 +224,10 @@ def _count_compiled(
     drops the GIL while it scans). Returns one counter holding every count, and the skipped records.
 
     No process start-up and no pickling. Each thread adds its units to a counter of its own (C
-    hash tables, merged in C at the end), so no per-unit Python dicts are built or summed. A thread
-    reads only its own unit, so at most `size` units' texts are held at once. A thread cannot be
-    killed on its own, so the failures left to name are exceptions, each reported with its unit.
+    hash tables, merged in C at the end, on `size` threads too), so no per-unit Python dicts are
+    built or summed. A thread reads only its own unit, so at most `size` units' texts are held at
+    once. A thread cannot be killed on its own, so the failures left to name are exceptions, each
+    reported with its unit.
     """
     counters: list[PretokenCounter] = []
     mine = threading.local()
@@ -270,11 +271,12 @@ def _count_compiled(
     if not counters:
         return pretoken_counter(pattern=pattern), skipped
     # The others into the largest, each freed once merged: the peak is the total table plus at
-    # most one thread's, not every thread's at once.
+    # most one thread's, not every thread's at once. Each merge runs on `size` threads too (in C,
+    # without the GIL), keeping the one-by-one order: the largest's keys, then each other's new ones.
     counters.sort(key=len)
     total = counters.pop()
     while counters:
-        total.merge(counters.pop())
+        total.merge(counters.pop(), threads=size)
     return total, skipped
 
 

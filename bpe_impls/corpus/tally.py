@@ -38,7 +38,7 @@ class PretokenCounter(Protocol):
 
     def add(self, text: str) -> None: ...
     def add_utf8(self, data: bytes, special_tokens: Sequence[bytes]) -> bool: ...
-    def merge(self, other: PretokenCounter) -> None: ...
+    def merge(self, other: PretokenCounter, /, threads: int = 1) -> None: ...
     def to_dict(self) -> dict[bytes, int]: ...
     def __len__(self) -> int: ...
 
@@ -67,7 +67,9 @@ class RegexCounter:
             self.add(piece)
         return True
 
-    def merge(self, other: RegexCounter) -> None:
+    def merge(self, other: RegexCounter, /, threads: int = 1) -> None:
+        """Add other's counts: its new pre-tokens follow ours, in its order (`threads` is for the
+        compiled counter's signature: one thread here)."""
         self._counts.update(other._counts)
 
     def to_dict(self) -> dict[bytes, int]:
