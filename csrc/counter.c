@@ -248,10 +248,11 @@ typedef struct {
     PyObject_HEAD
     BytesMap counts;
     /* A call is using the table: add(), add_utf8() and merge() (both
-     * counters) while they run without the GIL, to_dict() while it builds Python objects (which may run Python
-     * code). Set and cleared only with the GIL held; every method that
-     * touches the table checks it first, so no other thread (and no callback)
-     * can free, grow or read the table meanwhile. */
+     * counters) while they run without the GIL, to_dict() while it builds
+     * Python objects (which may run Python code). Set and cleared only with
+     * the GIL held; every method that touches the table checks it first, so
+     * no other thread (and no callback) can free, grow or read the table
+     * meanwhile. */
     int busy;
     int pattern; /* the scanner: PAT_GPT2, PAT_CL100K or PAT_O200K */
 } CounterObject;
