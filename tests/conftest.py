@@ -84,6 +84,34 @@ def require_compiled_core() -> None:
         pytest.skip("the compiled core is not built here (no compiler) or BPE_IMPLS_PURE=1", allow_module_level=True)
 
 
+def while_running(work: Callable[[], object], action: Callable[[], object]) -> tuple[object, list]:
+    """Call action() over and over while another thread runs work(), from when work starts until it
+    ends; returns (work's outcome, [action's outcomes]), each a value or the exception raised."""
+    started, done = threading.Event(), threading.Event()
+    outcome: list = []
+
+    def run() -> None:
+        started.set()
+        try:
+            outcome.append(work())
+        except Exception as exc:  # noqa: BLE001 -- the caller inspects it
+            outcome.append(exc)
+        finally:
+            done.set()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    started.wait()
+    results = []
+    while not done.is_set():
+        try:
+            results.append(action())
+        except Exception as exc:  # noqa: BLE001 -- the caller inspects it
+            results.append(exc)
+    thread.join()
+    return outcome[0], results
+
+
 def race_reinit(encoder, byte_ids: Sequence[int], merge_sets: Sequence[list], encode_once: Callable[[], None],
                 threads: int, rounds: int) -> None:
     """Run `encode_once` `rounds` times on each of `threads` threads while another thread keeps

@@ -12,11 +12,9 @@ from __future__ import annotations
 
 import functools
 import random
-import threading
-from collections import Counter
 
 import pytest
-from conftest import examples, fixture_text, require_compiled_core, require_fixture
+from conftest import examples, fixture_text, require_compiled_core, require_fixture, while_running
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -218,36 +216,24 @@ def test_using_either_counter_during_a_threaded_merge_is_refused_or_sees_before_
     after = dict(_serial_sum([big, other_words]))
     for _ in range(3):
         into, other = _counter(big), _counter(other_words)
-        started, done = threading.Event(), threading.Event()
-        failure: list[BaseException] = []
+        lengths: list[int] = []
+        added = [0]
 
-        def merge(into=into, other=other, started=started, done=done):
-            started.set()
-            try:
-                into.merge(other, threads=2)
-            except BaseException as exc:  # noqa: BLE001 -- the test inspects it
-                failure.append(exc)
-            finally:
-                done.set()
-
-        thread = threading.Thread(target=merge)
-        thread.start()
-        started.wait()
-        lengths, added = [], 0
-        while not done.is_set():
+        def use_both(into=into, other=other, lengths=lengths, added=added) -> None:
             ok, n = _refused_or(lambda: len(into))
             if ok:
                 lengths.append(n)
             ok, counts = _refused_or(other.to_dict)
             assert not ok or counts == other_words
             ok, _ = _refused_or(lambda: into.add_packed(ZZ))
-            added += ok
-        thread.join()
-        assert not failure
+            added[0] += ok
+
+        outcome, failures = while_running(lambda: into.merge(other, threads=2), use_both)
+        assert outcome is None and not [f for f in failures if f is not None], failures
         # each len() saw the table before the merge or after it (with " zz" or not)
         assert set(lengths) <= {len(big), len(big) + 1, len(after), len(after) + 1}
         result = into.to_dict()
-        assert result.pop(b" zz", 0) == added
+        assert result.pop(b" zz", 0) == added[0]
         assert result == after  # the merge happened once, whole
 
 

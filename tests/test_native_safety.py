@@ -23,7 +23,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from conftest import examples, race_reinit, require_compiled_core
+from conftest import examples, race_reinit, require_compiled_core, while_running
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -216,29 +216,7 @@ def _expected_words() -> dict[bytes, int]:
 def _while_adding(counter, action, data=WORDS, specials=()):
     """Run action() over and over while another thread runs counter.add_utf8(data, specials);
     returns (add's outcome, [action's outcomes]): each a value or an exception instance."""
-    started, done = threading.Event(), threading.Event()
-    outcome: list = []
-
-    def add():
-        started.set()
-        try:
-            outcome.append(counter.add_utf8(data, specials))
-        except Exception as exc:  # noqa: BLE001 -- the test inspects it
-            outcome.append(exc)
-        finally:
-            done.set()
-
-    thread = threading.Thread(target=add)
-    thread.start()
-    started.wait()
-    results = []
-    while not done.is_set():
-        try:
-            results.append(action())
-        except Exception as exc:  # noqa: BLE001
-            results.append(exc)
-    thread.join()
-    return outcome[0], results
+    return while_running(lambda: counter.add_utf8(data, specials), action)
 
 
 def _busy_or(results, allowed):
