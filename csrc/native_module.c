@@ -185,9 +185,9 @@ append_index(PyObject *list, Py_ssize_t i)
  * str's length, a bytes' size), as tokenizer._batch_runs computes them in
  * Python: `parts` of them at most, total // min_size clamped to [min_parts,
  * max_parts], run k ending after the item whose cumulative size is nearest
- * k/parts of the total. Every item must be a `kind` (str or bytes): else TypeError naming
- * its index. One C pass, as a Python loop over a large batch costs as much
- * per item as encoding a short line does. */
+ * k/parts of the total. Every item must be a `kind` (str or bytes): else
+ * TypeError naming its index. One C pass, as a Python loop over a large batch
+ * costs as much per item as encoding a short line does. */
 static PyObject *
 batch_runs(PyObject *module, PyObject *args)
 {
@@ -244,7 +244,8 @@ batch_runs(PyObject *module, PyObject *args)
         goto fail;
     }
     for (Py_ssize_t k = 1; k < parts; k++) {
-        /* Python's float arithmetic, so the bounds are the twin's exactly */
+        /* Python's float arithmetic, so the bounds are the twin's exactly
+         * (every integer here is below 2**53, so exact as a double) */
         double target = (double)(total * (int64_t)k) / (double)parts;
         Py_ssize_t lo = 0, hi = count; /* bisect_left(ends, target) */
         while (lo < hi) {

@@ -242,3 +242,20 @@ def test_the_output_is_synced_as_it_grows_and_stays_whole(gpt2_dir, tmp_path, mo
     encode_file(tokenizer, source, out, output_format, threads=2, block_size=256)
     assert len(synced) >= 2 and 0 < min(synced) < out.stat().st_size  # mid-way, not only at the end
     assert read_ids(out, output_format).tolist() == tokenizer.encode(text)
+
+
+def test_a_file_that_shrinks_while_read_is_named_and_nothing_is_written(gpt2_dir, tmp_path, monkeypatch):
+    from bpe_impls.tools import encode_file as module
+
+    source = tmp_path / "in.txt"
+    source.write_text("Hello, world. " * 400, encoding="utf-8")
+    real = module._pread_exactly
+
+    def short(fd: int, offset: int, length: int) -> bytes:  # as if the file had been cut at byte 3000
+        return real(fd, offset, max(0, min(length, 3000 - offset)))
+
+    monkeypatch.setattr(module, "_pread_exactly", short)
+    out = tmp_path / "ids.bin"
+    with pytest.raises(CorpusError, match=r"in\.txt: the file shrank while being read \(at byte offset 3000\)"):
+        encode_file(Tokenizer.load(gpt2_dir), source, out, "bin", threads=2, block_size=1000)
+    assert not out.exists() and not list(tmp_path.glob(".ids*"))

@@ -1,11 +1,13 @@
 """`bpe encode`: a UTF-8 corpus file to a file of token ids, on every core, in bounded memory.
 
-The file is read in blocks; each block (with what the last one left over) is cut at a safe cut
-(bpe_impls.corpus.cuts: after a special token, or at one of the split pattern's proven prose
-cuts), where encoding the two sides separately gives the ids of encoding the whole. The pieces
-are encoded on threads (the compiled encoder runs without the GIL) and written in file order, so
-the output is byte for byte the same for any thread count and block size, and equal to
-`Tokenizer.encode_to_numpy` of the whole text. At most two pieces per thread are in flight.
+The file is cut into pieces of about a block each at safe cuts (bpe_impls.corpus.cuts: after a
+special token, or at one of the split pattern's proven prose cuts), where encoding the two sides
+separately gives the ids of encoding the whole. The pieces are encoded on threads (the compiled
+encoder runs without the GIL) and written in file order, so the output is byte for byte the same
+for any thread count and block size, and equal to `Tokenizer.encode_to_numpy` of the whole text.
+At most two pieces per thread are in flight. From a regular file each worker reads its own piece
+(os.pread) and the calling thread reads only the bytes around each cut; a pipe is read in blocks
+on the calling thread. The output is synced to disk as it grows, on a thread of its own.
 
 Formats: "npy" (a 1-D .npy array, its header rewritten with the length at the end) and "bin" (the
 raw ids, little-endian uint16 when the vocab fits in 65536 ids, else uint32: the flat layout
