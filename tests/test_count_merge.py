@@ -323,8 +323,12 @@ def test_to_packed_threads_must_be_a_sane_count():
 
 def test_using_the_counter_during_a_threaded_to_packed_is_refused_or_sees_before_or_after():
     """to_packed() reads the table without the GIL: calls on the counter from another thread
-    meanwhile are refused (busy), and the bytes are the table as it was when to_packed took it."""
+    meanwhile are refused (busy), and the bytes are the table as it was at one moment. Each call
+    adds 1 to the first word (the first thread's share) and the last (the second's), and adds
+    " zz": bytes read while a call ran would hold the two words' counts raised unequally."""
     big = _many_words(7, 300_000)
+    first, last = next(iter(big)), list(big)[-1]
+    bump = pack_counts({first: 1, last: 1, b" zz": 1})
     for _ in range(3):
         counter = _counter(big)
         lengths: list[int] = []
@@ -334,15 +338,18 @@ def test_using_the_counter_during_a_threaded_to_packed_is_refused_or_sees_before
             ok, n = _refused_or(lambda: len(counter))
             if ok:
                 lengths.append(n)
-            ok, _ = _refused_or(lambda: counter.add_packed(ZZ))
+            ok, _ = _refused_or(lambda: counter.add_packed(bump))
             added[0] += ok
+
+        def after(calls: int) -> dict[bytes, int]:
+            """The table after `calls` calls of use() added."""
+            return {**big, first: big[first] + calls, last: big[last] + calls, b" zz": calls} if calls else big
 
         outcome, failures = while_running(lambda: counter.to_packed(threads=2), use)
         assert not [f for f in failures if f is not None], failures
         assert isinstance(outcome, bytes), outcome
-        # the " zz"s added before to_packed took the table are in it, whole; none added after
-        zz = unpack_counts(outcome).get(b" zz", 0)
-        assert zz <= added[0]
-        assert outcome == pack_counts({**big, b" zz": zz} if zz else big)
+        calls = unpack_counts(outcome).get(b" zz", 0)
+        assert calls <= added[0]
+        assert outcome == pack_counts(after(calls))
         assert set(lengths) <= {len(big), len(big) + 1}
-        assert counter.to_dict() == ({**big, b" zz": added[0]} if added[0] else big)
+        assert counter.to_dict() == after(added[0])
