@@ -1,7 +1,8 @@
 /* PretokenCounter: counts the pre-tokens of many texts by their UTF-8 bytes,
  * in a BytesMap (see counter.h) whose keys live in one arena: counting creates
  * a Python object per *distinct* pre-token, not per occurrence. add(),
- * add_utf8() and merge() (on threads of its own) drop the GIL. */
+ * add_utf8(), merge() and to_packed() (these two on threads of their own)
+ * drop the GIL. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
@@ -247,8 +248,9 @@ static int add_count(BytesMap *m, const unsigned char *key, size_t len,
 typedef struct {
     PyObject_HEAD
     BytesMap counts;
-    /* A call is using the table: add(), add_utf8() and merge() (both
-     * counters) while they run without the GIL, to_dict() while it builds
+    /* A call is using the table: add(), add_utf8(), merge() (both
+     * counters) and to_packed() while they run without the GIL (and
+     * to_packed() while it makes its bytes object), to_dict() while it builds
      * Python objects (which may run Python code). Set and cleared only with
      * the GIL held; every method that touches the table checks it first, so
      * no other thread (and no callback) can free, grow or read the table
@@ -431,14 +433,28 @@ Counter_to_dict(CounterObject *self, PyObject *unused)
 
 #if defined(__unix__)
 #include <pthread.h>
-#define MERGE_THREADS 1
+#define COUNTER_THREADS 1
 #endif
 
 /* How many entries ahead the merge's loops prefetch. */
 #define MERGE_AHEAD 16
 
 /* More threads than this are refused (a caller's typo, not a machine). */
-#define MERGE_MAX_THREADS 1024
+#define MAX_THREADS 1024
+
+/* 1 if `threads` (method's argument) is 1 .. MAX_THREADS, else 0 with
+ * ValueError set. */
+static int
+threads_in_range(const char *method, Py_ssize_t threads)
+{
+    if (threads < 1 || threads > MAX_THREADS) {
+        PyErr_Format(PyExc_ValueError,
+                     "%s: threads must be 1 .. %d, not %zd", method,
+                     MAX_THREADS, threads);
+        return 0;
+    }
+    return 1;
+}
 
 typedef struct {
     BytesMap *into;
@@ -593,37 +609,45 @@ merge_share_run(void *arg)
     return NULL;
 }
 
-/* Run every share's current phase: shares 1.. on threads of their own (any
- * that cannot start runs here instead), share 0 on this one. */
+/* Run fn on each of n shares (consecutive structs of `size` bytes from
+ * `shares`): shares 1.. on threads of their own (any that cannot start runs
+ * here instead), share 0 on this one. Used by merge() and to_packed(). */
 static void
-merge_run_phase(MergeShare *shares, size_t n)
+run_shares(void *(*fn)(void *), void *shares, size_t size, size_t n)
 {
-#ifdef MERGE_THREADS
+    unsigned char *share = shares;
+#ifdef COUNTER_THREADS
     pthread_t *ids = n > 1 ? malloc((n - 1) * sizeof(pthread_t)) : NULL;
     unsigned char *started = n > 1 ? calloc(n - 1, 1) : NULL;
     if (ids != NULL && started != NULL) {
         for (size_t p = 1; p < n; p++) {
             started[p - 1] =
-                pthread_create(&ids[p - 1], NULL, merge_share_run,
-                               &shares[p]) == 0;
+                pthread_create(&ids[p - 1], NULL, fn, share + p * size) == 0;
         }
     }
-    merge_share_run(&shares[0]);
+    fn(share);
     for (size_t p = 1; p < n; p++) {
         if (started != NULL && started[p - 1]) {
             pthread_join(ids[p - 1], NULL);
         }
         else {
-            merge_share_run(&shares[p]);
+            fn(share + p * size);
         }
     }
     free(ids);
     free(started);
 #else
     for (size_t p = 0; p < n; p++) {
-        merge_share_run(&shares[p]);
+        fn(share + p * size);
     }
 #endif
+}
+
+/* Run every merge share's current phase. */
+static void
+merge_run_phase(MergeShare *shares, size_t n)
+{
+    run_shares(merge_share_run, shares, sizeof(MergeShare), n);
 }
 
 /* Add from's counts to into's (see above): 0, or -1 when out of memory (into
@@ -711,10 +735,7 @@ Counter_merge(CounterObject *self, PyObject *args, PyObject *kwds)
     {
         return NULL;
     }
-    if (threads < 1 || threads > MERGE_MAX_THREADS) {
-        PyErr_Format(PyExc_ValueError,
-                     "merge: threads must be 1 .. %d, not %zd",
-                     MERGE_MAX_THREADS, threads);
+    if (!threads_in_range("merge", threads)) {
         return NULL;
     }
     if (!PyObject_TypeCheck(arg, Py_TYPE(self))) {
@@ -769,47 +790,52 @@ add_count(BytesMap *m, const unsigned char *key, size_t len, uint64_t h,
     return 0;
 }
 
-static PyObject *
-Counter_to_packed(CounterObject *self, PyObject *args, PyObject *kwds)
+/* ---- to_packed, on several threads ----------------------------------------
+ *
+ * to_packed(min_count, threads) writes the entries of at least min_count, in
+ * first-seen order, as packed word counts (packed.h). Share p of the entries
+ * (a range of positions) is read by one thread, in two phases with the GIL
+ * released and the counter busy: (1) how many of its entries are kept and
+ * their keys' bytes; then, once the bytes object is made (with the GIL) and
+ * the sizes of the shares before each give where its words go, (2) it writes
+ * its counts, lengths and keys there. The bytes object is new and nobody else
+ * holds it while it is filled. The output is the same for any thread count. */
+
+typedef struct {
+    const BytesMap *m;
+    int64_t min_count;
+    enum { PACK_SIZE, PACK_WRITE } phase;
+    size_t begin, end; /* the entries [begin, end) */
+    /* size: how many of them are kept, and their keys' bytes */
+    uint64_t n;
+    size_t key_bytes;
+    /* write: where their counts, lengths and keys go */
+    unsigned char *counts, *lengths, *bytes;
+} PackShare;
+
+static void *
+pack_share_run(void *arg)
 {
-    static char *kwlist[] = {"min_count", NULL};
-    long long min_count = 1;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|L:to_packed", kwlist,
-                                     &min_count))
-    {
-        return NULL;
-    }
-    if (!counter_usable(self)) {
-        return NULL;
-    }
-    /* (nothing below runs Python code until the table has been read) */
-    const BytesMap *m = &self->counts;
-    uint64_t n = 0;
-    size_t key_bytes = 0;
-    for (size_t k = 0; k < m->used; k++) {
-        if (m->entries[k].value >= min_count) {
-            n++;
-            key_bytes += m->entries[k].len;
+    PackShare *sh = arg;
+    const BytesMap *m = sh->m;
+    if (sh->phase == PACK_SIZE) {
+        uint64_t n = 0;
+        size_t key_bytes = 0;
+        for (size_t k = sh->begin; k < sh->end; k++) {
+            if (m->entries[k].value >= sh->min_count) {
+                n++;
+                key_bytes += m->entries[k].len;
+            }
         }
-    }
-    if (key_bytes > (size_t)PY_SSIZE_T_MAX - PACKED_HEADER - 12 * n) {
-        return PyErr_NoMemory();
-    }
-    PyObject *out = PyBytes_FromStringAndSize(
-        NULL, (Py_ssize_t)(PACKED_HEADER + 12 * n + key_bytes));
-    if (out == NULL) {
+        sh->n = n;
+        sh->key_bytes = key_bytes;
         return NULL;
     }
-    unsigned char *buf = (unsigned char *)PyBytes_AS_STRING(out);
-    uint32_t version = PACKED_VERSION;
-    memcpy(buf, PACKED_MAGIC, 4);
-    memcpy(buf + 4, &version, 4);
-    memcpy(buf + 8, &n, 8);
-    unsigned char *counts = buf + PACKED_HEADER, *lengths = counts + 8 * n,
-                  *bytes = lengths + 4 * n;
-    for (size_t k = 0; k < m->used; k++) { /* in first-seen order */
+    unsigned char *counts = sh->counts, *lengths = sh->lengths,
+                  *bytes = sh->bytes;
+    for (size_t k = sh->begin; k < sh->end; k++) { /* in first-seen order */
         const Entry *e = &m->entries[k];
-        if (e->value < min_count) {
+        if (e->value < sh->min_count) {
             continue;
         }
         unsigned char key_buf[INLINE_KEY];
@@ -820,6 +846,82 @@ Counter_to_packed(CounterObject *self, PyObject *args, PyObject *kwds)
         lengths += 4;
         bytes += e->len;
     }
+    return NULL;
+}
+
+static PyObject *
+Counter_to_packed(CounterObject *self, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"min_count", "threads", NULL};
+    long long min_count = 1;
+    Py_ssize_t threads = 1;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|Ln:to_packed", kwlist,
+                                     &min_count, &threads))
+    {
+        return NULL;
+    }
+    if (!threads_in_range("to_packed", threads)) {
+        return NULL;
+    }
+    /* (nothing runs Python code between this check and busy = 1) */
+    if (!counter_usable(self)) {
+        return NULL;
+    }
+    const BytesMap *m = &self->counts;
+    size_t n_shares = (size_t)threads < m->used ? (size_t)threads : m->used;
+    n_shares = n_shares ? n_shares : 1;
+    PackShare *shares = calloc(n_shares, sizeof(PackShare));
+    if (shares == NULL) {
+        return PyErr_NoMemory();
+    }
+    for (size_t p = 0; p < n_shares; p++) {
+        shares[p].m = m;
+        shares[p].min_count = min_count;
+        shares[p].phase = PACK_SIZE;
+        shares[p].begin = m->used * p / n_shares;
+        shares[p].end = m->used * (p + 1) / n_shares;
+    }
+    self->busy = 1;
+    Py_BEGIN_ALLOW_THREADS
+    run_shares(pack_share_run, shares, sizeof(PackShare), n_shares);
+    Py_END_ALLOW_THREADS
+    uint64_t n = 0;
+    size_t key_bytes = 0;
+    for (size_t p = 0; p < n_shares; p++) {
+        n += shares[p].n;
+        key_bytes += shares[p].key_bytes;
+    }
+    PyObject *out = NULL;
+    if (key_bytes > (size_t)PY_SSIZE_T_MAX - PACKED_HEADER - 12 * n) {
+        PyErr_NoMemory();
+    }
+    else {
+        out = PyBytes_FromStringAndSize(
+            NULL, (Py_ssize_t)(PACKED_HEADER + 12 * n + key_bytes));
+    }
+    if (out != NULL) {
+        unsigned char *buf = (unsigned char *)PyBytes_AS_STRING(out);
+        uint32_t version = PACKED_VERSION;
+        memcpy(buf, PACKED_MAGIC, 4);
+        memcpy(buf + 4, &version, 4);
+        memcpy(buf + 8, &n, 8);
+        unsigned char *counts = buf + PACKED_HEADER, *lengths = counts + 8 * n,
+                      *bytes = lengths + 4 * n;
+        for (size_t p = 0; p < n_shares; p++) {
+            shares[p].phase = PACK_WRITE;
+            shares[p].counts = counts;
+            shares[p].lengths = lengths;
+            shares[p].bytes = bytes;
+            counts += 8 * shares[p].n;
+            lengths += 4 * shares[p].n;
+            bytes += shares[p].key_bytes;
+        }
+        Py_BEGIN_ALLOW_THREADS
+        run_shares(pack_share_run, shares, sizeof(PackShare), n_shares);
+        Py_END_ALLOW_THREADS
+    }
+    self->busy = 0;
+    free(shares);
     return out;
 }
 
@@ -983,9 +1085,10 @@ static PyMethodDef Counter_methods[] = {
      "order, on `threads` threads (without the GIL)."},
     {"to_packed", (PyCFunction)(void (*)(void))Counter_to_packed,
      METH_VARARGS | METH_KEYWORDS,
-     "to_packed(min_count=1)\n--\n\nThe counts of at least min_count as "
-     "packed word counts (bytes; see\nbpe_impls.corpus.tally.pack_counts), "
-     "in first-seen order."},
+     "to_packed(min_count=1, threads=1)\n--\n\nThe counts of at least "
+     "min_count as packed word counts (bytes; see\n"
+     "bpe_impls.corpus.tally.pack_counts), in first-seen order, written on "
+     "`threads`\nthreads (without the GIL)."},
     {"add_packed", (PyCFunction)Counter_add_packed, METH_O,
      "add_packed(data)\n--\n\nAdd packed word counts (as to_packed "
      "makes) to this counter's."},
@@ -1016,8 +1119,8 @@ BPE_INTERNAL PyTypeObject bpe_CounterType = {
     .tp_doc =
         "PretokenCounter(pattern='gpt2'): counts the pre-tokens of a preset "
         "split pattern ('gpt2', 'cl100k' or 'o200k') by their UTF-8 bytes. "
-        "One thread at a time: a call made while another thread's add() or "
-        "merge() runs raises RuntimeError.",
+        "One thread at a time: a call made while another thread's add(), "
+        "merge() or to_packed() runs raises RuntimeError.",
     .tp_basicsize = sizeof(CounterObject),
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_new = PyType_GenericNew,

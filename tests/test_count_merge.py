@@ -6,6 +6,10 @@ count the sum of the two (a Counter sum, the pure-Python twin's merge), in the o
 lookups still find every key in. The inputs cover 1 to 4 tables, keys kept in the entry (<= 8
 bytes) and in the arena (longer, and longer than 16 bytes), keys whose hashes share an index slot
 and tag, empty tables, and real text. `bash .ci/sanitize` runs this file under ASan and UBSan.
+
+PretokenCounter.to_packed(min_count, threads=N) writes its packed bytes on N threads too: they must
+be the bytes one thread writes, and the pure-Python twin's (`pack_counts` of the counts kept, or
+`RegexCounter.to_packed` on real text), for any N.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bpe_impls.corpus import count_pretokens
-from bpe_impls.corpus.tally import RegexCounter, pack_counts, pretoken_counter
+from bpe_impls.corpus.tally import RegexCounter, pack_counts, pretoken_counter, unpack_counts
 
 require_compiled_core()
 
@@ -246,3 +250,106 @@ def test_count_pretokens_on_threads_equals_one_worker(fixture):
         assert count_pretokens(path, ["<|endoftext|>"], workers) == one
         packed = count_pretokens(path, ["<|endoftext|>"], workers, packed=True)
         assert len(packed) == len(one) and dict(packed) == dict(one)
+        # and packed on as many threads, keeping the counts of at least 3
+        packed = count_pretokens(path, ["<|endoftext|>"], workers, packed=True, min_pretoken_count=3)
+        assert dict(packed) == {word: n for word, n in one.items() if n >= 3}
+
+
+# ---- to_packed(min_count, threads=N) ----
+
+
+def _kept(pairs: list[tuple[bytes, int]], min_count: int) -> dict[bytes, int]:
+    return {word: n for word, n in pairs if n >= min_count}
+
+
+MIN_COUNTS = st.one_of(st.just(1), st.integers(-2, 3), st.integers(1, 2**41))
+
+
+@given(tables=TABLES, min_count=MIN_COUNTS, merge_threads=st.integers(1, 3))
+@settings(max_examples=examples(200))
+def test_to_packed_on_any_threads_is_the_one_thread_bytes_and_the_twins(tables, min_count, merge_threads):
+    # (merged tables: entries appended by a merge, long keys copied into the arena by it)
+    total = _merged(tables, merge_threads)
+    expected = pack_counts(_kept(_serial_sum(tables), min_count))
+    one = total.to_packed(min_count)
+    assert one == expected
+    for threads in range(1, 6):
+        assert total.to_packed(min_count, threads=threads) == one
+    assert total.to_packed(threads=4) == pack_counts(dict(_serial_sum(tables)))
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3, 5])
+def test_to_packed_of_empty_tables(threads):
+    empty = pack_counts({})
+    assert pretoken_counter(compiled=True).to_packed(threads=threads) == empty
+    assert pretoken_counter(compiled=True).to_packed(7, threads=threads) == empty
+    # every count below min_count: no word is kept, on any share
+    words = _counter({b" x": 2, b" long-enough-key": 3, b"y": 1})
+    assert words.to_packed(4, threads=threads) == empty
+    # fewer words than threads
+    assert words.to_packed(3, threads=threads) == pack_counts({b" long-enough-key": 3})
+
+
+@pytest.mark.parametrize("fixture", ["kjv.txt", "german.txt", "tinystories_sample.txt", "corpus.en"])
+def test_to_packed_of_real_text_equals_the_regex_counters(fixture):
+    text = fixture_text(fixture)[:1_500_000]
+    pieces = [piece.encode("utf-8") for piece in _parts(text, 3)]
+    counters = []
+    for piece in pieces:
+        counter = pretoken_counter(compiled=True)
+        assert counter.add_utf8(piece, [])
+        counters.append(counter)
+    total = counters[0]
+    for other in counters[1:]:
+        total.merge(other, threads=2)
+    twin = RegexCounter()
+    twin.add_utf8(text.encode("utf-8"), [])
+    for min_count in (1, 2, 10):
+        expected = twin.to_packed(min_count)
+        assert min_count > 2 or unpack_counts(expected)  # real tables, not only empty ones
+        for threads in range(1, 6):
+            assert total.to_packed(min_count, threads=threads) == expected
+
+
+def test_to_packed_threads_must_be_a_sane_count():
+    counter = _counter({b" a": 1})
+    for bad in (0, -1, 10**6):
+        with pytest.raises(ValueError, match="to_packed: threads must be 1 .. 1024"):
+            counter.to_packed(threads=bad)
+    with pytest.raises(TypeError):
+        counter.to_packed(threads="2")
+    assert counter.to_packed(1, threads=1024) == pack_counts({b" a": 1})
+
+
+def test_using_the_counter_during_a_threaded_to_packed_is_refused_or_sees_before_or_after():
+    """to_packed() reads the table without the GIL: calls on the counter from another thread
+    meanwhile are refused (busy), and the bytes are the table as it was at one moment. Each call
+    adds 1 to the first word (the first thread's share) and the last (the second's), and adds
+    " zz": bytes read while a call ran would hold the two words' counts raised unequally."""
+    big = _many_words(7, 300_000)
+    first, last = next(iter(big)), list(big)[-1]
+    bump = pack_counts({first: 1, last: 1, b" zz": 1})
+    for _ in range(3):
+        counter = _counter(big)
+        lengths: list[int] = []
+        added = [0]
+
+        def use(counter=counter, lengths=lengths, added=added) -> None:
+            ok, n = _refused_or(lambda: len(counter))
+            if ok:
+                lengths.append(n)
+            ok, _ = _refused_or(lambda: counter.add_packed(bump))
+            added[0] += ok
+
+        def after(calls: int) -> dict[bytes, int]:
+            """The table after `calls` calls of use() added."""
+            return {**big, first: big[first] + calls, last: big[last] + calls, b" zz": calls} if calls else big
+
+        outcome, failures = while_running(lambda: counter.to_packed(threads=2), use)
+        assert not [f for f in failures if f is not None], failures
+        assert isinstance(outcome, bytes), outcome
+        calls = unpack_counts(outcome).get(b" zz", 0)
+        assert calls <= added[0]
+        assert outcome == pack_counts(after(calls))
+        assert set(lengths) <= {len(big), len(big) + 1}
+        assert counter.to_dict() == after(added[0])

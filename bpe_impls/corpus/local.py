@@ -307,11 +307,10 @@ class LocalBackend:
         with _progress_bar(units, progress) as bar:
             single = self.num_workers == 1 or len(units) <= 1
             if has_compiled_counter(pattern) and (single or POOL == "threads"):
-                counter, skipped = _count_compiled(
-                    units, special_tokens, 1 if single else min(self.num_workers, len(units)), bar, pattern
-                )
-                if packed:
-                    return Tally(PackedCounts(counter.to_packed(min_count)), skipped)
+                threads = 1 if single else min(self.num_workers, len(units))
+                counter, skipped = _count_compiled(units, special_tokens, threads, bar, pattern)
+                if packed:  # written on as many threads as counted (in C, without the GIL)
+                    return Tally(PackedCounts(counter.to_packed(min_count, threads=threads)), skipped)
                 counts = Counter(counter.to_dict())
                 del counter
                 return Tally(drop_rare(counts, min_count), skipped)

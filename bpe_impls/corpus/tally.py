@@ -40,6 +40,7 @@ class PretokenCounter(Protocol):
     def add_utf8(self, data: bytes, special_tokens: Sequence[bytes]) -> bool: ...
     def merge(self, other: PretokenCounter, /, threads: int = 1) -> None: ...
     def to_dict(self) -> dict[bytes, int]: ...
+    def to_packed(self, min_count: int = 1, threads: int = 1) -> bytes: ...
     def __len__(self) -> int: ...
 
 
@@ -75,6 +76,11 @@ class RegexCounter:
     def to_dict(self) -> dict[bytes, int]:
         # Counted by str and encoded once per distinct pre-token, not once per occurrence.
         return {token.encode("utf-8"): n for token, n in self._counts.items()}
+
+    def to_packed(self, min_count: int = 1, threads: int = 1) -> bytes:
+        """The counts of at least min_count as packed word counts, in first-seen order (`threads`
+        is for the compiled counter's signature: one thread here)."""
+        return pack_counts({word: n for word, n in self.to_dict().items() if n >= min_count})
 
     def __len__(self) -> int:
         return len(self._counts)
