@@ -259,3 +259,20 @@ def test_a_file_that_shrinks_while_read_is_named_and_nothing_is_written(gpt2_dir
     with pytest.raises(CorpusError, match=r"in\.txt: the file shrank while being read \(at byte offset 3000\)"):
         encode_file(Tokenizer.load(gpt2_dir), source, out, "bin", threads=2, block_size=1000)
     assert not out.exists() and not list(tmp_path.glob(".ids*"))
+
+
+def test_a_failed_background_sync_names_the_target_and_writes_nothing(gpt2_dir, tmp_path, monkeypatch):
+    from bpe_impls.tools import encode_file as module
+
+    def failing(fd: int) -> None:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(module, "_FLUSH_BYTES", 64)
+    monkeypatch.setattr(module, "_DATASYNC", failing)
+    source = tmp_path / "in.txt"
+    source.write_text(("Hello, world. " * 30 + EOT) * 40, encoding="utf-8")
+    out = tmp_path / "ids.bin"
+    with pytest.raises(OSError) as raised:
+        encode_file(Tokenizer.load(gpt2_dir), source, out, "bin", threads=2, block_size=256)
+    assert raised.value.filename == str(out) and raised.value.strerror == "Input/output error"
+    assert not out.exists() and not list(tmp_path.glob(".ids*"))

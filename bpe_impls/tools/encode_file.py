@@ -23,7 +23,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import BinaryIO
+from typing import BinaryIO, TypeVar
 
 import numpy as np
 
@@ -33,6 +33,8 @@ from ..base.errors import ConfigError, CorpusError, EncodeError, unreadable
 from ..corpus.cuts import CutFinder
 from ..encoding import Tokenizer
 from ..encoding.formats.npy import NpyStreamWriter
+
+_T = TypeVar("_T")
 
 OUTPUT_FORMATS = ("npy", "bin")
 DEFAULT_BLOCK_SIZE = 1 << 20
@@ -162,25 +164,22 @@ def encode_file(
             unflushed += ids.nbytes
             if unflushed >= _FLUSH_BYTES and (flushing is None or flushing.done()):
                 if flushing is not None:
-                    flushing.result()  # (an OSError from the last one)
+                    _synced(flushing, target)  # (an OSError from the last one)
                 out.flush()
                 flushing = flusher.submit(_DATASYNC, out.fileno())
                 unflushed = 0
 
         try:
-            try:
-                if _seekable(file):
-                    for start, end in iter_piece_bounds(file, finder, block_size):
-                        pending.append((end - start, pool.submit(read_and_encode, start, end)))
-                        if len(pending) > 2 * workers:
-                            write_oldest()
-                else:  # a pipe: read on this thread
-                    for offset, piece in iter_pieces(file, finder, block_size):
-                        pending.append((len(piece), pool.submit(encode, piece, offset)))
-                        if len(pending) > 2 * workers:
-                            write_oldest()
-            except OSError as exc:
-                raise unreadable(source, exc) from None
+            if _seekable(file):
+                for start, end in _reading(iter_piece_bounds(file, finder, block_size), source):
+                    pending.append((end - start, pool.submit(read_and_encode, start, end)))
+                    if len(pending) > 2 * workers:
+                        write_oldest()
+            else:  # a pipe: read on this thread
+                for offset, piece in _reading(iter_pieces(file, finder, block_size), source):
+                    pending.append((len(piece), pool.submit(encode, piece, offset)))
+                    if len(pending) > 2 * workers:
+                        write_oldest()
             while pending:
                 write_oldest()
         finally:
@@ -188,7 +187,7 @@ def encode_file(
             if flushing is not None:
                 flushing.exception()  # wait: the file is not closed under a running fdatasync
         if flushing is not None:
-            flushing.result()
+            _synced(flushing, target)
         write(None)
     return Encoded(tokens, dtype, read)
 
@@ -204,6 +203,23 @@ def iter_piece_bounds(file: BinaryIO, finder: CutFinder, block_size: int) -> Ite
         end = size if cut is None else cut
         yield start, end
         start = end
+
+
+def _reading(pieces: Iterator[_T], source: str | os.PathLike) -> Iterator[_T]:
+    """The pieces, an OSError in reading them a CorpusError naming the source (an error in the
+    loop that consumes them, such as a failed write, is not a read error and passes as it is)."""
+    try:
+        yield from pieces
+    except OSError as exc:
+        raise unreadable(source, exc) from None
+
+
+def _synced(flushing: Future, target: str | os.PathLike) -> None:
+    """Wait for a background fdatasync; its OSError names the target (not the temp file)."""
+    try:
+        flushing.result()
+    except OSError as exc:
+        raise OSError(exc.errno, exc.strerror, str(target)) from None
 
 
 def _seekable(file: BinaryIO) -> bool:
