@@ -4,6 +4,7 @@ thread count, block size, encoder and cache size, in .npy and .bin; bad input na
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -249,15 +250,22 @@ def test_a_file_that_shrinks_while_read_is_named_and_nothing_is_written(gpt2_dir
 
     source = tmp_path / "in.txt"
     source.write_text("Hello, world. " * 400, encoding="utf-8")
-    real = module._pread_exactly
+    real = module.iter_piece_bounds
 
-    def short(fd: int, offset: int, length: int) -> bytes:  # as if the file had been cut at byte 3000
-        return real(fd, offset, max(0, min(length, 3000 - offset)))
+    def shrinking(*args):  # the file is cut to 3000 bytes once its pieces are planned, before they are read
+        bounds = list(real(*args))
+        os.truncate(source, 3000)
+        return iter(bounds)
 
-    monkeypatch.setattr(module, "_pread_exactly", short)
+    monkeypatch.setattr(module, "iter_piece_bounds", shrinking)
     out = tmp_path / "ids.bin"
-    with pytest.raises(CorpusError, match=r"in\.txt: the file shrank while being read \(at byte offset 3000\)"):
+    with pytest.raises(CorpusError) as caught:
         encode_file(Tokenizer.load(gpt2_dir), source, out, "bin", threads=2, block_size=1000)
+    # the piece across the new end is named, with the bytes it got up to there
+    found = re.fullmatch(r".*in\.txt bytes (\d+)-(\d+): file changed while encoding \(read (\d+) of (\d+) bytes\)", str(caught.value))
+    assert found, str(caught.value)
+    start, end, got, size = map(int, found.groups())
+    assert start < 3000 < end and (got, size) == (3000 - start, end - start)
     assert not out.exists() and not list(tmp_path.glob(".ids*"))
 
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 import codecs
 import gzip
 import json
+import os
 import re
 import zlib
 from collections.abc import Generator, Iterable, Iterator
@@ -126,11 +127,13 @@ class Utf8Unit(Unit, Protocol):
 # --- plain text -------------------------------------------------------------------------------
 
 
-def read_range(path: str, start: int, size: int, where: str, block_size: int | None = None) -> Iterator[bytes]:
+def read_range(
+    path: str | os.PathLike, start: int, size: int, where: str, block_size: int | None = None, doing: str = "counting"
+) -> Iterator[bytes]:
     """Bytes [start, start + size) of a file, in blocks of at most block_size (default: one block).
 
-    A file that shrank since the units were planned is an error: counting the rest would be
-    silently short. Errors name `where` (the unit), in one line.
+    A file that shrank since the range was planned is an error: counting (or whatever `doing`
+    names) the rest would be silently short. Errors name `where` (the range), in one line.
     """
     try:
         with open(path, "rb") as file:
@@ -139,7 +142,7 @@ def read_range(path: str, start: int, size: int, where: str, block_size: int | N
             while left:
                 block = file.read(min(block_size or left, left))
                 if not block:
-                    raise CorpusError(f"{where}: file changed while counting (read {size - left} of {size} bytes)")
+                    raise CorpusError(f"{where}: file changed while {doing} (read {size - left} of {size} bytes)")
                 left -= len(block)
                 yield block
     except OSError as exc:

@@ -6,8 +6,9 @@ separately gives the ids of encoding the whole. The pieces are encoded on thread
 encoder runs without the GIL) and written in file order, so the output is byte for byte the same
 for any thread count and block size, and equal to `Tokenizer.encode_to_numpy` of the whole text.
 At most two pieces per thread are in flight. From a regular file each worker reads its own piece
-(os.pread) and the calling thread reads only the bytes around each cut; a pipe is read in blocks
-on the calling thread. The output is synced to disk as it grows, on a thread of its own.
+(bpe_impls.corpus.units.read_range, as counting does) and the calling thread reads only the bytes
+around each cut; a pipe is read in blocks on the calling thread. The output is synced to disk as
+it grows, on a thread of its own.
 
 Formats: "npy" (a 1-D .npy array, its header rewritten with the length at the end) and "bin" (the
 raw ids, little-endian uint16 when the vocab fits in 65536 ids, else uint32: the flat layout
@@ -31,6 +32,7 @@ from ..base.atomic import atomic_write
 from ..base.checks import require_int, resolve_workers
 from ..base.errors import ConfigError, CorpusError, EncodeError, unreadable
 from ..corpus.cuts import CutFinder
+from ..corpus.units import read_range
 from ..encoding import Tokenizer
 from ..encoding.formats.npy import NpyStreamWriter
 
@@ -136,13 +138,8 @@ def encode_file(
     def read_and_encode(start: int, end: int) -> np.ndarray:
         # On the worker: reading a piece (the copy into a new bytes object) costs about a
         # fifth of encoding it, so the main thread, which also writes, only finds the cuts.
-        try:
-            piece = _pread_exactly(file.fileno(), start, end - start)
-        except OSError as exc:
-            raise unreadable(source, exc) from None
-        if len(piece) != end - start:
-            raise CorpusError(f"{source}: the file shrank while being read (at byte offset {start + len(piece)})")
-        return encode(piece, start)
+        where = f"{os.fsdecode(source)} bytes {start}-{end}"
+        return encode(b"".join(read_range(source, start, end - start, where, doing="encoding")), start)
 
     tokens = read = unflushed = 0
     flushing: Future | None = None
@@ -223,24 +220,8 @@ def _synced(flushing: Future, target: str | os.PathLike) -> None:
 
 
 def _seekable(file: BinaryIO) -> bool:
-    """A regular file that os.pread can read at any offset (not a pipe or a terminal)."""
-    return hasattr(os, "pread") and stat.S_ISREG(os.fstat(file.fileno()).st_mode)
-
-
-def _pread_exactly(fd: int, offset: int, length: int) -> bytes:
-    """length bytes at offset (fewer only at the end of the file); the GIL is released while reading."""
-    piece = os.pread(fd, length, offset)
-    if len(piece) == length or not piece:
-        return piece
-    parts = [piece]
-    got = len(piece)
-    while got < length:
-        more = os.pread(fd, length - got, offset + got)
-        if not more:
-            break
-        parts.append(more)
-        got += len(more)
-    return b"".join(parts)
+    """A regular file, which workers can read at any offset (not a pipe or a terminal)."""
+    return stat.S_ISREG(os.fstat(file.fileno()).st_mode)
 
 
 def _writer(out: BinaryIO, output_format: str, dtype: np.dtype) -> Callable[[np.ndarray | None], None]:
