@@ -1744,22 +1744,25 @@ typedef struct {
     int valid;
 } Utf8Text;
 
-/* encode_many_buffer(datas, special_tokens, special_ids, itemsize=4): each of
- * datas (bytes of valid UTF-8, or str) encoded as encode_utf8 would, all with
- * the GIL released once; (ids, offsets): the ids back to back as in
- * encode_utf8_buffer, and len(datas) + 1 native int64 offsets, datas[i]'s ids
- * being ids[offsets[i]:offsets[i + 1]]. */
+/* encode_many_buffer(datas, special_tokens, special_ids, itemsize=4, start=0,
+ * stop=len(datas)): each of datas[start:stop] (bytes of valid UTF-8, or str)
+ * encoded as encode_utf8 would, all with the GIL released once; (ids,
+ * offsets): the ids back to back as in encode_utf8_buffer, and stop - start +
+ * 1 native int64 offsets, datas[start + i]'s ids being ids[offsets[i]:offsets[i
+ * + 1]]. (A range, not a slice: a batch's runs are ranges of one list, and
+ * slicing it would touch every item's reference count once more.) */
 static PyObject *
 Encoder_encode_many_buffer(EncoderObject *self, PyObject *args,
                            PyObject *kwds)
 {
     static char *kwlist[] = {"datas", "special_tokens", "special_ids",
-                             "itemsize", NULL};
+                             "itemsize", "start", "stop", NULL};
     PyObject *datas_arg, *specials_arg, *ids_arg;
     int itemsize = 4;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOO|i:encode_many_buffer",
+    Py_ssize_t start = 0, stop = PY_SSIZE_T_MAX;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOO|inn:encode_many_buffer",
                                      kwlist, &datas_arg, &specials_arg,
-                                     &ids_arg, &itemsize) ||
+                                     &ids_arg, &itemsize, &start, &stop) ||
         check_itemsize(itemsize) < 0 || encoder_tables(self) == NULL)
     {
         return NULL;
@@ -1777,7 +1780,16 @@ Encoder_encode_many_buffer(EncoderObject *self, PyObject *args,
     if (held == NULL) {
         goto done;
     }
-    count = PySequence_Fast_GET_SIZE(held);
+    Py_ssize_t size = PySequence_Fast_GET_SIZE(held);
+    stop = stop == PY_SSIZE_T_MAX ? size : stop;
+    if (start < 0 || start > stop || stop > size) {
+        PyErr_Format(PyExc_ValueError,
+                     "start %zd and stop %zd are not a range of datas' %zd "
+                     "items",
+                     start, stop, size);
+        goto done;
+    }
+    count = stop - start;
     items = PyMem_Calloc((size_t)count + 1, sizeof(PyObject *));
     offsets = PyMem_Calloc((size_t)count + 1, sizeof(int64_t));
     texts = PyMem_Calloc((size_t)count + 1, sizeof(Utf8Text));
@@ -1789,7 +1801,7 @@ Encoder_encode_many_buffer(EncoderObject *self, PyObject *args,
      * sequence stays as it is. A str gives the UTF-8 CPython keeps with it
      * (valid by construction), with the GIL; the encoding runs without. */
     for (; taken < count; taken++) {
-        PyObject *item = PySequence_Fast_GET_ITEM(held, taken);
+        PyObject *item = PySequence_Fast_GET_ITEM(held, start + taken);
         Utf8Text *text = &texts[taken];
         if (PyBytes_Check(item)) {
             text->s = (const unsigned char *)PyBytes_AS_STRING(item);
@@ -1807,8 +1819,8 @@ Encoder_encode_many_buffer(EncoderObject *self, PyObject *args,
         }
         else {
             PyErr_Format(PyExc_TypeError,
-                         "datas[%zd] is %.100s, not bytes or str", taken,
-                         Py_TYPE(item)->tp_name);
+                         "datas[%zd] is %.100s, not bytes or str",
+                         start + taken, Py_TYPE(item)->tp_name);
             goto done;
         }
         items[taken] = Py_NewRef(item);
@@ -1838,7 +1850,8 @@ Encoder_encode_many_buffer(EncoderObject *self, PyObject *args,
     Py_END_ALLOW_THREADS
     call.out = out; /* (grown: call_close frees or keeps it) */
     if (bad >= 0) {
-        PyErr_Format(PyExc_ValueError, "datas[%zd] is not valid UTF-8", bad);
+        PyErr_Format(PyExc_ValueError, "datas[%zd] is not valid UTF-8",
+                     start + bad);
         goto done;
     }
     if (err < 0) {
@@ -1960,11 +1973,12 @@ static PyMethodDef Encoder_methods[] = {
      "settled: (ids, cut)."},
     {"encode_many_buffer", (PyCFunction)(void (*)(void))Encoder_encode_many_buffer,
      METH_VARARGS | METH_KEYWORDS,
-     "encode_many_buffer(datas, special_tokens, special_ids, itemsize=4)\n--"
-     "\n\nEach bytes (or str) of datas encoded as encode_utf8 would, without "
-     "the GIL: "
+     "encode_many_buffer(datas, special_tokens, special_ids, itemsize=4, "
+     "start=0, stop=len(datas))\n--"
+     "\n\nEach bytes (or str) of datas[start:stop] encoded as encode_utf8 "
+     "would, without the GIL: "
      "(ids, offsets), ids as encode_utf8_buffer gives them back to back, and "
-     "len(datas) + 1 native int64 offsets (datas[i]'s ids are "
+     "stop - start + 1 native int64 offsets (datas[start + i]'s ids are "
      "ids[offsets[i]:offsets[i + 1]])."},
     {"bpe", (PyCFunction)Encoder_bpe, METH_O,
      "bpe(token_bytes)\n--\n\nThe ids BPE gives one pre-token's bytes (no "

@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
-from conftest import examples, fixture_text, require_gpt2_files
+from conftest import examples, fixture_text, require_gpt2_files, while_running
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -228,3 +228,31 @@ def test_compiled_batch_runs_name_a_bad_item_as_the_twin_does(kind, items, index
     with pytest.raises(TypeError) as native:
         compiled.core().batch_runs(items, kind, 4, 1, 1)
     assert str(native.value) == str(twin.value) and str(twin.value).startswith(f"batch index {index}:")
+
+@pytest.mark.skipif(not compiled.AVAILABLE, reason="the compiled core is not built")
+def test_a_list_changed_by_another_thread_while_encoded_gives_old_or_new_items(gpt2_parts):
+    """The batch's list is not copied: another thread swapping its items (or cutting it short)
+    while the compiled encoder encodes it without the GIL gives each text the ids of its old or
+    its new item, or a ValueError, never a crash (the sanitizer run holds it to that)."""
+    tok = Tokenizer(*gpt2_parts, [EOT], encoder="native")
+    old = [f"line {k} of the old batch, é{k}.\n" * 3 for k in range(3000)]
+    new = [f"{EOT}new text {k}: 中文 {k}\n" for k in range(3000)]
+    want = {text: tok.encode(text) for text in old + new}
+    for cut_short in (False, True):
+        batch = list(old)
+
+        def swap() -> None:
+            for k in range(0, len(batch), 7):
+                batch[k] = new[k] if batch[k] is old[k] else old[k]
+            if cut_short and len(batch) > 2000:
+                del batch[2000:]
+
+        outcome, swaps = while_running(lambda: tok.encode_batch_to_numpy(batch, num_threads=2), swap)
+        assert swaps and not [s for s in swaps if isinstance(s, Exception)]
+        if isinstance(outcome, ValueError) and cut_short:
+            continue  # a run reached past the list's new end
+        assert not isinstance(outcome, Exception), outcome
+        ids, offsets = outcome
+        assert len(offsets) == len(old) + 1
+        for k in range(len(old)):
+            assert ids[offsets[k] : offsets[k + 1]].tolist() in (want[old[k]], want[new[k]])

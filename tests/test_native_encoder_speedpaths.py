@@ -111,6 +111,11 @@ def test_buffer_entry_points_equal_the_python_encoder(tables, text, specials, ca
     assert len(offsets) == len(datas) + 1 and offsets[0] == 0 and offsets[-1] == len(flat)
     for k, item in enumerate(datas):
         assert flat[offsets[k] : offsets[k + 1]] == twin.encode_utf8(item, tokens, ids)
+    # a range of the batch gives what that slice of it gives, in both encoders
+    for start, stop in [(0, 0), (1, 3), (2, 4), (4, 4)]:
+        want = twin.encode_many_buffer(datas[start:stop], tokens, ids, itemsize)
+        assert twin.encode_many_buffer(datas, tokens, ids, itemsize, start, stop) == want
+        assert native.encode_many_buffer(datas, tokens, ids, itemsize, start=start, stop=stop) == want
     assert native.cache_len() <= cache_size
 
 
@@ -221,6 +226,21 @@ def test_encode_many_refuses_what_is_not_bytes_naming_the_index(tables, bad):
         native.encode_many_buffer([b"ab", b"cd", bad, b"ef"], [], [])
     with pytest.raises(TypeError, match="datas must be a list of bytes"):
         native.encode_many_buffer(5, [], [])
+
+
+@pytest.mark.parametrize("encoder", ["twin", "native"])
+def test_encode_many_ranges_name_their_items_by_batch_index(tables, encoder):
+    chosen = dict(zip(["twin", "native"], twin_and_native(tables, 16)))[encoder]
+    datas = [b"ab", b"cd", 7, b"\xff", b"ef"]
+    with pytest.raises(TypeError, match="2"):
+        chosen.encode_many_buffer(datas, [], [], 4, 1, 3)
+    assert chosen.encode_many_buffer(datas, [], [], 4, 4, 5) == chosen.encode_many_buffer([b"ef"], [], [])
+    for start, stop in [(-1, 2), (3, 2), (0, 6)]:
+        with pytest.raises(ValueError, match=f"start {start} and stop {stop} are not a range of datas' 5 items"):
+            chosen.encode_many_buffer(datas, [], [], 4, start, stop)
+    if encoder == "native":  # (the twin checks UTF-8 as it encodes, naming no index)
+        with pytest.raises(ValueError, match=r"datas\[3\] is not valid UTF-8"):
+            chosen.encode_many_buffer(datas, [], [], 4, 3, 5)
 
 
 @pytest.mark.parametrize("encoder", ["twin", "native"])

@@ -18,8 +18,8 @@ integers of `itemsize` bytes (2 or 4) in a bytearray, for numpy.frombuffer:
 
     encode_utf8_buffer(data, special_tokens, special_ids, settled=False, itemsize=4)
         -> ids buffer, or (ids buffer, cut) with settled=True
-    encode_many_buffer(datas, special_tokens, special_ids, itemsize=4)
-        -> (ids buffer of every text in turn, int64 offsets: len(datas) + 1 of them)
+    encode_many_buffer(datas, special_tokens, special_ids, itemsize=4, start=0, stop=len(datas))
+        -> (ids buffer of each text of datas[start:stop] in turn, int64 offsets: stop - start + 1)
 
 An id that does not fit in 2 bytes is a ValueError naming it; an item of `datas` that is neither
 bytes nor str is a TypeError naming its index. The compiled core runs them without the GIL
@@ -69,7 +69,8 @@ class Encoder(Protocol):
     ) -> bytearray | tuple[bytearray, int]: ...
 
     def encode_many_buffer(
-        self, datas: Sequence[bytes | str], special_tokens: Sequence[bytes], special_ids: Sequence[int], itemsize: int = 4
+        self, datas: Sequence[bytes | str], special_tokens: Sequence[bytes], special_ids: Sequence[int], itemsize: int = 4,
+        start: int = 0, stop: int | None = None,
     ) -> tuple[bytearray, bytearray]: ...
 
     def cache_len(self) -> int:
@@ -111,11 +112,16 @@ class BufferFromLists:
         return ids_to_buffer(self.encode_utf8(data, special_tokens, special_ids), itemsize)
 
     def encode_many_buffer(
-        self, datas: Sequence[bytes | str], special_tokens: Sequence[bytes], special_ids: Sequence[int], itemsize: int = 4
+        self, datas: Sequence[bytes | str], special_tokens: Sequence[bytes], special_ids: Sequence[int], itemsize: int = 4,
+        start: int = 0, stop: int | None = None,
     ) -> tuple[bytearray, bytearray]:
+        stop = len(datas) if stop is None else stop
+        if not 0 <= start <= stop <= len(datas):
+            raise ValueError(f"start {start} and stop {stop} are not a range of datas' {len(datas)} items")
         ids: list[int] = []
         offsets = array("q", [0])
-        for index, data in enumerate(datas):
+        for index in range(start, stop):
+            data = datas[index]
             if not isinstance(data, (bytes, str)):
                 raise TypeError(f"item {index}: expected bytes or str, got {type(data).__name__}")
             ids += self.encode_utf8(data, special_tokens, special_ids)
@@ -271,9 +277,10 @@ def native_encoder(byte_ids: Sequence[int], ranks: RankTable, cache_size: int, p
 
         encode_utf8_buffer(data, special_tokens, special_ids, settled=False, itemsize=4)
             -> bytearray (or (bytearray, cut) when settled), encode_utf8's ids
-        encode_many_buffer(datas, special_tokens, special_ids, itemsize=4)
-            -> (ids, offsets): each bytes of datas encoded, ids back to back, and len(datas) + 1
-               native int64 offsets (datas[i]'s ids are ids[offsets[i]:offsets[i + 1]])
+        encode_many_buffer(datas, special_tokens, special_ids, itemsize=4, start=0, stop=len(datas))
+            -> (ids, offsets): each bytes of datas[start:stop] encoded, ids back to back, and
+               stop - start + 1 native int64 offsets (datas[start + i]'s ids are
+               ids[offsets[i]:offsets[i + 1]])
     """
     scanner = compiled.scanner_name(pattern)
     if scanner is None:

@@ -334,10 +334,10 @@ class Tokenizer:
         # where the batch allows, so each one's GIL round trip is noise. The same pass checks
         # every item is a `kind`.
         bounds = _BATCH_RUNS(datas, kind, 1 if threads == 1 else threads * _RUNS_PER_THREAD, threads, _MIN_RUN_BYTES)
-        runs = [slice(a, b) for a, b in pairwise(bounds)]
+        runs = list(pairwise(bounds))
 
-        def encode_run(run: slice) -> tuple[bytearray, bytearray]:
-            return self._encoder.encode_many_buffer(datas[run], specials, ids, dtype.itemsize)
+        def encode_run(run: tuple[int, int]) -> tuple[bytearray, bytearray]:
+            return self._encoder.encode_many_buffer(datas, specials, ids, dtype.itemsize, *run)
 
         try:
             if len(runs) <= 1:
@@ -375,12 +375,17 @@ class Tokenizer:
 
 
 def _as_list(texts: Sequence[str] | Sequence[bytes], kind: type = str) -> list:
-    """The batch as a list (its items' types are checked by `_BATCH_RUNS`, in one pass with their
-    sizes: a Python loop per text costs as much as encoding a line). A lone str or bytes is a
-    TypeError: it is one text, not a batch."""
+    """The batch as a list: a list as it is, any other sequence copied (its items' types are
+    checked by `_BATCH_RUNS`, in one pass with their sizes: a Python loop per text costs as much as
+    encoding a line). A lone str or bytes is a TypeError: it is one text, not a batch.
+
+    A list is not copied: a copy touches every item's reference count, scattered over memory (1.6
+    ms of serial work, and as much again to free it, in a 55 ms batch of 190,836 lines on two
+    threads). The compiled encoder holds its own reference to each item it reads, so a list
+    changed by another thread while it is encoded gives a mix of old and new items, never a crash."""
     if isinstance(texts, (str, bytes)):
         raise TypeError(f"expected a sequence of {kind.__name__}, got {type(texts).__name__}")
-    return list(texts)
+    return texts if type(texts) is list else list(texts)
 
 
 def _name_bad_text(texts: Sequence[str]) -> None:
