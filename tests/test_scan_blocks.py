@@ -1,11 +1,12 @@
 """GPT-2's split from 64-byte blocks of ASCII (csrc/scan_blocks.h) against `regex`.
 
 The compiled encoder and counter split ASCII text with GPT-2's pattern from class masks of a whole
-block at a time, and leave everything else (non-ASCII within reach, a pre-token longer than a block,
-the last 80 bytes of a text) to the scanner. Encoder.split_utf8 returns the pre-token ends exactly as
-the encoder finds them, which must be where `regex.finditer` of GPT-2's pattern ends each match, for
-texts long enough to hold many blocks, with every ASCII class boundary at every offset of a block;
-the counter's counts of such texts must be the regex's.
+block at a time (a text's last 80 bytes from a copy padded with spaces), and leave everything else
+(non-ASCII within reach, a pre-token longer than a block) to the scanner. Encoder.split_utf8 returns
+the pre-token ends exactly as the encoder finds them, which must be where `regex.finditer` of GPT-2's
+pattern ends each match, for texts long enough to hold many blocks and for short ones, with every
+ASCII class boundary at every offset of a block and at every distance from the end; the counter's
+counts of such texts must be the regex's.
 """
 
 from __future__ import annotations
@@ -92,6 +93,23 @@ def test_every_triple_of_the_ascii_classes_at_every_block_offset(encoder):
     assert_splits_as_regex(encoder, text)
     for shift in range(1, 5):  # and each boundary at the other offsets
         assert_splits_as_regex(encoder, "x" * shift + text)
+
+
+@settings(max_examples=examples(300))
+@given(text=st.lists(st.sampled_from(ASCII_PIECES), max_size=8).map("".join))
+def test_short_ascii_texts_split_as_the_regex_does(encoder, text):
+    """Texts within one padded block: whitespace, contractions and runs at the very end."""
+    assert_splits_as_regex(encoder, text)
+
+
+def test_every_end_of_the_ascii_triples_splits_as_the_regex_does(encoder):
+    """The triples text cut at every length up to two blocks and a half: each class boundary and
+    each whitespace run meets the end of the text at every offset of the padded last block."""
+    alphabet = "aZ0'sdmtlvre \t\n\r\x0b.\x1c"
+    text = "".join("".join(triple) for triple in itertools.product(alphabet, repeat=3))
+    for start in range(0, 600, 37):
+        for length in range(1, 170):
+            assert_splits_as_regex(encoder, text[start : start + length])
 
 
 @pytest.mark.parametrize("fixture", ["kjv.txt", "tinystories_sample.txt", "corpus.en", "address.txt", "german.txt"])
