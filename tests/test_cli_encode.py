@@ -3,6 +3,7 @@ thread count, block size, encoder and cache size, in .npy and .bin; bad input na
 
 from __future__ import annotations
 
+import io
 import os
 import re
 import subprocess
@@ -51,7 +52,8 @@ def test_kjv_is_identical_for_1_2_3_threads_and_equal_to_encoding_the_whole(gpt2
     outputs = []
     for threads in THREADS:
         out = tmp_path / f"ids{threads}.{output_format}"
-        # blocks of 256 KB: 16 pieces, so every thread count has several in flight
+        # blocks of 256 KB: 16 pieces (more on several threads: smaller ones in the last MB), so
+        # every thread count has several in flight
         assert cli.main(["encode", "--tokenizer", str(gpt2_dir), str(kjv), "--out", str(out), "--format", output_format,
                          "--threads", str(threads), "--block-size", str(1 << 18), "--quiet"]) == 0
         outputs.append(out.read_bytes())
@@ -65,6 +67,29 @@ def test_kjv_is_identical_for_1_2_3_threads_and_equal_to_encoding_the_whole(gpt2
     encoding = tiktoken_encoding(tokenizer.vocab, [EOT], "test_cli_encode")
     assert isinstance(encoding, tiktoken.Encoding)
     assert ids.tolist() == encoding.encode(text, allowed_special="all")
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3])
+def test_pieces_cover_the_file_at_safe_cuts_and_shrink_near_the_end_on_several_threads(tmp_path, workers):
+    from bpe_impls.base.patterns import GPT2
+    from bpe_impls.corpus.cuts import CutFinder
+    from bpe_impls.tools.encode_file import _MIN_PIECE, iter_piece_bounds
+
+    kjv = require_fixture("kjv.txt")
+    data = kjv.read_bytes()
+    finder = CutFinder([EOT.encode()], [EOT.encode()], prose=GPT2.prose_cuts)
+    block = 1 << 18
+    with open(kjv, "rb") as file:
+        bounds = list(iter_piece_bounds(file, finder, block, workers))
+    assert bounds[0][0] == 0 and bounds[-1][1] == len(data)
+    assert all(end == start for (_, end), (start, _) in zip(bounds, bounds[1:]))  # no gap, no overlap
+    sizes = [end - start for start, end in bounds[:-1]]
+    for (start, end), size in zip(bounds, sizes):
+        # each piece ends at the first safe cut past its size: the size each worker count asks for
+        want = block if workers == 1 else min(block, max(_MIN_PIECE, (len(data) - start) // (2 * workers)))
+        assert size >= want and finder.next_cut(io.BytesIO(data), start + want, len(data)) == end
+    if workers > 1:  # the last megabyte is cut finer, so the workers finish together
+        assert min(sizes) < block // 2 and len(bounds) > len(data) // block + 2
 
 
 def test_bin_is_the_npy_payload_little_endian(gpt2_dir, tmp_path, capsys):

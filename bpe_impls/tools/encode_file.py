@@ -40,6 +40,9 @@ _T = TypeVar("_T")
 
 OUTPUT_FORMATS = ("npy", "bin")
 DEFAULT_BLOCK_SIZE = 1 << 20
+# The smallest piece near the end of a file (iter_piece_bounds): each piece costs a call, a read
+# and a write of its own.
+_MIN_PIECE = 64 << 10
 # How far before a block's end a cut is first looked for: prose has a cut every few bytes, so the
 # carry into the next block stays this small; without one there, wider windows further back.
 _LOOKBACK = 1 << 12
@@ -168,7 +171,7 @@ def encode_file(
 
         try:
             if _seekable(file):
-                for start, end in _reading(iter_piece_bounds(file, finder, block_size), source):
+                for start, end in _reading(iter_piece_bounds(file, finder, block_size, workers), source):
                     pending.append((end - start, pool.submit(read_and_encode, start, end)))
                     if len(pending) > 2 * workers:
                         write_oldest()
@@ -189,14 +192,21 @@ def encode_file(
     return Encoded(tokens, dtype, read)
 
 
-def iter_piece_bounds(file: BinaryIO, finder: CutFinder, block_size: int) -> Iterator[tuple[int, int]]:
+def iter_piece_bounds(
+    file: BinaryIO, finder: CutFinder, block_size: int, workers: int = 1
+) -> Iterator[tuple[int, int]]:
     """[start, end) of pieces that together are the (seekable) file, each ending at a safe cut
-    (or the end of the file): the first safe cut at least block_size bytes into the piece. Only
-    the few bytes around each cut are read here."""
+    (or the end of the file): the first safe cut at least a piece's size into it. Only the few
+    bytes around each cut are read here.
+
+    A piece's size is block_size, or for several workers, less near the end: what is left over
+    2 * workers, down to _MIN_PIECE, so the workers finish together (with whole blocks the last
+    one encoded alone: a 4 MB file is 4 pieces)."""
     size = os.fstat(file.fileno()).st_size
     start = 0
     while start < size:
-        cut = finder.next_cut(file, start + block_size, size) if start + block_size < size else None
+        step = block_size if workers == 1 else min(block_size, max(_MIN_PIECE, (size - start) // (2 * workers)))
+        cut = finder.next_cut(file, start + step, size) if start + step < size else None
         end = size if cut is None else cut
         yield start, end
         start = end
