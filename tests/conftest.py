@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -22,6 +23,12 @@ settings.register_profile(
 settings.load_profile("ci")  # `pytest --hypothesis-profile thorough` overrides this
 
 UNDER_CI = os.environ.get("CI", "").lower() == "true"
+
+# A shell without job control starts a background command with SIGINT ignored, and the CLI runs the
+# Ctrl-C tests start would inherit that and never see their SIGINT. Handled here, it is back to
+# the default in every child (exec resets a handled signal, not an ignored one).
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def examples(n: int) -> int:
