@@ -204,3 +204,19 @@ def test_small_unit_size_gives_many_units_and_the_same_result(tmp_path, monkeypa
     path.write_text(story_text(500_000, seed=7), encoding="utf-8")
     counts = check_chunking(path, (EOT,), 400, train_with=(2,))
     assert min(counts) >= 500_000 // (16 << 10)
+
+
+def test_next_cut_is_the_first_safe_cut_however_far():
+    """next_cut searches windows that double in width from a small first one; the cut it finds is
+    the one a single search over the whole rest of the file finds, whether the next cut is a few
+    bytes away (prose) or past several windows (a long stretch of text with no cut but a special
+    token), and None when there is none."""
+    specials = [EOT.encode()]
+    finder = CutFinder(specials, specials, prose=GPT2.prose_cuts)
+    stretch = "日本語のテキスト" * 300  # 7200 bytes: no prose cut (not ASCII), so only after EOT
+    data = (f"Hello, world. {stretch}{EOT}{stretch}{stretch}{EOT}{EOT}tail.{stretch}").encode()
+    file = io.BytesIO(data)
+    for position in [*range(0, 40), *range(40, len(data), 97), len(data) - 1]:
+        whole = finder.first_cut_in(data, position, len(data) - position)
+        assert finder.next_cut(file, position, len(data)) == whole, position
+    assert finder.next_cut(file, len(data) - len(stretch.encode()) + 5, len(data)) is None

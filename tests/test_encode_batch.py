@@ -65,6 +65,7 @@ def test_batches_equal_the_reference_text_by_text(tok, reference, threads, batch
     assert [ids[a:b].tolist() for a, b in zip(offsets[:-1], offsets[1:])] == expected
     for text, want in zip(batch, expected):
         assert tok.encode_to_numpy(text).tolist() == want
+        assert tok.encode_utf8_to_numpy(text.encode()).tolist() == want
 
 
 @settings(max_examples=examples(40), deadline=None)
@@ -167,6 +168,10 @@ def test_bad_batch_items_are_named_by_index(name, gpt2_parts):
         tok.encode_utf8_batch_to_numpy([b"fine", b"ab\xc3(", b"x"], 2)
     with pytest.raises(TypeError, match="batch index 0: expected bytes"):
         tok.encode_utf8_batch_to_numpy(["text"])
+    with pytest.raises(EncodeError, match="^not valid UTF-8 at byte offset 2$"):
+        tok.encode_utf8_to_numpy(b"ab\xc3(")
+    with pytest.raises(TypeError, match="expected bytes, got str"):
+        tok.encode_utf8_to_numpy("text")
 
 
 def test_dtypes(gpt2_parts):
@@ -174,6 +179,8 @@ def test_dtypes(gpt2_parts):
     assert small.encode_to_numpy("hi").dtype == np.uint16
     assert small.encode_to_numpy("hi", dtype="uint32").dtype == np.uint32
     assert small.encode_batch_to_numpy(["hi"], dtype=np.uint32)[0].dtype == np.uint32
+    assert small.encode_utf8_to_numpy(b"hi").dtype == np.uint16
+    assert small.encode_utf8_to_numpy(b"hi", dtype="uint32").tolist() == small.encode("hi")
     for bad in ("float32", "int8", "nonsense", object):
         with pytest.raises(ValueError, match="unknown id dtype"):
             small.encode_to_numpy("hi", dtype=bad)

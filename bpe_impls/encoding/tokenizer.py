@@ -292,6 +292,23 @@ class Tokenizer:
         )
         return np.frombuffer(buffer, dtype=chosen)
 
+    def encode_utf8_to_numpy(self, data: bytes, dtype: npt.DTypeLike | None = None) -> np.ndarray:
+        """`encode_to_numpy` of UTF-8 bytes (text read from a file: no str is built, and no batch
+        around it). Bytes that are not valid UTF-8 are an EncodeError naming the byte offset."""
+        chosen = self.id_dtype(dtype)
+        if not isinstance(data, bytes):
+            raise TypeError(f"expected bytes, got {type(data).__name__}")
+        try:
+            buffer = self._encoder.encode_utf8_buffer(
+                data, self._special_bytes, self._special_id_list, itemsize=chosen.itemsize
+            )
+        except ValueError:
+            error = _invalid_utf8(data)
+            if error is None:
+                raise
+            raise error from None
+        return np.frombuffer(buffer, dtype=chosen)
+
     def encode_batch(self, texts: Sequence[str], num_threads: int | None = None) -> list[list[int]]:
         """`[encode(text) for text in texts]`, on `num_threads` threads (None: every core available
         to this process; 1: this thread only). tiktoken's encode_batch, special tokens encoded."""
@@ -403,10 +420,18 @@ def _raise_invalid_utf8(datas: Sequence[bytes] | Sequence[str]) -> None:
     for index, data in enumerate(datas):
         if isinstance(data, str):  # (valid by construction)
             continue
-        try:
-            data.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise EncodeError(f"batch index {index}: not valid UTF-8 at byte offset {exc.start}") from None
+        error = _invalid_utf8(data)
+        if error is not None:
+            raise EncodeError(f"batch index {index}: {error}")
+
+
+def _invalid_utf8(data: bytes) -> EncodeError | None:
+    """The error for bytes that are not UTF-8, naming the first bad byte's offset (None if valid)."""
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return EncodeError(f"not valid UTF-8 at byte offset {exc.start}")
+    return None
 
 
 def _batch_runs(items: list, kind: type, max_parts: int, min_parts: int, min_size: int) -> list[int]:
