@@ -16,7 +16,7 @@ from pathlib import Path
 from collections.abc import Callable
 from typing import Any, NoReturn
 
-# asv installs the package non-editable into its own environment, where bpe_impls.tools.data's default
+# asv installs the package non-editable into its own environment, where bpe_impls.harness.fixtures's default
 # (../shared/fixtures beside the *installed* package) points nowhere. The fixtures sit beside this
 # checkout, so point the one locator there unless the user already chose a directory.
 REPO = Path(__file__).resolve().parent.parent
@@ -95,10 +95,10 @@ def skip(reason: str) -> NoReturn:
 
 
 def corpus_path(name: str) -> Path:
-    """The shared fixture's path via bpe_impls.tools.data (the one locator); skips if it is absent."""
+    """The shared fixture's path via bpe_impls.harness.fixtures (the one locator); skips if it is absent."""
     try:
-        from bpe_impls.tools.data import fixture_path
-    except ImportError:  # commits before bpe_impls.tools.data: same rule, env var only
+        from bpe_impls.harness.fixtures import fixture_path
+    except ImportError:  # commits before bpe_impls.harness.fixtures: same rule, env var only
         candidate = Path(os.environ["BPE_FIXTURES"]) / name
         path = candidate if candidate.is_file() else None
     else:
@@ -162,7 +162,7 @@ def tokenizer_class_or_skip() -> Any:
 # --- peers -------------------------------------------------------------------------------------
 
 try:  # the one set of peer adapters, shared with `bpe compare` (absent at older commits: peers skip)
-    from bpe_impls.tools import peers as _peers
+    from bpe_impls.harness import peers as _peers
 except ImportError:
     _peers = None
 
@@ -172,7 +172,7 @@ _PEER_TRAINER_NAMES = {"hf_tokenizers": "huggingface", "rustbpe": "rustbpe"}
 
 def _peers_or_skip() -> Any:
     if _peers is None:
-        skip("the peer adapters (bpe_impls.tools.peers) are not in this commit")
+        skip("the peer adapters (bpe_impls.harness.peers) are not in this commit")
     return _peers
 
 

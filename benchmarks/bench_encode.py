@@ -129,7 +129,7 @@ class EncodeIterable:
 def _gpt2_parts() -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]] | None:
     try:
         from bpe_impls.encoding.formats.gpt2 import load_tokenizer_files
-        from bpe_impls.tools.data import gpt2_files
+        from bpe_impls.harness.fixtures import gpt2_files
     except ImportError:
         try:  # commits before the layered package
             from bpe_impls.data import gpt2_files

@@ -8,7 +8,7 @@ a regression at one point (`bpe scaling` is the full study; this is its tracked 
                                  the three sizes, per trainer: a change in growth, whatever the speed
 
 naive is left out: its O(merges x corpus) takes minutes here (bench_train covers it on the small
-fixtures). Commits without the generated corpus (bpe_impls.fixtures) skip.
+fixtures). Commits without the generated corpus (bpe_impls.harness.generators) skip.
 """
 
 from __future__ import annotations
@@ -27,9 +27,9 @@ SCALING_TRAINERS = [name for name in TRAINERS if name != "naive"] or ["route_b"]
 
 def _generated(mb: int):
     try:
-        from bpe_impls.fixtures.tinystories import default_corpus
+        from bpe_impls.harness.generators.tinystories import default_corpus
     except ImportError:
-        skip("the generated corpus (bpe_impls.fixtures.tinystories) is not in this commit")
+        skip("the generated corpus (bpe_impls.harness.generators.tinystories) is not in this commit")
     return default_corpus(mb * 1_000_000)
 
 

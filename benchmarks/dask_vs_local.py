@@ -5,7 +5,7 @@
     python benchmarks/dask_vs_local.py --scheduler tcp://10.0.0.1:8786   # Dask on an existing cluster
     python benchmarks/dask_vs_local.py --min-count 2            # also filter rare pre-tokens
 
-Generates a seeded TinyStories-style corpus (bpe_impls/fixtures/tinystories.py) split at document boundaries
+Generates a seeded TinyStories-style corpus (bpe_impls/harness/generators/tinystories.py) split at document boundaries
 into equal shards (.txt, .jsonl, .jsonl.zst or .parquet; cached in --workdir), then counts it once
 with each backend, each in a fresh subprocess so their memory does not mix. For each it prints:
   * seconds: wall time of plan + count, as `bpe train` would spend it (for Dask without
@@ -48,7 +48,7 @@ FORMATS = ("jsonl", "txt", "jsonl.zst", "parquet")
 
 def _documents(size: int, seed: int):
     """(document text, its UTF-8 size) in order: the generated text split at the separators."""
-    from bpe_impls.fixtures.tinystories import generate_bytes
+    from bpe_impls.harness.generators.tinystories import generate_bytes
 
     tail = b""
     separator = EOT.encode()
@@ -239,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(run_one(args.run, args.folder, args.workers, args.scheduler, args.min_count)))
         return 0
 
-    from bpe_impls.fixtures.tinystories import parse_size
+    from bpe_impls.harness.generators.tinystories import parse_size
 
     size = parse_size(args.size)
     folder = make_shards(args.workdir, size, args.shards, args.format, args.seed)

@@ -25,8 +25,8 @@ os.environ.setdefault("RAYON_NUM_THREADS", "1")  # before gigatoken starts its p
 import gigatoken  # noqa: E402
 
 from bpe_impls import Tokenizer, train_bpe  # noqa: E402
-from bpe_impls.tools import peers  # noqa: E402
-from bpe_impls.tools.data import gpt2_files  # noqa: E402
+from bpe_impls.harness import peers  # noqa: E402
+from bpe_impls.harness.fixtures import gpt2_files  # noqa: E402
 
 SPECIALS = ["<|endoftext|>"]
 

@@ -5,7 +5,7 @@
   * encode_batch_to_numpy of the corpus's lines on 1 and 2 threads (target: 2 threads >= 1.8x
     one), a fresh tokenizer each run (empty caches) and again warm (the same tokenizer's second
     call); with tiktoken's encode_batch(num_threads) and gigatoken's encode_batch beside it;
-  * corpus to ids file: `bpe encode --format bin` (tools.encode_file) on 1 and 2 threads, against
+  * corpus to ids file: `bpe encode --format bin` (encoding.encode_file) on 1 and 2 threads, against
     single-thread encode_to_numpy of the whole text (target: >= 1.8x on 2 cores) and the tiktoken
     script `bpe compare` times (target: faster), with the same threads.
 
@@ -21,8 +21,8 @@ from collections.abc import Callable
 
 from bpe_impls import Tokenizer
 from bpe_impls.encoding.formats.gpt2 import load_tokenizer_files
-from bpe_impls.tools import compare, peers
-from bpe_impls.tools.data import gpt2_files
+from bpe_impls.harness import compare, peers
+from bpe_impls.harness.fixtures import gpt2_files
 
 EOT = "<|endoftext|>"
 

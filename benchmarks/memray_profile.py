@@ -12,7 +12,7 @@ tracking, are not in it), the time under tracking (slower than untracked), and w
 equal the first trainer's. Python's own allocator is traced object by object
 (trace_python_allocators): otherwise memray sees only pymalloc's 256 KB arenas, and a trainer
 that reuses arenas freed by the counting phase would show a peak several times too low.
-`--corpus` takes a shared fixture name (found through bpe_impls.tools.data, env BPE_FIXTURES) or a
+`--corpus` takes a shared fixture name (found through bpe_impls.harness.fixtures, env BPE_FIXTURES) or a
 file path. Needs memray (`pip install -e '.[bench]'`). Exit status 1 if any trainer's merges
 differ from the first one's.
 
@@ -43,7 +43,7 @@ SPECIAL_TOKENS = ["<|endoftext|>"]
 
 
 def _resolve_corpus(value: str) -> Path:
-    from bpe_impls.tools.data import fixture_path
+    from bpe_impls.harness.fixtures import fixture_path
 
     path = Path(value)
     if path.is_file():

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from bpe_impls import Tokenizer, count_pretokens, train_bpe
 from bpe_impls.base.patterns import PRESETS
-from bpe_impls.tools.data import fixture_path
+from bpe_impls.harness.fixtures import fixture_path
 
 SPECIALS = ["<|endoftext|>"]
 

@@ -5,7 +5,7 @@
 
 Training memory should follow the number of distinct pre-tokens, not the file size: workers read
 units of at most UNIT_BYTES and the parent merges each Counter as it arrives. The generated
-corpora have nearly the same distinct pre-tokens at 200 MB and 2 GB (see bpe_impls/fixtures/tinystories.py),
+corpora have nearly the same distinct pre-tokens at 200 MB and 2 GB (see bpe_impls/harness/generators/tinystories.py),
 so the ratio of the two training peaks should stay near 1 (target: below 1.5). Encoding and
 generation stream, so their peaks should not grow at all.
 
@@ -36,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bpe_impls.tools.measure import tree_rss
+from bpe_impls.harness.measure import tree_rss
 
 EOT = "<|endoftext|>"
 MB = 2**20

@@ -4,10 +4,10 @@
     python benchmarks/scale_web.py --sizes 0.25GB,1GB --json scale.json --markdown scale.md
     python benchmarks/scale_web.py --corpus a.txt --corpus b.txt     # your own corpora instead
 
-For each corpus (generated with bpe_impls.fixtures.web, seed 0, in --workdir, reused if already
+For each corpus (generated with bpe_impls.harness.generators.web, seed 0, in --workdir, reused if already
 there) it counts the distinct GPT-2 pre-tokens (in a subprocess), then trains at --vocab-size
 with `bpe train` (the default trainer) and each peer (HF tokenizers, gigatoken, rustbpe through
-bpe_impls.tools.peers.TRAIN_PEERS), each in a fresh subprocess. Seconds are wall time from start
+bpe_impls.harness.peers.TRAIN_PEERS), each in a fresh subprocess. Seconds are wall time from start
 to exit (interpreter start and imports included, the same for all). Peak MB is the highest
 summed RSS of the run's whole process tree, polled every --interval seconds with psutil (it
 double-counts pages shared between forked workers, so it errs high for ours).
@@ -40,10 +40,10 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from bpe_impls.fixtures.common import parse_size
-from bpe_impls.fixtures.web import GENERATOR_VERSION, write_corpus
-from bpe_impls.tools.measure import tree_rss
-from bpe_impls.tools.peers import TRAIN_PEERS, installed
+from bpe_impls.harness.generators.common import parse_size
+from bpe_impls.harness.generators.web import GENERATOR_VERSION, write_corpus
+from bpe_impls.harness.measure import tree_rss
+from bpe_impls.harness.peers import TRAIN_PEERS, installed
 
 EOT = "<|endoftext|>"
 MB = 2**20
@@ -59,7 +59,7 @@ print(len(count_pretokens(sys.argv[1], [sys.argv[2]])))
 # Run in a fresh interpreter: train one peer on a corpus.
 _TRAIN_PEER = """
 import sys
-from bpe_impls.tools.peers import TRAIN_PEERS
+from bpe_impls.harness.peers import TRAIN_PEERS
 name, path, vocab_size, special = sys.argv[1:5]
 print("merges", TRAIN_PEERS[name][1](path, int(vocab_size), [special]))
 """

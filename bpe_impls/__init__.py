@@ -5,9 +5,11 @@
     vocab, merges = train_bpe("shards/*.jsonl.zst", 10_000, ["<|endoftext|>"], backend="dask")
     tok = Tokenizer(vocab, merges, ["<|endoftext|>"])
 
-The package is layered, each layer importing only those below it: base (patterns, errors, checks,
-atomic files, the compiled core's loader) < corpus (files to pre-token counts) < trainers (counts
-to vocab and merges) < encoding (text to ids, file formats) < tools (the `bpe` command, compare).
+The package is layered, each layer importing only those below it. The library: base (patterns,
+errors, checks, atomic files, the compiled core's loader) < corpus (files to pre-token counts) <
+trainers (counts to vocab and merges) < encoding (text to ids, file formats, files to ids files).
+Above it the harness (compare, scaling, report, peers, corpus generators, fixture finder), and on
+top the `bpe` command line (cli).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """`python -m bpe_impls ...` is the `bpe` command (so `memray run -m bpe_impls train ...` works)."""
 
-from .tools.cli import main
+from .cli import main
 
 raise SystemExit(main())

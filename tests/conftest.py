@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from bpe_impls.base import compiled
-from bpe_impls.tools.data import fixture_path, fixtures_dir, gpt2_files
+from bpe_impls.harness.fixtures import fixture_path, fixtures_dir, gpt2_files
 
 # "ci" keeps the whole suite to a few minutes on 2 cores; "thorough" is for hunting bugs:
 #   pytest --hypothesis-profile thorough

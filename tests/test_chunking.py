@@ -21,7 +21,7 @@ from bpe_impls.corpus import planning
 from bpe_impls.corpus.cuts import CutFinder
 from bpe_impls.corpus.planning import plan_units
 from bpe_impls.corpus.tally import count_text, count_unit
-from bpe_impls.fixtures.tinystories import generate
+from bpe_impls.harness.generators.tinystories import generate
 
 EOT = "<|endoftext|>"
 WORKERS = (1, 2, 3, 8)

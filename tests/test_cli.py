@@ -15,7 +15,7 @@ import pytest
 from conftest import require_gpt2_files
 
 from bpe_impls import IMPLEMENTATIONS, Tokenizer, count_pretokens
-from bpe_impls.tools import cli
+from bpe_impls import cli
 from bpe_impls.trainers import naive
 
 EOT = "<|endoftext|>"
@@ -211,7 +211,7 @@ def test_compare_with_peers_times_them_on_the_same_corpus(corpus):
 
 
 def test_iter_documents_splits_on_specials_across_read_blocks(tmp_path):
-    from bpe_impls.tools.peers import iter_documents
+    from bpe_impls.harness.peers import iter_documents
 
     docs = ["first doc", "second ünï", "", "third"]
     path = tmp_path / "d.txt"
@@ -259,7 +259,7 @@ def test_missing_peers_are_named_not_silently_dropped(corpus, monkeypatch, capsy
 
 
 def test_compare_leaves_out_naive_where_it_would_take_minutes_unless_named(corpus, monkeypatch, capsys):
-    from bpe_impls.tools import compare
+    from bpe_impls.harness import compare
 
     monkeypatch.setattr(compare, "NAIVE_BUDGET", 0.0)  # every corpus is "too slow" for naive now
     assert cli.main(["compare", str(corpus), "--vocab-size", "300", "--quiet"]) == 0

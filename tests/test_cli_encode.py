@@ -1,4 +1,4 @@
-"""`bpe encode` (tools.encode_file): the ids of the whole text, byte for byte the same for every
+"""`bpe encode` (encoding.encode_file): the ids of the whole text, byte for byte the same for every
 thread count, block size, encoder and cache size, in .npy and .bin; bad input named, nothing written."""
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from hypothesis import strategies as st
 from bpe_impls import Tokenizer
 from bpe_impls.base.errors import ConfigError, CorpusError
 from bpe_impls.encoding.encoders import ENCODERS
-from bpe_impls.tools import cli
-from bpe_impls.tools.encode_file import encode_file
+from bpe_impls import cli
+from bpe_impls.encoding.encode_file import encode_file
 
 EOT = "<|endoftext|>"
 SPECIALS = [EOT, EOT + EOT, "<|e", "x"]
@@ -62,7 +62,7 @@ def test_kjv_is_identical_for_1_2_3_threads_and_equal_to_encoding_the_whole(gpt2
     assert ids.dtype == np.uint16
     assert np.array_equal(ids, tokenizer.encode_to_numpy(text))
     tiktoken = pytest.importorskip("tiktoken")
-    from bpe_impls.tools.peers import tiktoken_encoding
+    from bpe_impls.harness.peers import tiktoken_encoding
 
     encoding = tiktoken_encoding(tokenizer.vocab, [EOT], "test_cli_encode")
     assert isinstance(encoding, tiktoken.Encoding)
@@ -73,7 +73,7 @@ def test_kjv_is_identical_for_1_2_3_threads_and_equal_to_encoding_the_whole(gpt2
 def test_pieces_cover_the_file_at_safe_cuts_and_shrink_near_the_end_on_several_threads(tmp_path, workers):
     from bpe_impls.base.patterns import GPT2
     from bpe_impls.corpus.cuts import CutFinder
-    from bpe_impls.tools.encode_file import _MIN_PIECE, iter_piece_bounds
+    from bpe_impls.encoding.encode_file import _MIN_PIECE, iter_piece_bounds
 
     kjv = require_fixture("kjv.txt")
     data = kjv.read_bytes()
@@ -251,7 +251,7 @@ def test_a_pipe_is_read_on_the_calling_thread_with_the_same_ids(gpt2_dir, tmp_pa
 def test_the_output_is_synced_as_it_grows_and_stays_whole(gpt2_dir, tmp_path, monkeypatch, output_format):
     """With a small flush threshold, fdatasync runs on the flusher thread while pieces are still
     being written, and the file is still byte for byte the ids of the whole text."""
-    from bpe_impls.tools import encode_file as module
+    from bpe_impls.encoding import encode_file as module
 
     synced = []
 
@@ -271,7 +271,7 @@ def test_the_output_is_synced_as_it_grows_and_stays_whole(gpt2_dir, tmp_path, mo
 
 
 def test_a_file_that_shrinks_while_read_is_named_and_nothing_is_written(gpt2_dir, tmp_path, monkeypatch):
-    from bpe_impls.tools import encode_file as module
+    from bpe_impls.encoding import encode_file as module
 
     source = tmp_path / "in.txt"
     source.write_text("Hello, world. " * 400, encoding="utf-8")
@@ -295,7 +295,7 @@ def test_a_file_that_shrinks_while_read_is_named_and_nothing_is_written(gpt2_dir
 
 
 def test_a_failed_background_sync_names_the_target_and_writes_nothing(gpt2_dir, tmp_path, monkeypatch):
-    from bpe_impls.tools import encode_file as module
+    from bpe_impls.encoding import encode_file as module
 
     def failing(fd: int) -> None:
         raise OSError(5, "Input/output error")

@@ -8,8 +8,8 @@ import pytest
 
 from bpe_impls.base.errors import ConfigError
 from bpe_impls.corpus.tally import count_text
-from bpe_impls.fixtures import tinystories as ts
-from bpe_impls.fixtures.tinystories import (
+from bpe_impls.harness.generators import tinystories as ts
+from bpe_impls.harness.generators.tinystories import (
     GENERATOR_VERSION,
     default_corpus,
     generate,

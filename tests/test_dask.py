@@ -35,8 +35,8 @@ from bpe_impls.corpus.local import LocalBackend
 from bpe_impls.corpus.planning import plan_inputs, plan_units
 from bpe_impls.corpus.tally import SkippedRecordsWarning, Tally, drop_rare
 from bpe_impls.corpus.units import TextRange
-from bpe_impls.fixtures.tinystories import write_corpus
-from bpe_impls.tools import cli
+from bpe_impls.harness.generators.tinystories import write_corpus
+from bpe_impls import cli
 from bpe_impls.trainers.registry import get_trainer
 
 # Classes defined here (slow and self-killing units) travel to the workers by value: the worker

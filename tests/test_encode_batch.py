@@ -133,7 +133,7 @@ def test_threads_share_one_encoder_safely(name, cache, gpt2_parts, reference):
 @pytest.mark.parametrize("threads", THREADS)
 def test_real_text_batch_equals_tiktoken(name, threads, gpt2_parts):
     tiktoken = pytest.importorskip("tiktoken")
-    from bpe_impls.tools.peers import tiktoken_encoding
+    from bpe_impls.harness.peers import tiktoken_encoding
 
     encoding = tiktoken_encoding(gpt2_parts[0], [EOT], "test_encode_batch")
     assert isinstance(encoding, tiktoken.Encoding)

@@ -7,6 +7,7 @@ runs, multi-byte characters, special tokens (several, overlapping, adjacent), em
 
 from __future__ import annotations
 
+import sys
 from collections import Counter
 
 import pytest
@@ -16,7 +17,7 @@ from hypothesis import strategies as st
 
 from bpe_impls import IMPLEMENTATIONS, ConfigError, count_pretokens, train_bpe
 from bpe_impls.corpus.tally import count_text
-from bpe_impls.trainers import naive
+from bpe_impls.trainers import ALIASES, get_trainer, naive, trainer_names
 
 FAST = [name for name in IMPLEMENTATIONS if name != "naive"]
 EOT = "<|endoftext|>"
@@ -199,3 +200,14 @@ def test_fast_trainers_identical_on_kjv_at_10000(kjv):
     assert len(first[1]) == 10_000 - 257
     for impl, result in results.items():
         assert result == first, impl
+
+
+def test_each_trainer_is_also_known_by_its_module_name():
+    for alias, name in ALIASES.items():
+        if name in IMPLEMENTATIONS:
+            module = sys.modules[get_trainer(alias).__module__]
+            assert module.__name__.rsplit(".", 1)[1] == alias
+            assert get_trainer(alias) is IMPLEMENTATIONS[name]
+            assert alias in trainer_names() and alias not in IMPLEMENTATIONS
+    with pytest.raises(ConfigError, match="unknown trainer 'route_c'; choose from naive, route_a"):
+        get_trainer("route_c")

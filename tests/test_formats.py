@@ -23,7 +23,7 @@ from test_cli import assert_one_line_error, run
 from bpe_impls import ConfigError, Tokenizer, TokenizerFileError, train_bpe
 from bpe_impls.base.patterns import CL100K_PATTERN
 from bpe_impls.encoding.formats import FORMATS, detect
-from bpe_impls.tools import cli
+from bpe_impls import cli
 
 tiktoken = pytest.importorskip("tiktoken")
 hf_tokenizers = pytest.importorskip("tokenizers")

@@ -1,13 +1,16 @@
 """The package's shape: layers that import one way, no import cycles, no imports hidden in functions.
 
-The layers (pyproject.toml's import-linter contract, README's Layout) are, bottom up: base,
-corpus, trainers, encoding, fixtures, tools. A lower layer that imports a higher one, a cycle
-between any two modules, or an import of the package's own code inside a function fails here.
+The layers (pyproject.toml's import-linter contract, README's Layout) are, bottom up: the library
+(base, corpus, trainers, encoding), then the harness (compare, scaling, report, peers, corpus
+generators, fixture finder, verify), then the `bpe` command line. A lower layer that imports a
+higher one, a cycle between any two modules, or an import of the package's own code inside a
+function fails here.
 """
 
 from __future__ import annotations
 
 import ast
+import tomllib
 from pathlib import Path
 
 import grimp
@@ -24,6 +27,19 @@ OPTIONAL = {"dask", "distributed", "pyarrow", "zstandard", "matplotlib", "tokeni
 
 def _modules() -> list[Path]:
     return sorted(PACKAGE.rglob("*.py"))
+
+
+LAYERS = ["bpe_impls.cli", "bpe_impls.harness", "bpe_impls.encoding", "bpe_impls.trainers", "bpe_impls.corpus",
+          "bpe_impls.base"]
+
+
+def test_the_contract_names_every_layer_and_every_subpackage_is_in_one():
+    contract = tomllib.loads(PYPROJECT.read_text(encoding="utf-8"))["tool"]["importlinter"]["contracts"][0]
+    assert contract["layers"] == LAYERS
+    top_level = {f"bpe_impls.{p.stem if p.is_file() else p.name}" for p in PACKAGE.iterdir()
+                 if (p.is_dir() and (p / "__init__.py").is_file()) or (p.suffix == ".py" and p.stem not in (
+                     "__init__", "__main__"))}
+    assert top_level == set(LAYERS)
 
 
 def test_each_layer_imports_only_the_layers_below_it():

@@ -22,7 +22,7 @@ import pytest
 from conftest import UNDER_CI
 
 from bpe_impls import IMPLEMENTATIONS, Tokenizer, count_pretokens
-from bpe_impls.fixtures.tinystories import write_corpus
+from bpe_impls.harness.generators.tinystories import write_corpus
 
 SPECIAL_TOKENS = ["<|endoftext|>"]
 MB = 1_000_000

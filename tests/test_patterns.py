@@ -37,7 +37,7 @@ from bpe_impls.corpus.cuts import CutFinder
 from bpe_impls.corpus.tally import count_text
 from bpe_impls.encoding import tokenizer as tokenizer_module
 from bpe_impls.encoding.encoders import ENCODERS
-from bpe_impls.tools import cli
+from bpe_impls import cli
 from bpe_impls.trainers import naive
 
 EOT = "<|endoftext|>"

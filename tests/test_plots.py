@@ -11,7 +11,7 @@ import pytest
 
 pytest.importorskip("matplotlib", reason="plots need matplotlib: pip install -e '.[plot]'")
 
-from bpe_impls.tools import compare, plots, scaling  # noqa: E402
+from bpe_impls.harness import compare, plots, scaling  # noqa: E402
 
 EOT = "<|endoftext|>"
 

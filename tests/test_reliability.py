@@ -33,8 +33,8 @@ from bpe_impls.corpus import local
 from bpe_impls.corpus.count import count_units
 from bpe_impls.corpus.planning import plan_units
 from bpe_impls.corpus.units import TextRange
-from bpe_impls.fixtures.tinystories import write_corpus
-from bpe_impls.tools import cli
+from bpe_impls.harness.generators.tinystories import write_corpus
+from bpe_impls import cli
 
 EOT = "<|endoftext|>"
 # Large enough that counting takes seconds on 2 cores (so a signal lands in it), small enough to

@@ -20,7 +20,8 @@ import pytest
 
 pytest.importorskip("matplotlib", reason="the report's figures need matplotlib: pip install -e '.[plot]'")
 
-from bpe_impls.tools import cli, compare, report, scaling  # noqa: E402
+from bpe_impls import cli
+from bpe_impls.harness import compare, report, scaling  # noqa: E402
 
 EOT = "<|endoftext|>"
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",

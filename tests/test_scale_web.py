@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bpe_impls.tools.peers import TRAIN_PEERS, installed
+from bpe_impls.harness.peers import TRAIN_PEERS, installed
 
 SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "scale_web.py"
 PEERS = [name for name, (module, _) in TRAIN_PEERS.items() if installed(module)]

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from bpe_impls.corpus import count_texts
-from bpe_impls.tools import cli, scaling
+from bpe_impls import cli
+from bpe_impls.harness import scaling
 from bpe_impls.trainers import IMPLEMENTATIONS, count_buckets, inverted_index, linked_list, naive
 from bpe_impls.trainers.common import MergeStats
 from bpe_impls.trainers.naive import merge_word

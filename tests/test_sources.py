@@ -31,8 +31,8 @@ from bpe_impls.corpus.local import LocalBackend
 from bpe_impls.corpus.planning import plan_inputs, plan_units
 from bpe_impls.corpus.tally import SkippedRecordsWarning, Tally, count_text, drop_rare, tally_unit
 from bpe_impls.corpus.units import CompressedJsonl, CompressedText, JsonlRange, ParquetRowGroup, SkipReport, TextRange
-from bpe_impls.fixtures.tinystories import generate
-from bpe_impls.tools import cli
+from bpe_impls.harness.generators.tinystories import generate
+from bpe_impls import cli
 
 EOT = "<|endoftext|>"
 SPECIALS = (EOT,)

@@ -1,4 +1,4 @@
-"""The web-like and multilingual corpus generator (bpe_impls.fixtures.web) and `bpe gen-corpus --style`."""
+"""The web-like and multilingual corpus generator (bpe_impls.harness.generators.web) and `bpe gen-corpus --style`."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import pytest
 
 from bpe_impls.base.errors import ConfigError
 from bpe_impls.corpus.tally import count_text
-from bpe_impls.fixtures import tinystories, web
-from bpe_impls.fixtures.common import Categorical, pick, zipf_cdf
-from bpe_impls.tools.cli import main
+from bpe_impls.harness.generators import tinystories, web
+from bpe_impls.harness.generators.common import Categorical, pick, zipf_cdf
+from bpe_impls.cli import main
 
 EOT = "<|endoftext|>"
 DOC_END = f"\n{EOT}\n".encode()

@@ -16,6 +16,15 @@ IMPLEMENTATIONS: dict[str, Trainer] = {
 if native.AVAILABLE:  # the C merge loop is optional: built only where a compiler was found
     IMPLEMENTATIONS["native"] = native.train
 
+# Each trainer is also known by its module's name (the registry's short names came first and stay:
+# results files, benchmarks and scripts use them). Aliases resolve everywhere a name is taken but are
+# not keys of IMPLEMENTATIONS, so nothing that iterates the trainers runs one twice.
+ALIASES: dict[str, str] = {
+    "inverted_index": "route_a",
+    "linked_list": "route_b",
+    "count_buckets": "bucket",
+}
+
 # Trainers that take PackedCounts as they are (the others get them as a Mapping, unpacked):
 # `train_bpe` asks the counting backend for packed counts for these.
 TAKES_PACKED: frozenset[str] = frozenset({"native"})
@@ -25,15 +34,24 @@ TAKES_PACKED: frozenset[str] = frozenset({"native"})
 DEFAULT_IMPL = "native" if "native" in IMPLEMENTATIONS else "route_b"
 
 
+def trainer_names() -> list[str]:
+    """Every name a trainer answers to: the registry's, then the module-name aliases of those built."""
+    return [*IMPLEMENTATIONS, *(alias for alias, name in ALIASES.items() if name in IMPLEMENTATIONS)]
+
+
+def canonical_name(name: str | None) -> str:
+    """The registry name of trainer `name` (None: DEFAULT_IMPL; an alias: its registry name)."""
+    name = DEFAULT_IMPL if name is None else ALIASES.get(name, name)
+    if name not in IMPLEMENTATIONS:
+        raise ConfigError(f"unknown trainer {name!r}; choose from {', '.join(trainer_names())}")
+    return name
+
+
 def takes_packed(name: str | None) -> bool:
     """Whether the trainer `name` (None: DEFAULT_IMPL) reads PackedCounts without unpacking them."""
-    return (DEFAULT_IMPL if name is None else name) in TAKES_PACKED
+    return canonical_name(name) in TAKES_PACKED
 
 
 def get_trainer(name: str | None) -> Trainer:
-    """The trainer registered as `name` (None: DEFAULT_IMPL); a ConfigError listing them otherwise."""
-    name = DEFAULT_IMPL if name is None else name
-    try:
-        return IMPLEMENTATIONS[name]
-    except KeyError:
-        raise ConfigError(f"unknown trainer {name!r}; choose from {', '.join(IMPLEMENTATIONS)}") from None
+    """The trainer registered as `name` or aliased to it (None: DEFAULT_IMPL); a ConfigError otherwise."""
+    return IMPLEMENTATIONS[canonical_name(name)]

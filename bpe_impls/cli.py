@@ -20,22 +20,22 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from ..base.atomic import atomic_write
-from ..base.errors import BpeError, ConfigError, CorpusError, EncodeError
-from ..base.patterns import PRESETS, validate_special_tokens
-from ..corpus import SkippedRecordsWarning
-from ..encoding import Tokenizer
-from ..encoding.formats import FORMATS
-from ..fixtures import web
-from ..fixtures.tinystories import default_corpus, parse_size, write_corpus
-from ..trainers import DEFAULT_IMPL, IMPLEMENTATIONS, train_bpe
-from ..trainers.common import merge_budget
-from . import peers as peer_adapters
-from . import scaling
-from .compare import PEER_MODULES, format_report, run_compare, write_json
-from .encode_file import DEFAULT_BLOCK_SIZE, OUTPUT_FORMATS, encode_file
-from .plots import plot_compare, plot_scaling
-from .report import write_report
+from .base.atomic import atomic_write
+from .base.errors import BpeError, ConfigError, CorpusError, EncodeError
+from .base.patterns import PRESETS, validate_special_tokens
+from .corpus import SkippedRecordsWarning
+from .encoding import Tokenizer
+from .encoding.formats import FORMATS
+from .harness.generators import web
+from .harness.generators.tinystories import default_corpus, parse_size, write_corpus
+from .trainers import DEFAULT_IMPL, IMPLEMENTATIONS, canonical_name, train_bpe, trainer_names
+from .trainers.common import merge_budget
+from .harness import peers as peer_adapters
+from .harness import scaling
+from .harness.compare import PEER_MODULES, format_report, run_compare, write_json
+from .encoding.encode_file import DEFAULT_BLOCK_SIZE, OUTPUT_FORMATS, encode_file
+from .harness.plots import plot_compare, plot_scaling
+from .harness.report import write_report
 
 IDS_PER_WRITE = 1 << 20
 
@@ -87,7 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="corpus files, globs or directories: .txt, .jsonl (each optionally .gz or .zst), .parquet",
     )
     _add_training_options(train, vocab_default=None)
-    train.add_argument("--impl", choices=list(IMPLEMENTATIONS), default=DEFAULT_IMPL, help="trainer")
+    train.add_argument("--impl", choices=trainer_names(), default=DEFAULT_IMPL, help="trainer")
     train.add_argument("--out", type=Path, required=True,
                        help="output directory (hf: or a .json file; tiktoken: or a .tiktoken file)")
     train.add_argument("--format", choices=list(FORMATS), default="gpt2",
@@ -144,7 +144,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_training_options(compare, vocab_default=1000)
     compare.add_argument(
-        "--impl", dest="impls", action="extend", nargs="+", choices=list(IMPLEMENTATIONS), default=None,
+        "--impl", dest="impls", action="extend", nargs="+", choices=trainer_names(), default=None,
         help="trainers to run (default: all registered)",
     )
     compare.add_argument("--peers", action="store_true",
@@ -351,8 +351,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
         if not args.quiet:
             print(f"  {message} ...", file=sys.stderr, flush=True)
 
+    impls = [canonical_name(name) for name in args.impls] if args.impls else list(IMPLEMENTATIONS)
     report = run_compare(
-        args.corpus, args.vocab_size, specials, impls=args.impls or list(IMPLEMENTATIONS),
+        args.corpus, args.vocab_size, specials, impls=impls,
         workers=args.workers, peers=args.peers, progress=_progress_enabled(args), log=log, pattern=args.pattern,
         leave_out_slow_naive=args.impls is None,
     )

@@ -33,8 +33,8 @@ from ..base.checks import require_int, resolve_workers
 from ..base.errors import ConfigError, CorpusError, EncodeError, unreadable
 from ..corpus.cuts import CutFinder
 from ..corpus.units import read_range
-from ..encoding import Tokenizer
-from ..encoding.formats.npy import NpyStreamWriter
+from .tokenizer import Tokenizer
+from .formats.npy import NpyStreamWriter
 
 _T = TypeVar("_T")
 

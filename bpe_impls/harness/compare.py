@@ -55,8 +55,8 @@ from ..encoding import Tokenizer
 from ..encoding.formats.gpt2 import load_tokenizer_files
 from ..trainers import DEFAULT_IMPL, IMPLEMENTATIONS, train_bpe
 from . import peers as peer_adapters
-from .data import gpt2_files
-from .encode_file import encode_file
+from .fixtures import gpt2_files
+from ..encoding.encode_file import encode_file
 from .measure import Measured, measure_in_child, measure_tree
 
 ENCODE_SAMPLE_BYTES = 8 << 20  # encode at most this much of the corpus: MB/s settles long before

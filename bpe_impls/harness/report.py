@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ..base.atomic import atomic_write
-from ..fixtures.tinystories import SEPARATOR, default_corpus
+from .generators.tinystories import SEPARATOR, default_corpus
 from ..trainers import IMPLEMENTATIONS
 from . import compare, plots, scaling
 from .machine import describe_machine

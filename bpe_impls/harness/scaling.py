@@ -40,12 +40,12 @@ from tqdm import tqdm
 from ..base.atomic import atomic_write
 from ..corpus import count_pretokens
 from ..encoding import ENCODERS, Tokenizer
-from ..fixtures.tinystories import SEPARATOR, default_corpus
+from .generators.tinystories import SEPARATOR, default_corpus
 from ..trainers import DEFAULT_IMPL, IMPLEMENTATIONS, train_bpe
 from ..trainers.common import MergeStats
 from . import peers as peer_adapters
 from .compare import NAIVE_SECONDS_PER_BYTE_MERGE
-from .data import fixture_path
+from .fixtures import fixture_path
 from .machine import describe_machine
 from .measure import Measured, measure_in_child, measure_tree
 

@@ -1,0 +1,1 @@
+"""Seeded synthetic corpora: TinyStories-style prose, web-like and multilingual text."""
