@@ -17,10 +17,10 @@ from __future__ import annotations
 from .base.errors import BpeError, ConfigError, CorpusError, EncodeError, TokenizerFileError, WorkerError
 from .corpus import SkippedRecordsWarning, count_pretokens
 from .encoding import Tokenizer
-from .trainers import DEFAULT_IMPL, IMPLEMENTATIONS, Merges, Trainer, Vocab, train_bpe, train_bpe_from_iterator
+from .trainers import DEFAULT_IMPL, IMPLEMENTATIONS, Merges, Trainer, Vocab, get_trainer, train_bpe, train_bpe_from_iterator
 
 __all__ = [
-    "train_bpe", "train_bpe_from_iterator", "Tokenizer", "IMPLEMENTATIONS", "DEFAULT_IMPL", "count_pretokens",
+    "train_bpe", "train_bpe_from_iterator", "Tokenizer", "IMPLEMENTATIONS", "DEFAULT_IMPL", "get_trainer", "count_pretokens",
     "BpeError", "ConfigError", "CorpusError", "EncodeError", "TokenizerFileError", "WorkerError",
     "SkippedRecordsWarning", "Trainer", "Vocab", "Merges",
 ]
