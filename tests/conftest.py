@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 
+from bpe_impls import Tokenizer
 from bpe_impls.base import compiled
 from bpe_impls.harness.fixtures import fixture_path, fixtures_dir, gpt2_files
 
@@ -65,6 +66,12 @@ def require_gpt2_files() -> tuple[Path, Path]:
             pytest.fail(message)
         pytest.skip(message)
     return files
+
+
+def load_gpt2(special_tokens: Sequence[str] = ("<|endoftext|>",), **options: object) -> Tokenizer:
+    """GPT-2's own tokenizer (encoder.json + vocab.bpe), skipping (failing under CI) without them."""
+    encoder, merges = require_gpt2_files()
+    return Tokenizer.load(encoder, merges_path=merges, special_tokens=list(special_tokens), **options)
 
 
 @pytest.fixture

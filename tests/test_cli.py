@@ -43,7 +43,7 @@ def train_dir(corpus: Path, out: Path, vocab_size: int = 300) -> Path:
 def test_train_writes_a_loadable_tokenizer_equal_to_the_spec(corpus, tmp_path, capsys):
     out = train_dir(corpus, tmp_path / "tok")
     assert "trained" in capsys.readouterr().out
-    tokenizer = Tokenizer.from_directory(out)
+    tokenizer = Tokenizer.load(out)
     vocab, merges = naive.train(count_pretokens(corpus, [EOT], 1), 300, [EOT])
     assert tokenizer.vocab == vocab and tokenizer.merges == merges
     assert sorted(p.name for p in out.iterdir() if not p.name.startswith(".")) == sorted(
@@ -53,7 +53,7 @@ def test_train_writes_a_loadable_tokenizer_equal_to_the_spec(corpus, tmp_path, c
 
 def test_encode_then_decode_round_trips_through_npy(corpus, tmp_path, monkeypatch):
     out = train_dir(corpus, tmp_path / "tok")
-    tokenizer = Tokenizer.from_directory(out)
+    tokenizer = Tokenizer.load(out)
     # tiny read blocks: block edges fall inside pre-tokens, special tokens and UTF-8 characters
     monkeypatch.setattr(cli, "IDS_PER_WRITE", 50)
     ids_path, text_path = tmp_path / "ids.npy", tmp_path / "back.txt"
@@ -164,7 +164,7 @@ def test_output_directory_that_cannot_be_written(corpus, tmp_path):
 def test_special_tokens_are_saved_with_the_tokenizer(corpus, tmp_path):
     out = train_dir(corpus, tmp_path / "tok")
     assert json.loads((out / "special_tokens.json").read_text()) == [EOT]
-    assert Tokenizer.from_directory(out).encode(EOT)[0] == 0
+    assert Tokenizer.load(out).encode(EOT)[0] == 0
 
 
 def test_compare_writes_json_and_a_plot(corpus, tmp_path):
@@ -225,7 +225,7 @@ def test_special_tokens_may_come_before_the_corpus(corpus, tmp_path):
     result = run("train", "--special-token", EOT, "--special-token", "<|pad|>", str(corpus),
                  "--vocab-size", "300", "--out", str(out), "--quiet")
     assert result.returncode == 0, result.stderr
-    assert Tokenizer.from_directory(out).special_tokens == (EOT, "<|pad|>")
+    assert Tokenizer.load(out).special_tokens == (EOT, "<|pad|>")
 
 
 @pytest.mark.parametrize("content", ["", EOT * 3])

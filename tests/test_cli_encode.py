@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import examples, require_fixture, require_gpt2_files
+from conftest import examples, load_gpt2, require_fixture, require_gpt2_files
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -32,7 +32,7 @@ THREADS = [1, 2, 3]
 @pytest.fixture(scope="module")
 def gpt2_dir(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("gpt2")
-    Tokenizer.from_files(*require_gpt2_files(), [EOT]).save(folder)
+    load_gpt2([EOT]).save(folder)
     return folder
 
 
@@ -128,7 +128,7 @@ files = st.lists(pieces, max_size=14).map("".join)
 
 @pytest.fixture(scope="module")
 def gpt2_parts():
-    tok = Tokenizer.from_files(*require_gpt2_files(), [EOT])
+    tok = load_gpt2([EOT])
     return tok.vocab, tok.merges
 
 

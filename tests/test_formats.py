@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import fixture_text, require_fixture, require_gpt2_files
+from conftest import fixture_text, load_gpt2, require_fixture, require_gpt2_files
 from test_cli import assert_one_line_error, run
 
 from bpe_impls import ConfigError, Tokenizer, TokenizerFileError, train_bpe
@@ -53,7 +53,7 @@ def train(pattern: str) -> Tokenizer:
 
 @functools.cache
 def gpt2_vocab() -> Tokenizer:
-    return Tokenizer.from_files(*require_gpt2_files(), [EOT])
+    return load_gpt2([EOT])
 
 
 @pytest.fixture(params=PATTERNS, ids=PATTERN_IDS)
@@ -142,7 +142,7 @@ def test_cl100k_is_written_in_a_form_oniguruma_reads_the_same(tmp_path):
     written = json.loads(path.read_text())["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"]
     ours = split(hf_tokenizers.Regex(written), "isolated").pre_tokenize_str("in 12345678")
     assert [piece for piece, _ in ours] == ["in", " ", "123", "456", "78"]
-    assert Tokenizer.from_hf(path).pattern.name == "cl100k"
+    assert Tokenizer.load(path).pattern.name == "cl100k"
 
 
 def test_gpt2s_own_hf_shape_loads_as_the_gpt2_preset(gpt2, text, tmp_path):
@@ -153,7 +153,7 @@ def test_gpt2s_own_hf_shape_loads_as_the_gpt2_preset(gpt2, text, tmp_path):
     document["pre_tokenizer"] = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}
     document["post_processor"] = {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": False, "use_regex": True}
     path.write_text(json.dumps(document))
-    loaded = Tokenizer.from_hf(path)
+    loaded = Tokenizer.load(path)
     assert loaded.pattern.name == "gpt2" and loaded.merges == gpt2.merges
     assert hf_tokenizers.Tokenizer.from_file(str(path)).encode(text).ids == gpt2.encode(text) == loaded.encode(text)
 
@@ -181,7 +181,7 @@ def test_from_hf_and_from_tiktoken_take_files_or_directories(trained, tmp_path):
     (hf_path,) = trained.save(tmp_path / "hf" / "my.json", "hf")
     ranks, sidecar = trained.save(tmp_path / "tk" / "my.tiktoken", "tiktoken")
     assert sidecar.name == "my.tiktoken.json" and json.loads(sidecar.read_text())["name"] == "my"
-    for loaded in (Tokenizer.from_hf(hf_path), Tokenizer.from_tiktoken(ranks), Tokenizer.from_tiktoken(tmp_path / "tk")):
+    for loaded in (Tokenizer.load(hf_path), Tokenizer.load(ranks, "tiktoken"), Tokenizer.load(tmp_path / "tk", "tiktoken")):
         assert loaded.merges == trained.merges and loaded.special_token_ids == trained.special_token_ids
         assert loaded.pattern == trained.pattern
 
@@ -189,27 +189,27 @@ def test_from_hf_and_from_tiktoken_take_files_or_directories(trained, tmp_path):
 def test_from_tiktoken_without_a_sidecar_takes_the_arguments(trained, tmp_path):
     ranks, sidecar = trained.save(tmp_path, "tiktoken")
     sidecar.unlink()
-    loaded = Tokenizer.from_tiktoken(ranks, pattern=trained.pattern.regex, special_tokens={EOT: 0, PAD: 1})
+    loaded = Tokenizer.load(ranks, "tiktoken", pattern=trained.pattern.regex, special_tokens={EOT: 0, PAD: 1})
     assert dict(loaded.vocab) == dict(trained.vocab) and loaded.merges == trained.merges
     assert loaded.pattern == trained.pattern
-    appended = Tokenizer.from_tiktoken(ranks, special_tokens=["<|x|>"])  # gpt2 pattern, id after the last rank
+    appended = Tokenizer.load(ranks, "tiktoken", special_tokens=["<|x|>"])  # gpt2 pattern, id after the last rank
     assert appended.pattern.name == "gpt2" and appended.special_token_ids == {"<|x|>": max(trained.vocab) + 1}
 
 
 def test_sidecar_and_arguments_together_are_refused(trained, tmp_path):
     ranks, _ = trained.save(tmp_path, "tiktoken")
     with pytest.raises(ConfigError, match="tiktoken.json gives the pattern"):
-        Tokenizer.from_tiktoken(ranks, pattern="o200k")
+        Tokenizer.load(ranks, "tiktoken", pattern="o200k")
 
 
 def test_merges_are_rebuilt_from_tiktokens_own_ranks(tmp_path):
     """A rank file tiktoken made, not we: GPT-2's ranks as tiktoken's gpt2 encoding holds them."""
-    tok = Tokenizer.from_files(*require_gpt2_files(), [EOT])
+    tok = load_gpt2([EOT])
     ranks = {token: token_id for token_id, token in tok.vocab.items() if token_id != 50256}
     path = tmp_path / "r50k.tiktoken"
     path.write_text("".join(f"{base64.b64encode(t).decode()} {r}\n" for t, r in sorted(ranks.items(), key=lambda x: x[1])))
     assert load_tiktoken_bpe(str(path)) == ranks
-    loaded = Tokenizer.from_tiktoken(path, pattern="gpt2", special_tokens={EOT: 50256})
+    loaded = Tokenizer.load(path, "tiktoken", pattern="gpt2", special_tokens={EOT: 50256})
     assert loaded.merges == tok.merges
 
 
@@ -276,7 +276,7 @@ def test_bad_tiktoken_files_are_one_line_errors(lines, needle, tmp_path):
     path = tmp_path / "bad.tiktoken"
     path.write_text("\n".join(lines) + "\n")
     with pytest.raises(TokenizerFileError) as info:
-        Tokenizer.from_tiktoken(path)
+        Tokenizer.load(path, "tiktoken")
     assert "\n" not in str(info.value) and "bad.tiktoken" in str(info.value) and needle in str(info.value), info.value
 
 
@@ -313,7 +313,7 @@ def test_hf_files_we_cannot_reproduce_are_one_line_errors(case, tmp_path):
     path = tmp_path / "tokenizer.json"
     path.write_text(json.dumps(document))
     with pytest.raises(TokenizerFileError) as info:
-        Tokenizer.from_hf(path)
+        Tokenizer.load(path)
     message = str(info.value)
     assert "\n" not in message and message.startswith(f"{path}: ") and needle in message, message
 

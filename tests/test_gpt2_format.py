@@ -277,10 +277,10 @@ def test_a_merges_file_cut_at_a_line_boundary_is_refused(tmp_path):
 
     vocab = {i: bytes([i]) for i in range(256)} | {256: b"ab", 257: b"abc", 258: b"<s>"}
     Tokenizer(vocab, [(b"a", b"b"), (b"ab", b"c")], ["<s>"]).save(tmp_path)
-    assert Tokenizer.from_directory(tmp_path).encode("abc<s>") == [257, 258]
+    assert Tokenizer.load(tmp_path).encode("abc<s>") == [257, 258]
     merges = tmp_path / "merges.txt"
     lines = merges.read_text(encoding="utf-8").splitlines(keepends=True)
     merges.write_text("".join(lines[:-1]), encoding="utf-8")  # the last merge lost, the rest intact
     with pytest.raises(TokenizerFileError, match=r"merges\.txt: no merge makes 1 multi-byte token of .*vocab\.json "
                                                  r"\(first: 'abc', id 257\)"):
-        Tokenizer.from_directory(tmp_path)
+        Tokenizer.load(tmp_path)

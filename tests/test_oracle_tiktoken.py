@@ -12,7 +12,7 @@ from __future__ import annotations
 import unicodedata
 
 import pytest
-from conftest import examples, fixture_text, require_gpt2_files
+from conftest import examples, fixture_text, load_gpt2, require_gpt2_files
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -48,7 +48,7 @@ def tokenizers(gpt2_data) -> dict[tuple[str, int], Tokenizer]:
 
 
 def test_from_files_equals_the_constructor(gpt2_data, tokenizers):
-    tok = Tokenizer.from_files(*require_gpt2_files(), [EOT])
+    tok = load_gpt2([EOT])
     assert tok.vocab == tokenizers[SETTINGS[0]].vocab and len(tok.vocab) == 50257
 
 

@@ -251,7 +251,7 @@ def test_a_saved_tokenizer_keeps_its_pattern(trained, pattern, tmp_path):
     vocab, merges = trained[pattern.name if pattern.name != "custom" else "custom"]
     tok = Tokenizer(vocab, merges, [EOT], pattern=pattern)
     tok.save(tmp_path)
-    again = Tokenizer.from_directory(tmp_path)
+    again = Tokenizer.load(tmp_path)
     assert again.pattern == pattern
     text = fixture_text("tinystories_sample.txt")
     assert again.encode(text) == tok.encode(text)
@@ -261,7 +261,7 @@ def test_a_pattern_file_naming_a_preset_with_another_regex_is_refused(tmp_path):
     Tokenizer({i: bytes([i]) for i in range(256)}, []).save(tmp_path)
     (tmp_path / "split_pattern.json").write_text('{"name": "o200k", "regex": "x+"}', encoding="utf-8")
     with pytest.raises(TokenizerFileError, match=r"split_pattern\.json: the regex differs from the 'o200k' preset's"):
-        Tokenizer.from_directory(tmp_path)
+        Tokenizer.load(tmp_path)
 
 
 def test_cli_train_and_encode_use_the_pattern(tmp_path):
@@ -271,7 +271,7 @@ def test_cli_train_and_encode_use_the_pattern(tmp_path):
     out = tmp_path / "tok"
     assert cli.main(["train", str(corpus), "--vocab-size", "500", "--pattern", "o200k", "--out", str(out),
                      "--quiet"]) == 0
-    tok = Tokenizer.from_directory(out)
+    tok = Tokenizer.load(out)
     assert tok.pattern is PRESETS["o200k"]
     ids = tmp_path / "ids.npy"
     assert cli.main(["encode", "--tokenizer", str(out), str(corpus), "--out", str(ids), "--quiet"]) == 0

@@ -422,7 +422,7 @@ edits = st.lists(
 def _assert_loads_consistently_or_fails_in_one_line(folder: Path) -> None:
     """Edited tokenizer files either load into a self-consistent tokenizer or fail with one line."""
     try:
-        tok = Tokenizer.from_directory(folder)
+        tok = Tokenizer.load(folder)
     except BpeError as exc:
         assert "\n" not in str(exc) and str(exc)
         return
@@ -489,7 +489,7 @@ def test_vocab_json_without_every_byte_is_a_one_line_error(saved_tokenizer, tmp_
     (tmp_path / "vocab.json").write_text(json.dumps(vocab), encoding="utf-8")
     (tmp_path / "merges.txt").write_bytes(saved_tokenizer["merges.txt"])
     with pytest.raises(BpeError, match=r"^vocab has no token for byte 0x00 \(1 bytes missing\)$"):
-        Tokenizer.from_directory(tmp_path)
+        Tokenizer.load(tmp_path)
 
 
 @pytest.mark.parametrize(

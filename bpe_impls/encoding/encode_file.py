@@ -134,7 +134,7 @@ def encode_file(
 
     def encode(piece: bytes, offset: int) -> np.ndarray:
         try:
-            return tokenizer.encode_utf8_to_numpy(piece, dtype)
+            return tokenizer.encode_to_numpy(piece, dtype)
         except EncodeError:
             raise _not_utf8(source, offset, piece) from None
 

@@ -3,10 +3,11 @@
 Modelled on tiktoken's core.py: a thin, typed class over an encoder (encoding.encoders), which does
 the work on whole UTF-8 texts. The text is split on the special tokens (longest first, so they
 are never split or merged), each piece between them is cut into pre-tokens by the split pattern
-(GPT-2's unless `pattern=` names another), and each pre-token's UTF-8 bytes are merged by BPE: repeatedly merge the adjacent pair
-whose merge comes earliest in `merges` (the leftmost such pair on a tie) until no pair has a merge.
+(GPT-2's unless `pattern=` names another), and each pre-token's UTF-8 bytes are merged by BPE:
+repeatedly merge the adjacent pair whose merge comes earliest in `merges` (the leftmost such pair on
+a tie) until no pair has a merge.
 
-    tok = Tokenizer.from_files("vocab.json", "merges.txt", ["<|endoftext|>"])
+    tok = Tokenizer.load("gpt2/encoder.json", special_tokens=["<|endoftext|>"])
     ids = tok.encode("Hello world<|endoftext|>")
     assert tok.decode(ids) == "Hello world<|endoftext|>"
 """
@@ -16,17 +17,19 @@ from __future__ import annotations
 import gc
 import io
 import os
+import warnings
 from bisect import bisect_left
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence, Set
 from concurrent.futures import ThreadPoolExecutor
-from functools import partial
+from functools import lru_cache, partial
 from itertools import accumulate, chain, pairwise
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import numpy as np
 import numpy.typing as npt
+import regex
 
 from ..base import compiled
 from ..base.checks import require_int, resolve_workers
@@ -38,6 +41,10 @@ from .formats.common import special_ids_match
 from .tables import build_tables
 
 _T = TypeVar("_T")
+# What the encode methods take: a str, or its UTF-8 as bytes (text read from a file: no str built).
+Text = str | bytes
+AllowedSpecial = Literal["all"] | Set[str]
+DisallowedSpecial = Literal["all"] | Collection[str]
 
 # Characters encode_iterable gathers before it encodes: per-call costs vanish, memory stays small.
 _ITERABLE_BATCH = 1 << 15
@@ -57,12 +64,26 @@ class Tokenizer:
     the largest one. `pattern` is the split pattern: a preset ("gpt2", the default; "cl100k";
     "o200k") or any regex. `encoder` names the merge loop in ENCODERS (default: the fastest that
     scans the pattern); `cache_size` bounds the pre-token cache (0 turns it off). The default,
-    2**18 pre-tokens, holds every distinct pre-token of a few MB of multilingual text (4 MB of the
-    intl mix has ~106k; English prose needs far fewer): a cache that overflows re-encodes its misses
-    on every pass, and 2**16 made re-encoding such text 2.5x slower. The compiled encoder's cache
-    grows with use, at most 64 bytes per cached pre-token plus its bytes beyond 16 and ids beyond 3
-    (16 MB per thread when full), so short texts pay nothing for the bound; the pure-Python
-    encoders' dict (custom patterns) costs ~200 bytes per entry.
+    2**18 pre-tokens, holds every distinct pre-token of a few MB of multilingual text, so a second
+    pass over such text hits the cache. The compiled encoder's cache grows with use, so short texts
+    pay nothing for the bound.
+
+    The surface, and why. Encoding has four methods, one per output shape: `encode` (a list, as
+    tiktoken and CS336), `encode_to_numpy` (an array, no Python int per token), `encode_batch` and
+    `encode_batch_to_numpy` (many texts on every core). The other axes are arguments, so every
+    combination exists and behaves alike:
+    - the input is a `str` or its UTF-8 as `bytes` in every method (the encoders read UTF-8, so
+      text read from a file needs no str; invalid UTF-8 is an EncodeError naming the byte offset);
+    - special tokens are handled by tiktoken's two keywords in every method. Unlike tiktoken, every
+      special token is allowed by default (`allowed_special="all"`): a tokenizer built with special
+      tokens is asked to recognise them, as CS336's contract and HF's tokenizers do.
+      `allowed_special=set()` encodes them as plain text (tiktoken's `encode_ordinary`, kept as a
+      name for it); a special token in `disallowed_special` found in the text is an EncodeError
+      naming it and its offset, as tiktoken raises.
+    `encode_iterable` streams one text in chunks (CS336's method) and always recognises special
+    tokens: a token split across chunks is still found, which a per-chunk check could not promise.
+    Files: one `load(path, format=None)` reads every format `save(path, format=)` writes (HF's
+    `from_file` / `save` pair), detecting the format from what `path` holds.
     """
 
     special_tokens: tuple[str, ...]
@@ -95,69 +116,104 @@ class Tokenizer:
         self._special_bytes = [special.encode("utf-8") for special in self.special_tokens]
         self._special_id_list = [self.special_token_ids[special] for special in self.special_tokens]
 
-    # --- construction from files ------------------------------------------------------------
+    # --- files -------------------------------------------------------------------------------
 
     @classmethod
-    def from_files(
+    def load(
         cls,
-        vocab_path: str | os.PathLike,
-        merges_path: str | os.PathLike,
-        special_tokens: list[str] | None = None,
+        path: str | os.PathLike,
+        format: str | None = None,
+        *,
+        merges_path: str | os.PathLike | None = None,
+        special_tokens: Sequence[str] | Mapping[str, int] | None = None,
+        pattern: str | SplitPattern | None = None,
         **options: object,
     ) -> Tokenizer:
-        """A tokenizer from a GPT-2 vocab.json + merges.txt pair (`options` as for the constructor)."""
+        """A tokenizer from a file or directory in any format `save` writes (`format` None: told
+        apart by what `path` holds; else "gpt2", "hf" or "tiktoken").
+
+        - gpt2: a directory `save` wrote (vocab.json, merges.txt and the optional
+          special_tokens.json and split_pattern.json), or a vocab .json file whose merges are
+          `merges_path` (GPT-2's own encoder.json + vocab.bpe; giving `merges_path` implies gpt2).
+        - hf: a tokenizer.json, or a directory holding one (see formats/hf.py for what is read).
+        - tiktoken: a .tiktoken ranks file, or a directory holding one, its merges rebuilt from the
+          ranks; its sidecar NAME.tiktoken.json, if present, gives the pattern and special tokens.
+        `special_tokens` and `pattern` stand in for what a file does not say (a gpt2 pair, a
+        .tiktoken file without sidecar, where special tokens may map text -> id); they replace a
+        gpt2 directory's sidecars, and are refused for an HF file or a .tiktoken with a sidecar,
+        which say it themselves. `options` go to the constructor (encoder, cache_size).
+        """
+        if merges_path is not None:
+            if format not in (None, "gpt2"):
+                raise ConfigError(f"merges_path is for the gpt2 format, not {format!r}")
+            return cls._load_gpt2_pair(path, merges_path, special_tokens, pattern, options)
+        if format is None:
+            format, where = detect(path)
+        elif format not in FORMATS:
+            raise ConfigError(f"unknown format {format!r}; choose from {', '.join(FORMATS)}")
+        else:
+            where = Path(path)
+        if format == "gpt2":
+            folder = where if where.is_dir() else where.parent
+            specials, saved_pattern = gpt2.load_sidecars(folder)
+            return cls._load_gpt2_pair(
+                folder / gpt2.VOCAB_FILE, folder / gpt2.MERGES_FILE,
+                list(specials) if special_tokens is None else special_tokens,
+                saved_pattern if pattern is None else pattern, options,
+            )
+        if format == "tiktoken":
+            data = tiktoken_file.load(where, pattern, special_tokens)
+        else:
+            if special_tokens is not None:
+                raise ConfigError("an HF tokenizer.json lists its own special tokens; do not pass special_tokens")
+            data = FORMATS[format].load(where)
+            if pattern is not None:
+                options["pattern"] = pattern
+        options.setdefault("pattern", data.pattern)
+        tokenizer = cls(data.vocab, data.merges, data.special_tokens, **options)  # type: ignore[arg-type]
+        special_ids_match(data, tokenizer.special_token_ids, where)
+        return tokenizer
+
+    @classmethod
+    def _load_gpt2_pair(
+        cls, vocab_path: str | os.PathLike, merges_path: str | os.PathLike,
+        special_tokens: Sequence[str] | Mapping[str, int] | None, pattern: str | SplitPattern | None,
+        options: dict[str, object],
+    ) -> Tokenizer:
         vocab, merges = gpt2.load_tokenizer_files(vocab_path, merges_path)
-        tokenizer = cls(vocab, merges, special_tokens, **options)  # type: ignore[arg-type]
+        if pattern is not None:
+            options["pattern"] = pattern
+        specials = list(special_tokens) if special_tokens is not None else None
+        tokenizer = cls(vocab, merges, specials, **options)  # type: ignore[arg-type]
         # After the constructor's checks, which name more basic faults (a byte with no token).
         gpt2.check_every_token_made(vocab, merges, tokenizer.special_tokens, vocab_path, merges_path)
         return tokenizer
 
     @classmethod
+    def from_files(cls, vocab_path: str | os.PathLike, merges_path: str | os.PathLike,
+                   special_tokens: list[str] | None = None, **options: object) -> Tokenizer:
+        """Deprecated: `Tokenizer.load(vocab_path, merges_path=merges_path, special_tokens=...)`."""
+        _deprecated("from_files(vocab, merges, ...)", "load(vocab, merges_path=merges, special_tokens=...)")
+        return cls.load(vocab_path, merges_path=merges_path, special_tokens=special_tokens, **options)  # type: ignore[arg-type]
+
+    @classmethod
     def from_directory(cls, directory: str | os.PathLike, **options: object) -> Tokenizer:
-        """A tokenizer from what `save` wrote (special_tokens.json is optional: none if absent;
-        split_pattern.json too: GPT-2's pattern if absent)."""
-        folder = Path(directory)
-        specials, pattern = gpt2.load_sidecars(folder)
-        if pattern is not None:
-            options.setdefault("pattern", pattern)
-        return cls.from_files(folder / gpt2.VOCAB_FILE, folder / gpt2.MERGES_FILE, list(specials), **options)
+        """Deprecated: `Tokenizer.load(directory, format="gpt2")`."""
+        _deprecated("from_directory(path)", 'load(path, format="gpt2")')
+        return cls.load(directory, "gpt2", **options)  # type: ignore[arg-type]
 
     @classmethod
     def from_hf(cls, path: str | os.PathLike, **options: object) -> Tokenizer:
-        """A tokenizer from a HuggingFace tokenizer.json (the file, or a directory holding it) that
-        bpe_impls reproduces exactly: a BPE model split by a regex and ByteLevel (see formats/hf.py)."""
-        return cls._from_data(hf.load(path), path, options)
+        """Deprecated: `Tokenizer.load(path, format="hf")`."""
+        _deprecated("from_hf(path)", 'load(path, format="hf")')
+        return cls.load(path, "hf", **options)  # type: ignore[arg-type]
 
     @classmethod
-    def from_tiktoken(
-        cls,
-        path: str | os.PathLike,
-        pattern: str | SplitPattern | None = None,
-        special_tokens: Mapping[str, int] | Sequence[str] | None = None,
-        **options: object,
-    ) -> Tokenizer:
-        """A tokenizer from a .tiktoken ranks file (or a directory holding one), its merges rebuilt
-        from the ranks. Its sidecar NAME.tiktoken.json, if present, gives the pattern and the
-        special tokens with their ids; otherwise `pattern` (default gpt2) and `special_tokens`
-        (text -> id, or a list given ids after the largest rank) do."""
-        return cls._from_data(tiktoken_file.load(path, pattern, special_tokens), path, options)
-
-    @classmethod
-    def load(cls, path: str | os.PathLike, **options: object) -> Tokenizer:
-        """A tokenizer from whatever `save` wrote in any format, told apart by what `path` holds
-        (a directory with vocab.json, a tokenizer.json or a directory holding one, a .tiktoken
-        file or a directory holding one)."""
-        name, where = detect(path)
-        if name == "gpt2":
-            return cls.from_directory(where, **options)
-        return cls._from_data(FORMATS[name].load(where), where, options)
-
-    @classmethod
-    def _from_data(cls, data: TokenizerData, path: str | os.PathLike, options: dict[str, object]) -> Tokenizer:
-        options.setdefault("pattern", data.pattern)
-        tokenizer = cls(data.vocab, data.merges, data.special_tokens, **options)  # type: ignore[arg-type]
-        special_ids_match(data, tokenizer.special_token_ids, path)
-        return tokenizer
+    def from_tiktoken(cls, path: str | os.PathLike, pattern: str | SplitPattern | None = None,
+                      special_tokens: Mapping[str, int] | Sequence[str] | None = None, **options: object) -> Tokenizer:
+        """Deprecated: `Tokenizer.load(path, format="tiktoken", pattern=..., special_tokens=...)`."""
+        _deprecated("from_tiktoken(path, ...)", 'load(path, format="tiktoken", ...)')
+        return cls.load(path, "tiktoken", pattern=pattern, special_tokens=special_tokens, **options)  # type: ignore[arg-type]
 
     def save(self, directory: str | os.PathLike, format: str = "gpt2") -> tuple[Path, ...]:
         """Save in a format of FORMATS; returns the paths written (none is renamed into place
@@ -208,17 +264,26 @@ class Tokenizer:
 
     # --- encoding ---------------------------------------------------------------------------
 
-    def encode(self, text: str) -> list[int]:
-        """Encode text; every occurrence of a special token becomes its id.
+    def encode(
+        self, text: Text, *, allowed_special: AllowedSpecial = "all", disallowed_special: DisallowedSpecial = ()
+    ) -> list[int]:
+        """The ids of `text` (a str, or its UTF-8 as bytes); special tokens as the class docstring says.
 
         >>> tok.encode("hello world<|endoftext|>")  # with GPT-2's files
         [31373, 995, 50256]
         """
-        return _on_str(self._encoder.encode_utf8, text, self._special_bytes, self._special_id_list)
+        if allowed_special == "all" and not disallowed_special and type(text) is str:
+            # The common call, inlined: it is the hot path for short texts.
+            try:
+                return self._encoder.encode_utf8(text, self._special_bytes, self._special_id_list)
+            except UnicodeEncodeError:
+                raise _surrogate_error(text, 0) from None
+        specials, ids = self._specials(allowed_special, disallowed_special, text)
+        return _on_text(self._encoder.encode_utf8, text, specials, ids)
 
-    def encode_ordinary(self, text: str) -> list[int]:
-        """Encode text, treating special-token strings as plain text (tiktoken's name)."""
-        return _on_str(self._encoder.encode_utf8, text, (), ())
+    def encode_ordinary(self, text: Text) -> list[int]:
+        """`encode(text, allowed_special=set())`: special-token strings as plain text (tiktoken's name)."""
+        return _on_text(self._encoder.encode_utf8, text, (), ())
 
     def encode_iterable(self, iterable: Iterable[str]) -> Iterator[int]:
         """Encode a stream of text chunks lazily: exactly `encode("".join(iterable))`.
@@ -284,67 +349,76 @@ class Tokenizer:
             raise ConfigError(f"dtype uint16 cannot hold this vocab's ids (n_vocab {self.n_vocab} > 65536)")
         return _ID_DTYPES[chosen.name]
 
-    def encode_to_numpy(self, text: str, dtype: npt.DTypeLike | None = None) -> np.ndarray:
+    def encode_to_numpy(
+        self, text: Text, dtype: npt.DTypeLike | None = None, *,
+        allowed_special: AllowedSpecial = "all", disallowed_special: DisallowedSpecial = (),
+    ) -> np.ndarray:
         """`encode(text)` as a 1-D numpy array of `id_dtype(dtype)`, built without a Python int per token."""
         chosen = self.id_dtype(dtype)
-        buffer = _on_str(
-            self._encoder.encode_utf8_buffer, text, self._special_bytes, self._special_id_list, itemsize=chosen.itemsize
-        )
+        specials, ids = self._specials(allowed_special, disallowed_special, text)
+        buffer = _on_text(self._encoder.encode_utf8_buffer, text, specials, ids, itemsize=chosen.itemsize)
         return np.frombuffer(buffer, dtype=chosen)
 
-    def encode_utf8_to_numpy(self, data: bytes, dtype: npt.DTypeLike | None = None) -> np.ndarray:
-        """`encode_to_numpy` of UTF-8 bytes (text read from a file: no str is built, and no batch
-        around it). Bytes that are not valid UTF-8 are an EncodeError naming the byte offset."""
-        chosen = self.id_dtype(dtype)
-        if not isinstance(data, bytes):
-            raise TypeError(f"expected bytes, got {type(data).__name__}")
-        try:
-            buffer = self._encoder.encode_utf8_buffer(
-                data, self._special_bytes, self._special_id_list, itemsize=chosen.itemsize
-            )
-        except ValueError:
-            error = _invalid_utf8(data)
-            if error is None:
-                raise
-            raise error from None
-        return np.frombuffer(buffer, dtype=chosen)
-
-    def encode_batch(self, texts: Sequence[str], num_threads: int | None = None) -> list[list[int]]:
+    def encode_batch(
+        self, texts: Sequence[Text], num_threads: int | None = None, *,
+        allowed_special: AllowedSpecial = "all", disallowed_special: DisallowedSpecial = (),
+    ) -> list[list[int]]:
         """`[encode(text) for text in texts]`, on `num_threads` threads (None: every core available
-        to this process; 1: this thread only). tiktoken's encode_batch, special tokens encoded."""
-        return _split_lists(*self.encode_batch_to_numpy(texts, num_threads))
-
-    def encode_ordinary_batch(self, texts: Sequence[str], num_threads: int | None = None) -> list[list[int]]:
-        """`[encode_ordinary(text) for text in texts]`, on threads as `encode_batch`."""
-        return _split_lists(*self._encode_utf8_batch(_as_list(texts), str, num_threads, self.id_dtype(), ordinary=True))
+        to this process; 1: this thread only). tiktoken's encode_batch."""
+        return _split_lists(*self.encode_batch_to_numpy(
+            texts, num_threads, allowed_special=allowed_special, disallowed_special=disallowed_special
+        ))
 
     def encode_batch_to_numpy(
-        self, texts: Sequence[str], num_threads: int | None = None, dtype: npt.DTypeLike | None = None
+        self, texts: Sequence[Text], num_threads: int | None = None, dtype: npt.DTypeLike | None = None, *,
+        allowed_special: AllowedSpecial = "all", disallowed_special: DisallowedSpecial = (),
     ) -> tuple[np.ndarray, np.ndarray]:
         """Every text encoded as `encode` does, as (ids, offsets): the texts' ids one after another
         in one 1-D array of `id_dtype(dtype)`, and int64 offsets (len(texts) + 1 of them) so that
         text i's ids are ids[offsets[i]:offsets[i + 1]]. Threads as in `encode_batch`: the batch is
         cut into contiguous runs of about equal UTF-8 size, several per thread, encoded without the GIL.
 
-        A non-str item is a TypeError, a lone surrogate an EncodeError, each naming the batch index.
+        A batch is all str or all bytes. An item of another type is a TypeError, a lone surrogate
+        or invalid UTF-8 an EncodeError, each naming the batch index.
         """
         chosen = self.id_dtype(dtype)  # before the work: a bad dtype fails at once
-        return self._encode_utf8_batch(_as_list(texts), str, num_threads, chosen)
+        datas = _as_list(texts)
+        kind = bytes if datas and type(datas[0]) is bytes else str
+        specials, ids = self._specials(allowed_special, disallowed_special, None)
+        if disallowed_special:
+            disallowed = self._disallowed(self._special_set(allowed_special, "allowed_special"), disallowed_special)
+            if disallowed:
+                for index, data in enumerate(datas):
+                    _refuse_disallowed(data, disallowed, index)
+        return self._encode_utf8_batch(datas, kind, num_threads, chosen, specials, ids)
+
+    def encode_utf8_to_numpy(self, data: bytes, dtype: npt.DTypeLike | None = None) -> np.ndarray:
+        """Deprecated: `encode_to_numpy` takes bytes."""
+        _deprecated("encode_utf8_to_numpy(data)", "encode_to_numpy(data)")
+        if not isinstance(data, bytes):
+            raise TypeError(f"expected bytes, got {type(data).__name__}")
+        return self.encode_to_numpy(data, dtype)
 
     def encode_utf8_batch_to_numpy(
         self, datas: Sequence[bytes], num_threads: int | None = None, dtype: npt.DTypeLike | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
-        """`encode_batch_to_numpy` of UTF-8 bytes (for text read from a file: no str is built).
-        Bytes that are not valid UTF-8 are an EncodeError naming the batch index and byte offset."""
-        chosen = self.id_dtype(dtype)
-        return self._encode_utf8_batch(_as_list(datas, bytes), bytes, num_threads, chosen)
+        """Deprecated: `encode_batch_to_numpy` takes bytes."""
+        _deprecated("encode_utf8_batch_to_numpy(datas)", "encode_batch_to_numpy(datas)")
+        return self._encode_utf8_batch(_as_list(datas), bytes, num_threads, self.id_dtype(dtype),
+                                       self._special_bytes, self._special_id_list)
+
+    def encode_ordinary_batch(self, texts: Sequence[str], num_threads: int | None = None) -> list[list[int]]:
+        """Deprecated: `encode_batch(texts, allowed_special=set())`."""
+        _deprecated("encode_ordinary_batch(texts)", "encode_batch(texts, allowed_special=set())")
+        return self.encode_batch(texts, num_threads, allowed_special=set())
 
     def _encode_utf8_batch(
         self, datas: list[bytes] | list[str], kind: type, num_threads: int | None, dtype: np.dtype,
-        ordinary: bool = False,
+        specials: Sequence[bytes], ids: Sequence[int],
     ) -> tuple[np.ndarray, np.ndarray]:
         threads = resolve_workers(num_threads) if num_threads is None else require_int(num_threads, "num_threads", minimum=1)
-        specials, ids = ((), ()) if ordinary else (self._special_bytes, self._special_id_list)
+        threads = min(threads, max(1, len(datas)))  # no run is shorter than one text
+        size = len(datas)
         # More runs than threads, handed out as threads free up: equal bytes are not equal work (a
         # run of new words or another script costs several times a run of cached English), so one
         # run per thread leaves a thread idle while the other finishes. Runs stay >= _MIN_RUN_BYTES
@@ -366,42 +440,105 @@ class Tokenizer:
             _name_bad_text(datas)
             raise
         except ValueError:
+            if len(datas) != size:
+                raise RuntimeError(
+                    f"the batch changed size while it was encoded ({size} items, now {len(datas)}): "
+                    f"another thread modified the list"
+                ) from None
             _raise_invalid_utf8(datas)
             raise
         return _join_runs(results, dtype)
 
+    # --- special tokens ---------------------------------------------------------------------
+
+    def _specials(
+        self, allowed_special: AllowedSpecial, disallowed_special: DisallowedSpecial, text: Text | None
+    ) -> tuple[Sequence[bytes], Sequence[int]]:
+        """The special tokens (UTF-8) and their ids the encoder is to recognise. A disallowed
+        special token found in `text` is an EncodeError (None: no text to check here)."""
+        if allowed_special == "all" and not disallowed_special:  # the default: no work per call
+            return self._special_bytes, self._special_id_list
+        allowed = self._special_set(allowed_special, "allowed_special")
+        disallowed = self._disallowed(allowed, disallowed_special)
+        if disallowed and text is not None:
+            _refuse_disallowed(text, disallowed, None)
+        if len(allowed) == len(self.special_tokens):
+            return self._special_bytes, self._special_id_list
+        chosen = [i for i, token in enumerate(self.special_tokens) if token in allowed]
+        return [self._special_bytes[i] for i in chosen], [self._special_id_list[i] for i in chosen]
+
+    def _disallowed(self, allowed: set[str], disallowed_special: DisallowedSpecial) -> set[str]:
+        """tiktoken's rule: "all" disallows every special token that is not allowed."""
+        if disallowed_special == "all":
+            return set(self.special_tokens) - allowed
+        return self._special_set(disallowed_special, "disallowed_special")
+
+    def _special_set(self, names: Collection[str] | str, argument: str) -> set[str]:
+        if names == "all":
+            return set(self.special_tokens)
+        if isinstance(names, (str, bytes)):
+            raise TypeError(f'{argument} must be "all" or a collection of special tokens, not {names!r}')
+        chosen = set(names)
+        unknown = sorted(chosen - set(self.special_tokens))
+        if unknown:
+            raise ConfigError(
+                f"{argument}: {unknown[0]!r} is not a special token of this tokenizer "
+                f"(its special tokens: {list(self.special_tokens)!r})"
+            )
+        return chosen
+
     # --- decoding ---------------------------------------------------------------------------
 
-    def decode_bytes(self, ids: Iterable[int]) -> bytes:
-        """The concatenated bytes of the tokens."""
-        ids = ids if isinstance(ids, Sequence) else list(ids)
+    def decode_bytes(self, ids: Iterable[int] | np.ndarray) -> bytes:
+        """The concatenated bytes of the tokens. `ids` holds ints (or numpy integers, or is an
+        integer numpy array); anything else, a bool or float among them, is a TypeError naming it."""
+        if isinstance(ids, np.ndarray):
+            if ids.dtype.kind not in "iu":
+                raise TypeError(f"expected an integer array of ids, got dtype {ids.dtype}")
+            ids = ids.tolist()
+        elif isinstance(ids, (str, bytes, bytearray, memoryview)):
+            raise TypeError(f"expected a sequence of ids, got {type(ids).__name__}")
+        else:
+            ids = ids if isinstance(ids, list) else list(ids)
+            if set(map(type, ids)) - {int}:  # one C pass: a bool or float would index the dict
+                ids = _as_ids(ids)
         try:
             return b"".join(map(self._vocab.__getitem__, ids))
-        except (KeyError, TypeError):
+        except KeyError:
             pass
         for position, token_id in enumerate(ids):
-            try:
-                self._vocab[token_id]
-            except (KeyError, TypeError):
+            if token_id not in self._vocab:
                 raise EncodeError(f"unknown token id {token_id!r} at position {position}") from None
         raise AssertionError("unreachable: decode failed but every id is known")
 
-    def decode(self, ids: Iterable[int]) -> str:
+    def decode(self, ids: Iterable[int] | np.ndarray) -> str:
         """The text of the tokens; bytes that are not valid UTF-8 become U+FFFD."""
         return self.decode_bytes(ids).decode("utf-8", errors="replace")
 
 
-def _as_list(texts: Sequence[str] | Sequence[bytes], kind: type = str) -> list:
-    """The batch as a list: a list as it is, any other sequence copied (its items' types are
-    checked by `_BATCH_RUNS`, in one pass with their sizes: a Python loop per text costs as much as
-    encoding a line). A lone str or bytes is a TypeError: it is one text, not a batch.
+def _as_ids(ids: list) -> list[int]:
+    """The ids as ints: numpy integers converted; anything else a TypeError naming its position."""
+    out = []
+    for position, token_id in enumerate(ids):
+        if type(token_id) is int:
+            out.append(token_id)
+        elif isinstance(token_id, np.integer):
+            out.append(int(token_id))
+        else:
+            raise TypeError(f"token id at position {position} is {token_id!r} ({type(token_id).__name__}), not an int")
+    return out
 
-    A list is not copied: a copy touches every item's reference count, scattered over memory (1.6
-    ms of serial work, and as much again to free it, in a 55 ms batch of 190,836 lines on two
-    threads). The compiled encoder holds its own reference to each item it reads, so a list
-    changed by another thread while it is encoded gives a mix of old and new items, never a crash."""
+
+def _as_list(texts: Sequence[Text]) -> list:
+    """The batch as a list: a list as it is, any other sequence copied (its items' types are
+    checked by `_BATCH_RUNS`, in one pass with their sizes). A lone str or bytes is a TypeError: it
+    is one text, not a batch.
+
+    A list is not copied: a copy touches every item's reference count, scattered over memory. The
+    compiled encoder holds its own reference to each item it reads, so a list changed by another
+    thread while it is encoded gives a mix of old and new items, never a crash."""
     if isinstance(texts, (str, bytes)):
-        raise TypeError(f"expected a sequence of {kind.__name__}, got {type(texts).__name__}")
+        raise TypeError(f"expected a sequence of str or bytes, got {type(texts).__name__}")
     return texts if type(texts) is list else list(texts)
 
 
@@ -476,9 +613,8 @@ def _join_runs(results: Sequence[tuple[bytearray, bytearray]], dtype: np.dtype) 
 
 def _split_lists(ids: np.ndarray, offsets: np.ndarray) -> list[list[int]]:
     flat = ids.tolist()
-    # Lists hold no cycles, but each one counts towards the cyclic collector's next run: with it
-    # on, building one list per text of a large batch took 2.5x as long (measured: 0.22 s vs 0.09
-    # s for 190,000 lines).
+    # Lists hold no cycles, but each one counts towards the cyclic collector's next run, which
+    # would otherwise run many times over a large batch's lists (see docs/design-notes.md).
     collecting = gc.isenabled()
     gc.disable()
     try:
@@ -502,15 +638,59 @@ def _check_text(text: str, offset: int) -> bytes:
         raise _surrogate_error(text, offset) from None
 
 
-def _on_str(encode: Callable[..., _T], text: str, *args: Any, **kwargs: Any) -> _T:
-    """encode(text, ...) of a str, which the encoder reads as its UTF-8 (the compiled core where
-    CPython keeps it, with no copy); a non-str is a TypeError, a lone surrogate an EncodeError
-    naming its position."""
-    _require_str(text)
+def _on_text(encode: Callable[..., _T], text: Text, *args: Any, **kwargs: Any) -> _T:
+    """encode(text, ...) of a str (which the compiled core reads as the UTF-8 CPython keeps, with no
+    copy) or of UTF-8 bytes. Anything else is a TypeError; a lone surrogate or invalid UTF-8 is an
+    EncodeError naming its position."""
+    if not isinstance(text, (str, bytes)):
+        raise TypeError(f"expected str or bytes, got {type(text).__name__}")
     try:
         return encode(text, *args, **kwargs)
     except UnicodeEncodeError:
-        raise _surrogate_error(text, 0) from None
+        raise _surrogate_error(text, 0) from None  # type: ignore[arg-type]
+    except ValueError:
+        error = _invalid_utf8(text) if isinstance(text, bytes) else None
+        if error is None:
+            raise
+        raise error from None
+
+
+def _refuse_disallowed(text: Text, disallowed: set[str], index: int | None) -> None:
+    """tiktoken's check: a disallowed special token anywhere in the text is an error naming it."""
+    if isinstance(text, bytes):
+        found = _special_search(tuple(sorted(token.encode("utf-8") for token in disallowed)), text)
+        unit = "byte offset"
+    elif isinstance(text, str):
+        found = _special_search(tuple(sorted(disallowed)), text)
+        unit = "position"
+    else:
+        return  # the encoder names the wrong type
+    if found is not None:
+        token, at = found
+        where = f"batch index {index}: " if index is not None else ""
+        shown = token.decode("utf-8") if isinstance(token, bytes) else token
+        raise EncodeError(
+            f"{where}disallowed special token {shown!r} at {unit} {at}; pass allowed_special to encode it as "
+            f"a special token, or disallowed_special=() to encode it as text"
+        )
+
+
+def _special_search(tokens: tuple, text: Text) -> tuple[Any, int] | None:
+    """The first special token in `text` (longest first at a position) and where it starts."""
+    match = _special_regex(tokens).search(text)
+    return None if match is None else (match.group(), match.start())
+
+
+@lru_cache(maxsize=64)
+def _special_regex(tokens: tuple[str, ...] | tuple[bytes, ...]) -> regex.Pattern:
+    """Longest first, as the encoders match (a token another one starts with is not found inside it)."""
+    ordered = sorted(tokens, key=len, reverse=True)
+    separator = b"|" if isinstance(ordered[0], bytes) else "|"
+    return regex.compile(separator.join(regex.escape(token) for token in ordered))
+
+
+def _deprecated(old: str, new: str) -> None:
+    warnings.warn(f"Tokenizer.{old} is deprecated; use Tokenizer.{new}", DeprecationWarning, stacklevel=3)
 
 
 def _surrogate_error(text: str, offset: int) -> EncodeError:
