@@ -1,0 +1,189 @@
+/* BPE of one pre-token's ids over the pair map: a scan for short pre-tokens,
+ * a heap for long ones. */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "encoder_internal.h"
+
+/* ---- BPE ------------------------------------------------------------------ */
+
+/* Plain BPE, as tokenizer.bpe_scan: merge the lowest-ranked pair (leftmost on
+ * a tie), repeat. ranks[k] is the rank of (ids[k], ids[k+1]); after a merge
+ * only its two neighbours change. */
+BPE_INTERNAL size_t
+bpe_scan(const PairMap *pm, const uint64_t *byte_pairs,
+         const unsigned char *bytes, uint32_t *ids, size_t n, uint32_t *ranks,
+         uint32_t *merged)
+{
+    if (n < 2) {
+        return n;
+    }
+    size_t m = n - 1;
+    /* the first ranks: of byte pairs, one direct read each */
+    for (size_t k = 0; k < m; k++) {
+        uint64_t entry = byte_pairs[bytes[k] << 8 | bytes[k + 1]];
+        ranks[k] = (uint32_t)(entry >> 32);
+        merged[k] = (uint32_t)entry;
+    }
+    for (;;) {
+        /* The lowest rank, then its leftmost position: the first loop has
+         * no branch (it vectorises), where tracking the position as well
+         * would mispredict on every new minimum. */
+        uint32_t best = NO_RANK;
+        for (size_t k = 0; k < m; k++) {
+            best = ranks[k] < best ? ranks[k] : best;
+        }
+        if (best == NO_RANK) {
+            break;
+        }
+        size_t at = 0;
+        while (ranks[at] != best) {
+            at++;
+        }
+        ids[at] = merged[at];
+        for (size_t k = at + 1; k + 1 < n; k++) {
+            ids[k] = ids[k + 1];
+        }
+        for (size_t k = at; k + 1 < m; k++) {
+            ranks[k] = ranks[k + 1];
+            merged[k] = merged[k + 1];
+        }
+        n--;
+        m--;
+        if (at < m) {
+            ranks[at] = pair_rank(pm, ids[at], ids[at + 1], &merged[at]);
+        }
+        if (at > 0) {
+            ranks[at - 1] =
+                pair_rank(pm, ids[at - 1], ids[at], &merged[at - 1]);
+        }
+    }
+    return n;
+}
+
+/* A min-heap of (rank << 32 | position): pops the lowest rank, the leftmost
+ * position on a tie. Not shared with trainer.c's heap: that one orders structs
+ * through a comparison function, and plain integer comparisons keep this one,
+ * run per merge of long pre-tokens, cheap. */
+BPE_INTERNAL void
+heap_push(uint64_t *heap, size_t *size, uint64_t v)
+{
+    size_t k = (*size)++;
+    while (k > 0) {
+        size_t parent = (k - 1) / 2;
+        if (heap[parent] <= v) {
+            break;
+        }
+        heap[k] = heap[parent];
+        k = parent;
+    }
+    heap[k] = v;
+}
+
+BPE_INTERNAL uint64_t
+heap_pop(uint64_t *heap, size_t *size)
+{
+    uint64_t top = heap[0];
+    uint64_t last = heap[--(*size)];
+    size_t k = 0, n = *size;
+    for (;;) {
+        size_t child = 2 * k + 1;
+        if (child >= n) {
+            break;
+        }
+        if (child + 1 < n && heap[child + 1] < heap[child]) {
+            child++;
+        }
+        if (last <= heap[child]) {
+            break;
+        }
+        heap[k] = heap[child];
+        k = child;
+    }
+    if (n) {
+        heap[k] = last;
+    }
+    return top;
+}
+
+#define DEAD UINT32_MAX
+
+/* BPE in O(n log n), as tokenizer.bpe_heap: a linked list over positions and a
+ * lazy heap whose entries are re-checked when popped (a neighbour may have
+ * merged since). Ranks are unique per pair, so an entry whose position still
+ * holds a pair of that rank is still valid. Returns the new length (ids
+ * compacted in place); (size_t)-1 when out of memory. */
+BPE_INTERNAL size_t
+bpe_heap(const PairMap *pm, uint32_t *ids, size_t n)
+{
+    if (n < 2) {
+        return n;
+    }
+    if (n > UINT32_MAX / 2) {
+        return (size_t)-1;
+    }
+    size_t out = (size_t)-1;
+    /* n - 1 pairs + 2 pushes per merge */
+    uint64_t *heap = malloc(3 * n * sizeof(uint64_t));
+    uint32_t *next = malloc(n * sizeof(uint32_t));
+    uint32_t *prev = malloc(n * sizeof(uint32_t));
+    if (heap == NULL || next == NULL || prev == NULL) {
+        goto done;
+    }
+    size_t size = 0;
+    for (size_t k = 0; k < n; k++) {
+        next[k] = (uint32_t)(k + 1); /* n: none */
+        prev[k] = k ? (uint32_t)(k - 1) : DEAD;
+        if (k + 1 < n) {
+            uint32_t rank = pair_rank(pm, ids[k], ids[k + 1], NULL);
+            if (rank != NO_RANK) {
+                heap_push(heap, &size, (uint64_t)rank << 32 | k);
+            }
+        }
+    }
+    while (size) {
+        uint64_t top = heap_pop(heap, &size);
+        uint32_t rank = (uint32_t)(top >> 32), i = (uint32_t)top, j = next[i],
+                 merged = 0;
+        if (j == n || ids[i] == DEAD) {
+            continue;
+        }
+        if (pair_rank(pm, ids[i], ids[j], &merged) != rank) {
+            continue; /* stale */
+        }
+        ids[i] = merged;
+        ids[j] = DEAD;
+        uint32_t k = next[j];
+        next[i] = k;
+        if (k != n) {
+            prev[k] = i;
+            uint32_t r = pair_rank(pm, merged, ids[k], NULL);
+            if (r != NO_RANK) {
+                heap_push(heap, &size, (uint64_t)r << 32 | i);
+            }
+        }
+        uint32_t p = prev[i];
+        if (p != DEAD) {
+            uint32_t r = pair_rank(pm, ids[p], merged, NULL);
+            if (r != NO_RANK) {
+                heap_push(heap, &size, (uint64_t)r << 32 | p);
+            }
+        }
+    }
+    out = 0;
+    for (size_t k = 0; k < n; k++) {
+        if (ids[k] != DEAD) {
+            ids[out++] = ids[k];
+        }
+    }
+done:
+    free(heap);
+    free(next);
+    free(prev);
+    return out;
+}
+
+/* BPE of one pre-token's bytes, appended to out (which has room for len
+ * ids); 0, or -1 if out of memory. */

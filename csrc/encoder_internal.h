@@ -1,0 +1,401 @@
+/* The encoder's private header: what its components share (encoder_cache.c,
+ * encoder_bpe.c, encoder_loop.c, encoder_type.c). The small functions every
+ * pre-token calls are static inline here, so each component inlines them. */
+#ifndef BPE_ENCODER_INTERNAL_H
+#define BPE_ENCODER_INTERNAL_H
+
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "bpe_util.h"
+#include "encoder.h"
+#include "scan_blocks.h"
+#include "scanner.h"
+
+#define NO_RANK UINT32_MAX
+/* Pre-tokens up to this many bytes use the O(n^2) scan, longer ones the
+ * O(n log n) heap. */
+#define SCAN_LIMIT 64
+/* Longer pre-tokens are not cached: rare, and they would pin large keys. */
+#define MAX_CACHED_BYTES 1024
+/* Inputs shorter than this are encoded without releasing the GIL: handing it
+ * over costs more than such a call. */
+#define NOGIL_MIN_BYTES 4096
+/* Ids below this get a shared int object each (IdObjects); larger ones (rare:
+ * special tokens of huge vocabularies) a new int per use. */
+#define MAX_ID_OBJECTS (1u << 20)
+
+/* The merges: (left, right) -> (rank, merged id), open addressing, one slot
+ * per probe (key, rank and merged id on one cache line). */
+typedef struct {
+    uint64_t key; /* left << 32 | right; EMPTY_PAIR marks a free slot */
+    uint32_t rank;
+    uint32_t merged;
+} PairSlot;
+
+typedef struct {
+    PairSlot *slots;
+    size_t mask;
+} PairMap;
+
+#define EMPTY_PAIR UINT64_MAX
+
+static inline uint64_t
+pair_key(uint32_t a, uint32_t b)
+{
+    return (uint64_t)a << 32 | b;
+}
+
+static inline size_t
+pair_slot(uint64_t key, size_t mask)
+{
+    uint64_t h = key * 0x9E3779B97F4A7C15ull;
+    return (size_t)(h >> 29) & mask;
+}
+
+/* The rank of pair (a, b) and the id it merges into; NO_RANK when there is no
+ * such merge. */
+static inline uint32_t
+pair_rank(const PairMap *pm, uint32_t a, uint32_t b, uint32_t *merged)
+{
+    uint64_t key = pair_key(a, b);
+    size_t at = pair_slot(key, pm->mask);
+    for (;;) {
+        const PairSlot *slot = &pm->slots[at];
+        if (slot->key == key) {
+            if (merged) {
+                *merged = slot->merged;
+            }
+            return slot->rank;
+        }
+        if (slot->key == EMPTY_PAIR) {
+            return NO_RANK;
+        }
+        at = (at + 1) & pm->mask;
+    }
+}
+
+/* ---- the pre-token cache ------------------------------------------------
+ *
+ * pre-token bytes -> ids, open addressing with linear probing. A key of up to
+ * 16 bytes (nearly every pre-token) lives in its slot as two integers, zero
+ * padded, so a hit compares three integers and copies ids out of the same
+ * slot (up to CACHE_INLINE_IDS of them): no allocation, no indirection. Longer
+ * keys and longer id lists live in arenas. Full (cache_size entries): the
+ * entries hit since it last filled up are kept and the rest dropped (one pass,
+ * no LRU bookkeeping on a hit; on text with more distinct pre-tokens than
+ * cache_size, as CJK text has, clearing it all would also drop the frequent
+ * ones, and the cache would stop helping). */
+#define CACHE_INLINE_IDS 3
+#define HOT 0x8000u /* in CacheSlot.n: hit since the cache last filled up */
+/* Keys up to this long live in their slot, the length in the top byte. */
+#define INLINE_KEY_BYTES 15
+/* The top byte of k1 of a longer key (no short key's length). */
+#define LONG_KEY_TAG ((uint64_t)0xFF << 56)
+/* The id arena keeps this many ids of room past its last entry, so a hit
+ * copies its ids in whole 16-byte chunks (copy_ids), reading past the end of
+ * the last entry. */
+#define ID_ARENA_SLACK 3
+
+/* In a cache of more than PREFETCH_MIN_SLOTS slots (more than the CPU's L2
+ * cache holds, typically), pre-tokens are scanned in batches of SPAN_BATCH:
+ * the scan computes each one's hash and prefetches its slot, so that by the
+ * time the batch is looked up the slots are on their way (a lookup is
+ * otherwise a stall on the slot's line). A smaller cache is looked up as each
+ * pre-token is scanned: the batches would only add work. */
+#define PREFETCH_MIN_SLOTS ((size_t)1 << 16)
+#define SPAN_BATCH 32
+
+typedef struct {
+    /* A key of len <= 15 bytes: k0 its bytes 0-7, k1 its bytes 8-14 with len
+     * in the top byte, zero padded (so a lookup compares two integers). A
+     * longer key: k0 its offset in key_arena, k1 its hash's low 56 bits with
+     * LONG_KEY_TAG. k1 == 0: a free slot (a pre-token is never empty). */
+    uint64_t k0, k1;
+    uint16_t len;
+    uint16_t n;      /* number of ids (<= MAX_CACHED_BYTES), | HOT */
+    uint32_t ids[CACHE_INLINE_IDS]; /* else ids[0]: offset in id_arena */
+} CacheSlot; /* 32 bytes: two to a cache line (English needs ~1 MB of them) */
+
+typedef struct {
+    CacheSlot *slots;
+    size_t mask, used, limit; /* limit: cache_size entries at most */
+    unsigned shift;           /* 64 - log2(mask + 1): see cache_home */
+    size_t max_cap;           /* the slot count it may grow to */
+    unsigned char *key_arena;
+    size_t key_len, key_cap;
+    uint32_t *id_arena;
+    size_t id_len, id_cap;
+} Cache;
+
+/* Growable array of ids: the encoder's output. */
+typedef struct {
+    uint32_t *ids;
+    size_t len, cap;
+} IdBuf;
+
+/* A spare output buffer larger than this many ids is not kept for the next
+ * call. */
+#define MAX_SPARE_IDS ((size_t)1 << 24)
+
+/* ---- the tables ---------------------------------------------------------
+ *
+ * What an __init__ builds, reference counted (with the GIL held): each call
+ * takes a reference before it releases the GIL, so a concurrent __init__ that
+ * swaps in new tables only drops its own, and the old tables go when the last
+ * call using them ends. */
+typedef struct {
+    Py_ssize_t refs;
+    PairMap pairs;
+    uint32_t byte_ids[256];
+    /* byte_pairs[x << 8 | y]: the rank (high half) and merged id (low half)
+     * of the pair of byte ids of bytes x and y, NO_RANK << 32 if none: BPE's
+     * first round, which looks up every pair of a pre-token, reads 512 KB
+     * directly instead of probing the pair map (2 MB for GPT-2). */
+    uint64_t *byte_pairs;
+    int pattern; /* the scanner: PAT_GPT2, PAT_CL100K or PAT_O200K */
+    size_t cache_size;
+    /* The caches not in use: a call takes one (the last returned: the
+     * warmest) and gives it back at its end, both with the GIL held, so no
+     * lock is needed and each thread encoding at a time has a cache of its
+     * own. Measured against one shared table (see the report of issue 17):
+     * per-call caches need no atomics on the hit path and scale with the
+     * threads; each holds at most cache_size pre-tokens. A second, lock-free
+     * table shared by a batch's threads and asked on each miss was measured
+     * too, and dropped: every miss then also paid a probe of a large cold
+     * table, and the threads contended for its counters (16 MB of
+     * multilingual lines, fresh: one thread 31% slower, two threads twice as
+     * slow as with their own caches alone). */
+    Cache **pool;
+    size_t pool_len, pool_cap;
+    /* The int object of each id below id_objects_len, made on first use (with
+     * the GIL), so filling a list is a store and an INCREF per id. */
+    PyObject **id_objects;
+    size_t id_objects_len;
+    /* The output buffer of the last call, kept for the next (with the GIL,
+     * as the caches): a warm call then writes to memory already mapped. */
+    IdBuf spare;
+} Tables;
+
+/* pack_mask[len]: the bits of a key of len <= 15 bytes in each half. */
+static const uint64_t pack_mask[INLINE_KEY_BYTES + 1][2] = {
+#define LOW_BYTES(k) ((k) >= 8 ? ~0ull : ((uint64_t)1 << (8 * (k))) - 1)
+#define MASKS(k) {LOW_BYTES(k), (k) <= 8 ? 0 : LOW_BYTES((k) - 8)}
+    MASKS(0),  MASKS(1),  MASKS(2),  MASKS(3),  MASKS(4),  MASKS(5),
+    MASKS(6),  MASKS(7),  MASKS(8),  MASKS(9),  MASKS(10), MASKS(11),
+    MASKS(12), MASKS(13), MASKS(14), MASKS(15),
+#undef MASKS
+#undef LOW_BYTES
+};
+
+/* The key of s[0:len] (1 <= len <= 15) as two integers (see CacheSlot).
+ * `room`: the bytes readable from s on (at least len): with 16 of them it is
+ * two loads. */
+static inline void
+cache_pack(const unsigned char *s, size_t len, size_t room, uint64_t *k0,
+           uint64_t *k1)
+{
+    uint64_t a = 0, b = 0;
+    if (room >= 16) {
+        memcpy(&a, s, 8);
+        memcpy(&b, s + 8, 8);
+        a &= pack_mask[len][0];
+        b &= pack_mask[len][1];
+    }
+    else {
+        for (size_t k = 0; k < len && k < 8; k++) {
+            a |= (uint64_t)s[k] << (8 * k);
+        }
+        for (size_t k = 8; k < len; k++) {
+            b |= (uint64_t)s[k] << (8 * (k - 8));
+        }
+    }
+    *k0 = a;
+    *k1 = b | (uint64_t)len << 56;
+}
+
+static inline uint64_t
+cache_hash_short(uint64_t k0, uint64_t k1)
+{
+    /* The slot comes from the top bits (cache_home): every bit of the key
+     * reaches them through the multiplications (the low bits of a product see
+     * only the low bits of its factors). */
+    return k0 * 0x9E3779B97F4A7C15ull ^ k1 * 0xC2B2AE3D27D4EB4Full;
+}
+
+/* k1 of a long key of hash h. */
+static inline uint64_t
+long_key_k1(uint64_t h)
+{
+    return (h & ~((uint64_t)0xFF << 56)) | LONG_KEY_TAG;
+}
+
+/* The first slot to probe for a hash: its top bits. */
+static inline size_t
+cache_home(const Cache *c, uint64_t h)
+{
+    return (size_t)(h >> c->shift);
+}
+
+/* The slot of slots[0:mask + 1] (shift as Cache.shift) holding the short key
+ * (k0, k1; h its hash), or the free slot where it would go. Apart from the
+ * Cache, for a loop that keeps the table's fields in registers. */
+BPE_ALWAYS_INLINE CacheSlot *
+slots_find_short(CacheSlot *slots, size_t mask, unsigned shift, uint64_t k0,
+                 uint64_t k1, uint64_t h)
+{
+    size_t at = (size_t)(h >> shift);
+    for (;;) {
+        CacheSlot *slot = &slots[at];
+        if ((slot->k0 == k0 && slot->k1 == k1) || slot->k1 == 0) {
+            return slot;
+        }
+        at = (at + 1) & mask;
+    }
+}
+
+/* The slot holding the short key (k0, k1; h its hash), or the free slot where
+ * it would go. */
+BPE_ALWAYS_INLINE CacheSlot *
+cache_find_short(const Cache *c, uint64_t k0, uint64_t k1, uint64_t h)
+{
+    return slots_find_short(c->slots, c->mask, c->shift, k0, k1, h);
+}
+
+/* The hash of an occupied slot's key, for a rehash. */
+static inline uint64_t
+cache_slot_hash(const Cache *c, const CacheSlot *slot)
+{
+    return slot->len <= INLINE_KEY_BYTES
+               ? cache_hash_short(slot->k0, slot->k1)
+               : bpe_hash_bytes(c->key_arena + slot->k0, slot->len);
+}
+
+/* Whether one more entry fits without moving any slot: no eviction, no
+ * growth, no clearing. A free slot found by a lookup then still takes it. */
+static inline int
+cache_has_room(const Cache *c, size_t n)
+{
+    return c->used < c->limit && c->id_len + n <= UINT32_MAX &&
+           (2 * (c->used + 1) <= c->mask + 1 || c->mask + 1 >= c->max_cap);
+}
+
+/* The int object of an id (a new reference), with the GIL. */
+static inline PyObject *
+tables_id_object(Tables *t, uint32_t id)
+{
+    if (id < t->id_objects_len) {
+        PyObject *v = t->id_objects[id];
+        if (v == NULL) {
+            v = PyLong_FromUnsignedLong(id);
+            if (v == NULL) {
+                return NULL;
+            }
+            t->id_objects[id] = v;
+        }
+        return Py_NewRef(v);
+    }
+    return PyLong_FromUnsignedLong(id);
+}
+
+static inline int
+idbuf_reserve(IdBuf *b, size_t extra)
+{
+    return bpe_reserve(&b->ids, &b->cap, b->len + extra, sizeof(uint32_t),
+                       1024);
+}
+
+/* ---- functions of the components ---------------------------------------- */
+
+BPE_INTERNAL void
+cache_free(Cache *c);
+
+BPE_INTERNAL Cache *
+cache_new(size_t limit);
+
+BPE_INTERNAL void
+cache_clear(Cache *c);
+
+BPE_INTERNAL CacheSlot *
+cache_find_long(const Cache *c, const unsigned char *s, size_t len,
+                uint64_t h);
+
+BPE_INTERNAL int
+cache_grow(Cache *c);
+
+BPE_INTERNAL void
+cache_evict(Cache *c);
+
+BPE_INTERNAL int
+cache_make_room(Cache *c, size_t n);
+
+BPE_INTERNAL int
+cache_fill(Cache *c, CacheSlot *slot, uint64_t k0, uint64_t k1, size_t len,
+           const uint32_t *ids, size_t n);
+
+BPE_INTERNAL int
+cache_store(Cache *c, const unsigned char *s, size_t len, size_t room,
+            const uint32_t *ids, size_t n);
+
+BPE_INTERNAL void
+tables_free(Tables *t);
+
+BPE_INTERNAL void
+tables_decref(Tables *t);
+
+BPE_INTERNAL Cache *
+tables_take_cache(Tables *t, int *failed);
+
+BPE_INTERNAL void
+tables_give_cache(Tables *t, Cache *c);
+
+BPE_INTERNAL PyObject *
+ids_to_list(Tables *t, const uint32_t *ids, size_t n);
+
+BPE_INTERNAL size_t
+bpe_scan(const PairMap *pm, const uint64_t *byte_pairs,
+         const unsigned char *bytes, uint32_t *ids, size_t n, uint32_t *ranks,
+         uint32_t *merged);
+
+BPE_INTERNAL void
+heap_push(uint64_t *heap, size_t *size, uint64_t v);
+
+BPE_INTERNAL uint64_t
+heap_pop(uint64_t *heap, size_t *size);
+
+BPE_INTERNAL size_t
+bpe_heap(const PairMap *pm, uint32_t *ids, size_t n);
+
+BPE_INTERNAL int
+encode_pretoken(const Tables *t, const unsigned char *key, size_t len,
+                IdBuf *out);
+
+BPE_INTERNAL int
+encode_miss(const Tables *t, Cache *c, const unsigned char *s, size_t len,
+            size_t room, IdBuf *out);
+
+BPE_INTERNAL int
+encode_miss_short(const Tables *t, Cache *c, CacheSlot *slot, uint64_t k0,
+                  uint64_t k1, const unsigned char *s, size_t len, size_t room,
+                  IdBuf *out);
+
+BPE_INTERNAL int
+encode_ordinary(const Tables *t, Cache *c, const unsigned char *s,
+                size_t from, size_t to, size_t n, IdBuf *out);
+
+BPE_INTERNAL size_t
+count_chars(const unsigned char *s, size_t n);
+
+BPE_INTERNAL size_t
+byte_of_char(const unsigned char *s, size_t n, size_t c);
+
+BPE_INTERNAL int
+is_settled(const unsigned char *s, size_t j, size_t end, int pattern);
+
+BPE_INTERNAL int
+encode_text(const Tables *t, Cache *c, const Specials *sp,
+            const uint32_t *special_ids, const unsigned char *s, size_t n,
+            int settled, IdBuf *out, size_t *cut);
+
+#endif /* BPE_ENCODER_INTERNAL_H */
