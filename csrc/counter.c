@@ -23,8 +23,7 @@
 /* A map's arrays of BIG_TABLE bytes or more get pages of their own (on
  * Linux), 2 MB-aligned and asked to be huge pages. Its index and entries are
  * read at random, once per pre-token: with 4 KB pages each lookup also missed
- * the TLB (huge pages made counting 50 MB of multilingual text, a million
- * distinct words, about 9% faster). And their memory goes back to the system
+ * the TLB. And their memory goes back to the system
  * when freed, whichever thread's malloc arena would otherwise keep it (glibc
  * never trims the top of a thread's arena below its moving threshold). */
 #define BIG_TABLE ((size_t)2 << 20)
@@ -476,8 +475,7 @@ typedef struct {
 
 /* The entry of `into` whose key is that of e, an entry of `from` (NULL if
  * absent): bpe_bm_get, comparing a short key as packed (both maps pack
- * alike); unpacking it for bpe_bm_get, which packs it again, made the merge
- * 6-12% slower. */
+ * alike), so the key is never unpacked and packed again. */
 static Entry *
 bm_find_entry(const BytesMap *into, const BytesMap *from, const Entry *e)
 {
@@ -971,9 +969,8 @@ done:
 /* Count the pre-tokens of `pattern` (PAT_*) in s[0:n] (valid UTF-8, no
  * special token); -2 when out of memory. Inlined into count_utf8 once per
  * pattern, so each copy calls its own scanner (no switch per pre-token).
- * (Looking tokens up 16 behind the scan, their index slots and entries
- * prefetched, gained 11% on multilingual text before the tables had huge
- * pages, and lost 5% after them; on English it lost 35%.) */
+ * Each token is looked up as it is scanned (no prefetching lookahead: see
+ * docs/design-notes.md). */
 BPE_ALWAYS_INLINE int
 count_utf8_as(BytesMap *counts, const unsigned char *s, size_t n, int pattern)
 {

@@ -76,7 +76,7 @@ cache_find_long(const Cache *c, const unsigned char *s, size_t len,
  * when out of memory (the cache unchanged). A small table stays small, as its
  * hits are fast while it fits in L2; a large one is looked up in prefetched
  * batches whatever its size, and each rehash of it costs a pass over
- * megabytes (a fresh call on 4 MB of multilingual text: 6-8% faster). */
+ * megabytes. */
 BPE_INTERNAL int
 cache_grow(Cache *c)
 {

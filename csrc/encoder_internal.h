@@ -159,14 +159,9 @@ typedef struct {
     /* The caches not in use: a call takes one (the last returned: the
      * warmest) and gives it back at its end, both with the GIL held, so no
      * lock is needed and each thread encoding at a time has a cache of its
-     * own. Measured against one shared table (see the report of issue 17):
-     * per-call caches need no atomics on the hit path and scale with the
-     * threads; each holds at most cache_size pre-tokens. A second, lock-free
-     * table shared by a batch's threads and asked on each miss was measured
-     * too, and dropped: every miss then also paid a probe of a large cold
-     * table, and the threads contended for its counters (16 MB of
-     * multilingual lines, fresh: one thread 31% slower, two threads twice as
-     * slow as with their own caches alone). */
+     * own: no atomics on the hit path, and it scales with the threads. Each
+     * holds at most cache_size pre-tokens. (A cache shared by the threads
+     * was measured and dropped: docs/design-notes.md.) */
     Cache **pool;
     size_t pool_len, pool_cap;
     /* The int object of each id below id_objects_len, made on first use (with

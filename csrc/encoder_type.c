@@ -94,6 +94,84 @@ read_merges(PairMap *pm, PyObject *merges, uint32_t *max_id)
     return 0;
 }
 
+/* BPE's first round reads byte_pairs[x << 8 | y] (the rank and merged id of
+ * the pair of byte ids of bytes x and y) instead of probing the pair map.
+ * 0, or -1 with MemoryError. */
+static int
+tables_fill_byte_pairs(Tables *t)
+{
+    t->byte_pairs = malloc(65536 * sizeof(uint64_t));
+    if (t->byte_pairs == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (size_t x = 0; x < 256; x++) {
+        for (size_t y = 0; y < 256; y++) {
+            uint32_t merged = 0;
+            uint32_t rank = pair_rank(&t->pairs, t->byte_ids[x],
+                                      t->byte_ids[y], &merged);
+            t->byte_pairs[x << 8 | y] = (uint64_t)rank << 32 | merged;
+        }
+    }
+    return 0;
+}
+
+/* New tables from __init__'s arguments (one reference), or NULL with an
+ * exception set. Tuples of our own are read: a list passed in could change
+ * under an id's __index__. */
+static Tables *
+tables_build(PyObject *byte_ids_arg, PyObject *merges_arg,
+             Py_ssize_t cache_size, int pattern)
+{
+    PyObject *byte_seq = NULL, *merges = NULL;
+    Tables *t = calloc(1, sizeof(Tables));
+    if (t == NULL) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    t->refs = 1;
+    byte_seq = PySequence_Tuple(byte_ids_arg);
+    if (byte_seq == NULL) {
+        goto fail;
+    }
+    if (PyTuple_GET_SIZE(byte_seq) != 256) {
+        PyErr_SetString(PyExc_ValueError, "byte_ids must hold 256 ids");
+        goto fail;
+    }
+    uint32_t max_id = 0;
+    for (int b = 0; b < 256; b++) {
+        if (as_id(PyTuple_GET_ITEM(byte_seq, b), &t->byte_ids[b],
+                  "byte id") < 0)
+        {
+            goto fail;
+        }
+        max_id = t->byte_ids[b] > max_id ? t->byte_ids[b] : max_id;
+    }
+    merges = PySequence_Tuple(merges_arg);
+    if (merges == NULL || read_merges(&t->pairs, merges, &max_id) < 0 ||
+        tables_fill_byte_pairs(t) < 0)
+    {
+        goto fail;
+    }
+    t->id_objects_len =
+        max_id < MAX_ID_OBJECTS ? (size_t)max_id + 1 : MAX_ID_OBJECTS;
+    t->id_objects = calloc(t->id_objects_len, sizeof(PyObject *));
+    if (t->id_objects == NULL) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    t->cache_size = (size_t)cache_size;
+    t->pattern = pattern;
+    Py_DECREF(byte_seq);
+    Py_DECREF(merges);
+    return t;
+fail:
+    tables_free(t);
+    Py_XDECREF(byte_seq);
+    Py_XDECREF(merges);
+    return NULL;
+}
+
 /* The new tables are built aside (the ids' __index__ may run Python code that
  * uses this very encoder: encodes with it, or re-initialises it) and swapped
  * in at the end, when nothing can run in between. A re-init drops the old
@@ -107,91 +185,26 @@ Encoder_init(EncoderObject *self, PyObject *args, PyObject *kwds)
                              NULL};
     PyObject *byte_ids_arg, *merges_arg;
     const char *name = "gpt2";
-    int pattern;
-    PyObject *byte_seq = NULL, *merges = NULL;
     Py_ssize_t cache_size = 1 << 16;
     Tables *t = NULL;
-    int result = -1;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO|ns:Encoder", kwlist,
-                                     &byte_ids_arg, &merges_arg, &cache_size,
-                                     &name))
+    if (PyArg_ParseTupleAndKeywords(args, kwds, "OO|ns:Encoder", kwlist,
+                                    &byte_ids_arg, &merges_arg, &cache_size,
+                                    &name))
     {
-        goto done;
-    }
-    pattern = bpe_pattern_id(name);
-    if (pattern < 0) {
-        goto done;
-    }
-    if (cache_size < 0) {
-        PyErr_SetString(PyExc_ValueError, "cache_size must be non-negative");
-        goto done;
-    }
-    t = calloc(1, sizeof(Tables));
-    if (t == NULL) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    t->refs = 1;
-    /* Tuples of our own: a list passed in could change under an __index__. */
-    byte_seq = PySequence_Tuple(byte_ids_arg);
-    if (byte_seq == NULL) {
-        goto done;
-    }
-    if (PyTuple_GET_SIZE(byte_seq) != 256) {
-        PyErr_SetString(PyExc_ValueError, "byte_ids must hold 256 ids");
-        goto done;
-    }
-    uint32_t max_id = 0;
-    for (int b = 0; b < 256; b++) {
-        if (as_id(PyTuple_GET_ITEM(byte_seq, b), &t->byte_ids[b],
-                  "byte id") < 0)
-        {
-            goto done;
+        int pattern = bpe_pattern_id(name);
+        if (pattern >= 0 && cache_size < 0) {
+            PyErr_SetString(PyExc_ValueError,
+                            "cache_size must be non-negative");
         }
-        max_id = t->byte_ids[b] > max_id ? t->byte_ids[b] : max_id;
-    }
-    merges = PySequence_Tuple(merges_arg);
-    if (merges == NULL || read_merges(&t->pairs, merges, &max_id) < 0) {
-        goto done;
-    }
-    t->byte_pairs = malloc(65536 * sizeof(uint64_t));
-    if (t->byte_pairs == NULL) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    for (size_t x = 0; x < 256; x++) {
-        for (size_t y = 0; y < 256; y++) {
-            uint32_t merged = 0;
-            uint32_t rank = pair_rank(&t->pairs, t->byte_ids[x],
-                                      t->byte_ids[y], &merged);
-            t->byte_pairs[x << 8 | y] = (uint64_t)rank << 32 | merged;
+        else if (pattern >= 0) {
+            t = tables_build(byte_ids_arg, merges_arg, cache_size, pattern);
         }
     }
-    t->id_objects_len =
-        max_id < MAX_ID_OBJECTS ? (size_t)max_id + 1 : MAX_ID_OBJECTS;
-    t->id_objects = calloc(t->id_objects_len, sizeof(PyObject *));
-    if (t->id_objects == NULL) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    t->cache_size = (size_t)cache_size;
-    t->pattern = pattern;
     /* No Python code from here to the end. */
     Tables *old = self->tables;
     self->tables = t;
-    t = NULL;
     tables_decref(old);
-    result = 0;
-done:
-    tables_free(t);
-    if (result < 0) {
-        Tables *old = self->tables;
-        self->tables = NULL;
-        tables_decref(old);
-    }
-    Py_XDECREF(byte_seq);
-    Py_XDECREF(merges);
-    return result;
+    return t == NULL ? -1 : 0;
 }
 
 /* The tables of an initialised encoder, or NULL with RuntimeError set. */
@@ -530,6 +543,109 @@ typedef struct {
  * 1 native int64 offsets, datas[start + i]'s ids being ids[offsets[i]:offsets[i
  * + 1]]. (A range, not a slice: a batch's runs are ranges of one list, and
  * slicing it would touch every item's reference count once more.) */
+/* Each of held[start:start + count] as UTF-8 in texts, with a reference of
+ * our own in items. No Python code runs here (nor in making a str's UTF-8):
+ * the sequence stays as it is. A str gives the UTF-8 CPython keeps with it
+ * (valid by construction). The number of items taken; *failed set with an
+ * exception when an item is neither bytes nor str (or a str has a lone
+ * surrogate). */
+static Py_ssize_t
+many_take(PyObject *held, Py_ssize_t start, Py_ssize_t count,
+          PyObject **items, Utf8Text *texts, int *failed)
+{
+    Py_ssize_t taken = 0;
+    *failed = 0;
+    for (; taken < count; taken++) {
+        PyObject *item = PySequence_Fast_GET_ITEM(held, start + taken);
+        Utf8Text *text = &texts[taken];
+        if (PyBytes_Check(item)) {
+            text->s = (const unsigned char *)PyBytes_AS_STRING(item);
+            text->n = (size_t)PyBytes_GET_SIZE(item);
+        }
+        else if (PyUnicode_Check(item)) {
+            Py_ssize_t len;
+            const char *utf8 = PyUnicode_AsUTF8AndSize(item, &len);
+            if (utf8 == NULL) {
+                *failed = 1; /* (a lone surrogate: UnicodeEncodeError) */
+                break;
+            }
+            text->s = (const unsigned char *)utf8;
+            text->n = (size_t)len;
+            text->valid = 1;
+        }
+        else {
+            PyErr_Format(PyExc_TypeError,
+                         "datas[%zd] is %.100s, not bytes or str",
+                         start + taken, Py_TYPE(item)->tp_name);
+            *failed = 1;
+            break;
+        }
+        items[taken] = Py_NewRef(item);
+    }
+    return taken;
+}
+
+/* Encodes texts[0:count] into call->out without the GIL, offsets[k + 1] the
+ * end of text k's ids. 0; -1 with an exception set (MemoryError, or
+ * ValueError naming datas[start + k] that is not valid UTF-8). */
+static int
+many_encode(Call *call, const Utf8Text *texts, Py_ssize_t count,
+            int64_t *offsets, Py_ssize_t start)
+{
+    Py_ssize_t bad = -1;
+    int err = 0;
+    IdBuf out = call->out;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t k = 0; k < count; k++) {
+        const unsigned char *s = texts[k].s;
+        size_t n = texts[k].n;
+        if (!texts[k].valid && !bpe_utf8_valid(s, n)) {
+            bad = k;
+            break;
+        }
+        size_t cut;
+        err = encode_text(call->tables, call->cache, &call->sp,
+                          call->special_ids, s, n, 0, &out, &cut);
+        if (err < 0) {
+            break;
+        }
+        offsets[k + 1] = (int64_t)out.len;
+    }
+    Py_END_ALLOW_THREADS
+    call->out = out; /* (grown: call_close frees or keeps it) */
+    if (bad >= 0) {
+        PyErr_Format(PyExc_ValueError, "datas[%zd] is not valid UTF-8",
+                     start + bad);
+        return -1;
+    }
+    if (err < 0) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    return 0;
+}
+
+/* (ids bytearray of itemsize-byte ids, int64 offsets bytearray). */
+static PyObject *
+many_result(const IdBuf *out, const int64_t *offsets, Py_ssize_t count,
+            int itemsize)
+{
+    PyObject *ids = ids_to_bytearray(out->ids, out->len, itemsize);
+    if (ids == NULL) {
+        return NULL;
+    }
+    PyObject *offs = PyByteArray_FromStringAndSize(
+        (const char *)offsets, (Py_ssize_t)((size_t)(count + 1) * 8));
+    if (offs == NULL) {
+        Py_DECREF(ids);
+        return NULL;
+    }
+    PyObject *result = PyTuple_Pack(2, ids, offs);
+    Py_DECREF(ids);
+    Py_DECREF(offs);
+    return result;
+}
+
 static PyObject *
 Encoder_encode_many_buffer(EncoderObject *self, PyObject *args,
                            PyObject *kwds)
@@ -537,7 +653,7 @@ Encoder_encode_many_buffer(EncoderObject *self, PyObject *args,
     static char *kwlist[] = {"datas", "special_tokens", "special_ids",
                              "itemsize", "start", "stop", NULL};
     PyObject *datas_arg, *specials_arg, *ids_arg;
-    int itemsize = 4;
+    int itemsize = 4, failed = 0;
     Py_ssize_t start = 0, stop = PY_SSIZE_T_MAX;
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOO|inn:encode_many_buffer",
                                      kwlist, &datas_arg, &specials_arg,
@@ -576,80 +692,12 @@ Encoder_encode_many_buffer(EncoderObject *self, PyObject *args,
         PyErr_NoMemory();
         goto done;
     }
-    /* No Python code runs in this loop (nor in making a str's UTF-8): the
-     * sequence stays as it is. A str gives the UTF-8 CPython keeps with it
-     * (valid by construction), with the GIL; the encoding runs without. */
-    for (; taken < count; taken++) {
-        PyObject *item = PySequence_Fast_GET_ITEM(held, start + taken);
-        Utf8Text *text = &texts[taken];
-        if (PyBytes_Check(item)) {
-            text->s = (const unsigned char *)PyBytes_AS_STRING(item);
-            text->n = (size_t)PyBytes_GET_SIZE(item);
-        }
-        else if (PyUnicode_Check(item)) {
-            Py_ssize_t len;
-            const char *utf8 = PyUnicode_AsUTF8AndSize(item, &len);
-            if (utf8 == NULL) {
-                goto done; /* (a lone surrogate: UnicodeEncodeError) */
-            }
-            text->s = (const unsigned char *)utf8;
-            text->n = (size_t)len;
-            text->valid = 1;
-        }
-        else {
-            PyErr_Format(PyExc_TypeError,
-                         "datas[%zd] is %.100s, not bytes or str",
-                         start + taken, Py_TYPE(item)->tp_name);
-            goto done;
-        }
-        items[taken] = Py_NewRef(item);
+    taken = many_take(held, start, count, items, texts, &failed);
+    if (!failed && call_start(&call, self) == 0 &&
+        many_encode(&call, texts, count, offsets, start) == 0)
+    {
+        result = many_result(&call.out, offsets, count, itemsize);
     }
-    if (call_start(&call, self) < 0) {
-        goto done;
-    }
-    Py_ssize_t bad = -1;
-    int err = 0;
-    IdBuf out = call.out;
-    Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t k = 0; k < count; k++) {
-        const unsigned char *s = texts[k].s;
-        size_t n = texts[k].n;
-        if (!texts[k].valid && !bpe_utf8_valid(s, n)) {
-            bad = k;
-            break;
-        }
-        size_t cut;
-        err = encode_text(call.tables, call.cache, &call.sp, call.special_ids,
-                          s, n, 0, &out, &cut);
-        if (err < 0) {
-            break;
-        }
-        offsets[k + 1] = (int64_t)out.len;
-    }
-    Py_END_ALLOW_THREADS
-    call.out = out; /* (grown: call_close frees or keeps it) */
-    if (bad >= 0) {
-        PyErr_Format(PyExc_ValueError, "datas[%zd] is not valid UTF-8",
-                     start + bad);
-        goto done;
-    }
-    if (err < 0) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    PyObject *ids = ids_to_bytearray(out.ids, out.len, itemsize);
-    if (ids == NULL) {
-        goto done;
-    }
-    PyObject *offs = PyByteArray_FromStringAndSize(
-        (const char *)offsets, (Py_ssize_t)((size_t)(count + 1) * 8));
-    if (offs == NULL) {
-        Py_DECREF(ids);
-        goto done;
-    }
-    result = PyTuple_Pack(2, ids, offs);
-    Py_DECREF(ids);
-    Py_DECREF(offs);
 done:
     call_close(&call);
     for (Py_ssize_t k = 0; k < taken; k++) {

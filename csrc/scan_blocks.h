@@ -181,9 +181,9 @@ bpe_spans_next(Spans *sp, const unsigned char *s, size_t i, size_t to,
              * the end, spaces split as the end does (a whitespace run then
              * reaches the end whole, as \s++$ takes it, and any other run
              * ends there), so the starts before the end are the text's. The
-             * end itself is a start. (Otherwise the scanner takes the last 80
-             * bytes of every text of a batch and of every piece before a
-             * special token one pre-token at a time: kjv, warm, 4% slower.) */
+             * end itself is a start. (Otherwise the scanner would take the
+             * last 80 bytes of every text and of every piece before a special
+             * token one pre-token at a time.) */
             unsigned char padded[BLOCK_READ];
             memcpy(padded, s + i, left);
             memset(padded + left, ' ', BLOCK_READ - left);

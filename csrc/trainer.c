@@ -71,7 +71,7 @@
 
 /* An occurrence list's cells are scattered over the words: fetching them ahead
  * hides the cache misses that dominate the first, largest merges on a big
- * corpus (about 20% of the run there). */
+ * corpus. */
 #if defined(__GNUC__) || defined(__clang__)
 #define PREFETCH(address) __builtin_prefetch(address)
 #else
@@ -1780,8 +1780,7 @@ train(PyObject *module, PyObject *args, PyObject *kwargs)
 #if defined(__GLIBC__)
         /* The lists freed as pairs are merged or counted down to 0 leave
          * holes that later, smaller lists fill only in part: glibc returns
-         * their pages only when asked (about 10% of the peak on a web
-         * corpus). */
+         * their pages only when asked. */
         if (batch % TRIM_EVERY == 0) {
             malloc_trim(0);
             s.arena.released = 0;
