@@ -10,7 +10,7 @@ import os
 from setuptools import Extension, setup
 
 # The C sources live in csrc/ (MANIFEST.in ships them in the sdist); a header edit rebuilds both.
-_HEADERS = ["csrc/bpe_util.h", "csrc/scanner.h", "csrc/scan_kind.h", "csrc/counter.h", "csrc/encoder.h", "csrc/encoder_internal.h", "csrc/packed.h", "csrc/scan_blocks.h"]
+_HEADERS = ["csrc/bpe_util.h", "csrc/scanner.h", "csrc/scan_kind.h", "csrc/counter.h", "csrc/encoder.h", "csrc/encoder_internal.h", "csrc/trainer_internal.h", "csrc/packed.h", "csrc/scan_blocks.h"]
 _FLAGS = ["-O3", "-std=c11", "-Wall", "-Wextra", "-Wno-unused-parameter", "-Wno-missing-field-initializers"]
 # An optimisation level in CFLAGS wins (the sanitizer build, .ci/sanitize, asks for -O1): these
 # flags come after CFLAGS on the compiler's command line, so a -O3 here would override it.
@@ -30,7 +30,8 @@ setup(
         ),
         Extension(
             "bpe_impls._native_train",
-            ["csrc/trainer.c"],
+            ["csrc/trainer.c", "csrc/trainer_words.c", "csrc/trainer_pairs.c", "csrc/trainer_heap.c",
+             "csrc/trainer_merge.c", "csrc/trainer_load.c"],
             include_dirs=["csrc"],
             depends=_HEADERS,
             extra_compile_args=_FLAGS,

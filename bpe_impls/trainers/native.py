@@ -1,56 +1,13 @@
-"""The native trainer: route_b's design with its merge loop in C (`csrc/trainer.c`).
+"""The native trainer: route_b's design with its merge loop in C (`csrc/trainer*.c`).
 
 The C extension is optional (setup.py builds it when a compiler is present); AVAILABLE says
-whether it was built, and the registry lists "native" only then.
-
-Data structures (C arrays; the merge loop touches no Python object and runs with the GIL released):
-- cells: every distinct word of two or more bytes, one byte per cell, in one int32 array with a
-  boundary cell before each word that holds the word's count (counts from about 2**31 up: an index
-  into a side table). A merge walks back to it for the count; in a word of 32 bytes or more it
-  bisects the long words' boundary positions instead. About 4 bytes per byte of distinct words.
-  A token covers consecutive cells (its bytes): its first cell holds its id, its last cell (if it
-  has several) the offset back to its first. So the next token starts at `cell + len(token)` and
-  the previous one is read off the cell before: the words need no prev/next links.
-- tokens: every token's bytes back to back, plus a hash table bytes -> id. One id per byte
-  string: a merge whose bytes already exist as a token (`a`+`bc` after `ab`+`c`) reuses that id,
-  because the naive trainer compares tokens by their bytes.
-- pairs: an open-addressing hash table (left id, right id) -> pair record (32 bytes): the pair's
-  int64 count and its occurrence list, the cells where the pair was seen. A slot is 4 bytes: the
-  record's id and, in the bits the id does not need, a tag of the key's hash, so a probe reads a
-  record only when the tag matches. Lists are append-only, as in
-  route_b: an entry is live only if the cell still starts the left token and the next token is the
-  right one; stale and repeated entries are skipped on use. A list of one entry holds it in the
-  record, the next few come from a shared arena, and one of 16384 entries or more gets pages of its
-  own (on Linux), returned as soon as it shrinks or dies. Memory follows the live pairs, not all
-  pairs ever made: a pair counted down to 0 frees its list at once and leaves the table after the
-  merge (its record is reused), and a list whose pair's count falls below a quarter of its entries
-  drops its stale ones (each live entry weighs >= 1, so the work is at most 4/3 of the entries
-  dropped). Freed heap memory goes back to the system (malloc_trim) before the words' pairs are
-  indexed and whenever 16 MB of lists have been freed.
-- shifts: two arrays indexed by token id, filled once per merge of (a, b): for a neighbour token t,
-  the ids of (t, a) and (t, new) on the left, (b, t) and (new, t) on the right. A merge's many
-  occurrences share few neighbours, so most pair lookups are an array read, not a hash probe.
-- heap: a binary max-heap of (count, left id, right id), ordered by `merge_priority` (count, then
-  left bytes, then right bytes, as Python compares bytes; each token's first 8 bytes, kept as one
-  integer, settle most ties). Lazy, as in route_b: an entry's count is an upper bound of the
-  pair's count, which the pop checks against the table. It holds only the pairs at or above a
-  floor: when it reaches its limit (65536 entries to start) the floor rises to keep about a quarter
-  of them; when it runs dry the floor falls and the pairs above it are pushed again. Most of a web
-  corpus's millions of pairs are too rare ever to be merged and never enter it.
-
-One merge of (a, b) costs O(len(occurrences of (a, b))) cell and array updates -- each entry
-once, live or stale; a run of a's is walked once more for a == b -- plus a hash probe per distinct
-neighbour token, and O(log heap) per pair whose count grew and per stale entry popped later:
-route_b's bounds, without its Python objects; plus the compactions (bounded by the entries
-appended) and the floor's moves (a pass over the pairs each time the heap runs dry, a few times a
-run). Counts are int64: word counts whose pair occurrences
-sum past 2**63 - 1 raise OverflowError instead of wrapping.
-
-It takes word counts as a mapping or as PackedCounts (bpe_impls.corpus.tally), which the C side
-reads directly: `train_bpe` counts into packed form for this trainer, so a corpus's millions of
-distinct pre-tokens never become Python objects on the way from the counter to the merge loop, and
-hands them over (PackedCounts.disposable), so the packed bytes are freed once the words are laid
-out, before the merges.
+whether it was built, and the registry lists "native" only then. Its data structures, the cost of
+one merge and how it keeps memory low are described at the top of `csrc/trainer.c`: a cell array
+of all words (a token's first cell holds its id, its last the offset back), a pair table of 32-byte
+records with append-only occurrence lists, per-merge shift arrays, and a lazy max-heap of the pairs
+above a moving floor. It takes word counts as a mapping or as PackedCounts, which the C side reads
+directly, so a corpus's distinct pre-tokens never become Python objects on the way from the counter
+to the merge loop.
 """
 
 from __future__ import annotations
