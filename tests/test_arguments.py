@@ -27,7 +27,7 @@ TEXT = "the cat sat on the mat, the cat ate the rat. " * 20
 # --- a single string where the documents belong ------------------------------------------------
 
 
-@pytest.mark.parametrize("texts", [TEXT, TEXT.encode(), bytearray(TEXT.encode())])
+@pytest.mark.parametrize("texts", [TEXT, TEXT.encode(), bytearray(TEXT.encode())], ids=["str", "bytes", "bytearray"])
 def test_a_single_string_for_the_documents_is_a_config_error(texts):
     # Iterating a str gives its characters: each would be a document of one pre-token of one
     # character, so training used to end with no pair to merge and no error.
