@@ -2,7 +2,7 @@
 
 One worker counts in-process. With the compiled core (bpe_impls.base.compiled), several workers
 are threads: the C counter releases the GIL while it scans, so threads count in parallel with no
-process start-up, and each adds its units to its own C counter (see `_count_in_threads`). Without
+process start-up, and each adds its units to its own C counter (see `_count_compiled`). Without
 it (pure Python, where the GIL would serialise threads), the workers are processes, and this
 backend runs its own small pool of them rather than a ProcessPoolExecutor, because it needs
 three things an executor does not give: each worker has its own pipe and the parent knows which

@@ -1,4 +1,5 @@
-"""What every trainer shares: the tie-break rule, the token table, the vocab layout, argument checks.
+"""What every trainer shares: the tie-break rule, the token table, the vocab layout, argument checks,
+per-merge stats and the progress bar.
 
 Trainers differ only in their merge loop. Each takes the same word counts (pre-token bytes ->
 count), chooses merges by `merge_priority`, names tokens through a `TokenTable`, and hands its
