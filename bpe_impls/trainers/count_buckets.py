@@ -54,7 +54,7 @@ def _initial_state(
         tokens = list(raw)
         words.append(Word(wid, tokens, count))
         # Every position counts, overlapping ones included (`aaa` has (a, a) twice), as in naive.
-        for left, right in pairwise(tokens):
+        for left, right in pairwise(tokens):  # _move_pair's index insert, inlined: once per pair in the corpus
             key = left << key_shift | right
             tallies[key] = tallies.get(key, 0) + count
             ids = index.get(key)

@@ -74,6 +74,7 @@ def train(
     heapify(heap)
 
     merges: Merges = []
+    # Mirrors route_b's loop (linked_list.train) on purpose: each route reads whole, on its own keys.
     with merge_progress(num_merges, progress) as bar:
         while len(merges) < num_merges:
             heap_before = len(heap)

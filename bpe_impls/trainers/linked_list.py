@@ -187,6 +187,7 @@ def train(
     heap = [entry(key, count) for key, count in counts.items() if count > 0]
     heapq.heapify(heap)
     merges: Merges = []
+    # Mirrors route_a's loop (inverted_index.train) on purpose: each route reads whole, on its own keys.
     with merge_progress(num_merges, progress) as bar:
         while len(merges) < num_merges:
             heap_before = len(heap)
