@@ -20,7 +20,7 @@ from bpe_impls.base.patterns import GPT2
 from bpe_impls.corpus import planning
 from bpe_impls.corpus.cuts import CutFinder
 from bpe_impls.corpus.planning import plan_units
-from bpe_impls.corpus.tally import count_text, count_unit
+from bpe_impls.corpus.tally import count_text, tally_unit
 from bpe_impls.harness.generators.tinystories import generate
 
 EOT = "<|endoftext|>"
@@ -71,7 +71,7 @@ def check_chunking(
         assert all(a.end == b.start for a, b in zip(units, units[1:]))
         assert_boundaries_safe(data, bounds, specials)
         # The plan's counts, in-process: the same units the n-worker run hands its workers.
-        assert sum((count_unit(u, specials) for u in units), Counter()) == whole, n
+        assert sum((tally_unit(u, specials).counts for u in units), Counter()) == whole, n
         unit_counts.append(len(units))
     if chunked:
         assert unit_counts[-1] > 1, "the 8-worker plan was not chunked at all"

@@ -16,7 +16,7 @@ from bpe_impls.base.errors import ConfigError
 from bpe_impls.base.patterns import GPT2, GPT2_PATTERN, iter_pretokens, split_on_special_tokens, validate_special_tokens
 from bpe_impls.corpus.cuts import CutFinder, find_chunk_boundaries, safe_cuts
 from bpe_impls.corpus.planning import plan_units
-from bpe_impls.corpus.tally import count_text, count_unit
+from bpe_impls.corpus.tally import count_text, tally_unit
 from bpe_impls.corpus.units import TextRange
 
 EOT = "<|endoftext|>"
@@ -190,9 +190,9 @@ def test_units_cover_the_file_exactly(tmp_path):
     units = plan_units(path, (EOT,), 4)
     assert units[0].start == 0 and units[-1].end == path.stat().st_size
     assert all(a.end == b.start for a, b in zip(units, units[1:]))
-    assert sum((count_unit(u, (EOT,)) for u in units), Counter()) == count_unit(
+    assert sum((tally_unit(u, (EOT,)).counts for u in units), Counter()) == tally_unit(
         TextRange(str(path), 0, path.stat().st_size), (EOT,)
-    )
+    ).counts
 
 
 def test_empty_corpus_counts_nothing(tmp_path):

@@ -122,12 +122,31 @@ def resolve_pattern(pattern: str | SplitPattern | None) -> SplitPattern:
         if pattern == preset.regex:
             return preset
     try:
-        _compile(pattern)
+        compiled = _compile(pattern)
     except regex.error as exc:
         raise ConfigError(f"pattern {pattern!r} is not a valid regex: {exc}") from None
-    if _compile(pattern).search(""):
-        raise ConfigError(f"pattern {pattern!r} matches the empty string, so it would never move on")
+    empty = compiled.search("") or next((m for m in compiled.finditer(_EMPTY_PROBE) if m.start() == m.end()), None)
+    if empty is not None:
+        raise empty_match(pattern, empty.string, empty.start())
     return SplitPattern("custom", pattern)
+
+
+# Text that puts a custom pattern's zero-width assertions (\b, \B, ^, $, lookarounds) where they
+# can hold: letters, digits, an apostrophe, spaces, tabs, newlines, punctuation, non-ASCII.
+_EMPTY_PROBE = "Ab c1 ,d's\n\n e  É\t-x ñ 中文 ! 42"
+
+
+def empty_match(pattern: str, text: str, position: int) -> ConfigError:
+    """The error for a pattern that matched the empty string: a pre-token cannot be empty.
+
+    A pattern is checked twice: by resolve_pattern on "" and on _EMPTY_PROBE, to fail before a long
+    count, and by iter_pretokens on every match of real text, which alone is complete: whether a
+    regex can match empty *somewhere* (`\\b|\\w+|\\W` does only between a word and a non-word
+    character) is not decidable from a few probes."""
+    return ConfigError(
+        f"split pattern {pattern!r} matches the empty string at {text[position:position + 12]!r}; "
+        "every alternative must match at least one character"
+    )
 
 
 def validate_special_tokens(special_tokens: Iterable[str] | None) -> tuple[str, ...]:
@@ -178,6 +197,8 @@ def iter_pretokens(text: str, pattern: SplitPattern = GPT2) -> Iterator[str]:
     for match in pattern.compiled.finditer(text):
         if match.start() != end:
             raise uncovered(pattern, text, end)
+        if match.end() == end:
+            raise empty_match(pattern.regex, text, end)
         end = match.end()
         yield match.group()
     if end != len(text):

@@ -40,7 +40,7 @@ from ..base.checks import one_line, require_int, require_main_guard, resolve_wor
 from ..base.errors import BpeError, ConfigError, WorkerError
 from ..base.patterns import GPT2, SplitPattern
 from ..base import compiled
-from .tally import PackedCounts, Tally, drop_rare, failed_unit_error, merge_packed, tally_unit, warn_skipped
+from .tally import CountingBackend, PackedCounts, Tally, drop_rare, failed_unit_error, merge_packed, tally_unit
 from .units import SkipReport
 
 # Partial Tallies added by one merge task: the tree has log_FAN_IN(units) levels, and a merge task
@@ -104,7 +104,7 @@ def _merge_task(*tallies: Tally, min_count: int = 1) -> Tally:
     return total
 
 
-class DaskBackend:
+class DaskBackend(CountingBackend):
     """Counts units as Dask tasks on a cluster (`scheduler` address) or on a LocalCluster it starts.
 
     num_workers: worker processes of the LocalCluster (one thread each, since counting holds the
@@ -125,17 +125,6 @@ class DaskBackend:
         self.scheduler = scheduler.strip() if scheduler else None
         self.retries = require_int(retries, "retries", minimum=0)
         self.fan_in = require_int(fan_in, "fan_in", minimum=2)
-
-    def count(
-        self, units: Sequence[Any], special_tokens: tuple[str, ...], *, progress: bool = False, min_count: int = 1,
-        pattern: SplitPattern = GPT2, packed: bool = False,
-    ) -> Counter[bytes] | PackedCounts:
-        """The summed pre-token counts; skipped bad records are reported as a SkippedRecordsWarning."""
-        tally = self.tally(
-            units, special_tokens, progress=progress, min_count=min_count, pattern=pattern, packed=packed
-        )
-        warn_skipped(tally.skipped)
-        return tally.counts
 
     def tally(
         self, units: Sequence[Any], special_tokens: tuple[str, ...], *, progress: bool = False, min_count: int = 1,

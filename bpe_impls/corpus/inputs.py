@@ -42,7 +42,7 @@ def input_format(path: PathInput, *, strict: bool = False) -> InputFormat:
     """The format of a corpus file from its name.
 
     strict (files found in a directory or by a glob): only the documented suffixes. Otherwise (a
-    file named explicitly) any other suffix is plain text, as `bpe train corpus.en` always was.
+    file named explicitly) any other suffix is plain text, so `bpe train corpus.en` reads it as text.
     """
     name = os.fspath(path)
     lower = os.path.basename(name).lower()

@@ -2,7 +2,7 @@
 
 One worker counts in-process. With the compiled core (bpe_impls.base.compiled), several workers
 are threads: the C counter releases the GIL while it scans, so threads count in parallel with no
-process start-up, and each adds its units to its own C counter (see `_count_in_threads`). Without
+process start-up, and each adds its units to its own C counter (see `_count_compiled`). Without
 it (pure Python, where the GIL would serialise threads), the workers are processes, and this
 backend runs its own small pool of them rather than a ProcessPoolExecutor, because it needs
 three things an executor does not give: each worker has its own pipe and the parent knows which
@@ -34,16 +34,16 @@ from ..base.checks import require_main_guard, resolve_workers, validate_min_coun
 from ..base.errors import BpeError, WorkerError
 from ..base.patterns import GPT2, SplitPattern
 from .tally import (
-    has_compiled_counter,
+    CountingBackend,
     PackedCounts,
     PretokenCounter,
     Tally,
-    count_unit_into,
+    add_unit_to_counter,
     drop_rare,
     failed_unit_error,
+    has_compiled_counter,
     pretoken_counter,
     tally_unit,
-    warn_skipped,
 )
 from .units import SkipReport, Unit
 
@@ -238,7 +238,7 @@ def _count_compiled(
             counter = mine.counter = pretoken_counter(pattern=pattern)
             counters.append(counter)  # list.append is atomic under the GIL
         try:
-            return count_unit_into(unit, special_tokens, counter)
+            return add_unit_to_counter(unit, special_tokens, counter)
         except BpeError:
             raise
         except Exception as exc:  # a bug or MemoryError: name the unit, in one line
@@ -280,22 +280,12 @@ def _count_compiled(
     return total, skipped
 
 
-class LocalBackend:
+class LocalBackend(CountingBackend):
     """Counts on this machine: in-process for one worker, else a pool of threads (with the
     compiled core) or of worker processes (pure Python, where the GIL would serialise threads)."""
 
     def __init__(self, num_workers: int | None = None):
         self.num_workers = resolve_workers(num_workers)
-
-    def count(
-        self, units: Sequence[Unit], special_tokens: tuple[str, ...], *, progress: bool = False,
-        min_count: int = 1, pattern: SplitPattern = GPT2, packed: bool = False,
-    ) -> Counter[bytes] | PackedCounts:
-        tally = self.tally(
-            units, special_tokens, progress=progress, min_count=min_count, pattern=pattern, packed=packed
-        )
-        warn_skipped(tally.skipped)
-        return tally.counts
 
     def tally(
         self, units: Sequence[Unit], special_tokens: tuple[str, ...], *, progress: bool = False,

@@ -48,18 +48,13 @@ def plan_units(
     workers = resolve_workers(num_workers)
     with _open_corpus(path) as file:
         size = os.fstat(file.fileno()).st_size
-        wanted = math.ceil(size / UNIT_BYTES)
-        if workers > 1:
-            wanted = max(wanted, workers * UNITS_PER_WORKER)
-        bounds = safe_cuts(file, max(1, wanted), special_tokens, pattern)
+        bounds = safe_cuts(file, _ranges_wanted(size, workers), special_tokens, pattern)
     name = os.fspath(path)
     return [TextRange(name, a, b) for a, b in zip(bounds, bounds[1:])] or [TextRange(name, 0, 0)]
 
 
-
-
 def _ranges_wanted(size: int, workers: int) -> int:
-    """How many ranges to cut a splittable file into: the rule plan_units applies to one file."""
+    """How many ranges to cut a splittable file (plain text, plain JSON Lines) into."""
     wanted = math.ceil(size / UNIT_BYTES)
     if workers > 1:
         wanted = max(wanted, workers * UNITS_PER_WORKER)

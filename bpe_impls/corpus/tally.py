@@ -3,8 +3,16 @@
 A counter (`PretokenCounter`) takes texts holding no special token, or raw UTF-8 with the special
 tokens to split on, and counts their pre-tokens as UTF-8 `bytes`; the compiled one (C, releases
 the GIL while it scans) and `RegexCounter` (pure Python) are twins that tests prove equal.
-`tally_unit` counts one unit of work into a `Tally` (counts and skipped bad records), which the
-backends add up; `drop_rare` applies min_pretoken_count to the global count.
+
+The counting functions differ by what they take and what they give:
+  * `count_text`: one string -> its pre-token Counter (the oracle the tests compare units with);
+  * `tally_unit`: one unit of work -> a `Tally` (counts and skipped bad records), a fresh counter
+    per call: what a worker process or a Dask task returns;
+  * `add_unit_to_counter`: one unit of work -> added into a counter the caller holds, so many
+    units (a thread's share) sum in one table.
+`CountingBackend` is what both backends (corpus.local, corpus.dask_backend) are: a `tally` of
+many units, and the `count` they share on top of it. `drop_rare` applies min_pretoken_count to
+the global count.
 
 `PackedCounts` is the compact form of word counts: one `bytes` (about 13 bytes plus the word per
 distinct pre-token, against ~150 for a dict entry with its bytes and int objects) that the
@@ -16,6 +24,7 @@ from __future__ import annotations
 
 import struct
 import warnings
+from abc import ABC, abstractmethod
 from array import array
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
@@ -223,16 +232,12 @@ def pretoken_counter(compiled: bool | None = None, pattern: SplitPattern = GPT2)
 def count_text(
     text: str, special_tokens: tuple[str, ...] = (), *, compiled: bool | None = None, pattern: SplitPattern = GPT2
 ) -> Counter[bytes]:
-    """Count the pre-tokens of `text` as UTF-8 bytes, after removing the special tokens."""
+    """Count the pre-tokens of one string as UTF-8 bytes, after removing the special tokens
+    (`compiled` picks the counter: None, the compiled one where it scans the pattern)."""
     counter = pretoken_counter(compiled, pattern)
     for piece in split_on_special_tokens(text, special_tokens):
         counter.add(piece)
     return Counter(counter.to_dict())
-
-
-def count_unit(unit: Unit, special_tokens: tuple[str, ...], pattern: SplitPattern = GPT2) -> Counter[bytes]:
-    """Count one unit's pre-tokens; each text it yields is a hard boundary, like a special token."""
-    return tally_unit(unit, special_tokens, pattern).counts
 
 
 @dataclass
@@ -260,18 +265,46 @@ def tally_unit(
     packed=True: the counts are PackedCounts where the compiled counter scans the pattern (a
     Counter otherwise)."""
     counter = pretoken_counter(pattern=pattern)
-    report = count_unit_into(unit, special_tokens, counter)
+    report = add_unit_to_counter(unit, special_tokens, counter)
     if packed and has_compiled_counter(pattern):
         return Tally(PackedCounts(counter.to_packed()), report)
     return Tally(Counter(counter.to_dict()), report)
 
 
-def count_unit_into(unit: Unit, special_tokens: tuple[str, ...], counter: PretokenCounter) -> SkipReport:
+class CountingBackend(ABC):
+    """Where `tally_unit` runs (in-process, worker threads or processes, Dask tasks) is all a
+    backend decides; `count` is the same for every backend.
+
+    `tally` returns the sum of the units' Tallies. `min_count` > 1 drops pre-tokens rarer than that
+    from the *global* count. `packed=True` lets the backend return PackedCounts (it does wherever
+    the compiled counter scans the pattern).
+    """
+
+    @abstractmethod
+    def tally(
+        self, units: Sequence[Unit], special_tokens: tuple[str, ...], *, progress: bool = False,
+        min_count: int = 1, pattern: SplitPattern = GPT2, packed: bool = False,
+    ) -> Tally: ...
+
+    def count(
+        self, units: Sequence[Unit], special_tokens: tuple[str, ...], *, progress: bool = False,
+        min_count: int = 1, pattern: SplitPattern = GPT2, packed: bool = False,
+    ) -> Counter[bytes] | PackedCounts:
+        """The summed pre-token counts (`tally`'s options); skipped bad records are reported as a
+        SkippedRecordsWarning."""
+        tally = self.tally(
+            units, special_tokens, progress=progress, min_count=min_count, pattern=pattern, packed=packed
+        )
+        warn_skipped(tally.skipped)
+        return tally.counts
+
+
+def add_unit_to_counter(unit: Unit, special_tokens: tuple[str, ...], counter: PretokenCounter) -> SkipReport:
     """Add one unit's pre-tokens to `counter`; returns the unit's skipped bad records.
 
     One counter for all of a unit's texts (or many units'), turned into bytes keys once at the
-    end: a JSONL unit yields one text per document, and encoding every document's tokens
-    separately would cost more than the regex (measured: ~60% slower in pure Python).
+    end: a JSONL unit yields one text per document, and encoding each document's pre-tokens
+    separately costs more than scanning them.
     """
     if isinstance(unit, Utf8Unit):
         # Plain text: the counter takes the bytes as they are (the compiled one never builds a str).

@@ -1,4 +1,5 @@
-"""What every trainer shares: the tie-break rule, the token table, the vocab layout, argument checks.
+"""What every trainer shares: the tie-break rule, the token table, the vocab layout, argument checks,
+per-merge stats and the progress bar.
 
 Trainers differ only in their merge loop. Each takes the same word counts (pre-token bytes ->
 count), chooses merges by `merge_priority`, names tokens through a `TokenTable`, and hands its
@@ -7,8 +8,9 @@ merges to `build_vocab`.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Mapping, Sequence
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from tqdm import tqdm
 
@@ -19,6 +21,7 @@ from ..base.patterns import validate_special_tokens
 Vocab = dict[int, bytes]
 Merges = list[tuple[bytes, bytes]]
 WordCounts = Mapping[bytes, int]
+K = TypeVar("K")  # a pair's key: a (left, right) tuple of ids, or the two packed in one int
 
 
 class Trainer(Protocol):
@@ -58,6 +61,32 @@ class Descending:
 
     def __hash__(self) -> int:
         return hash(self.pair)
+
+
+def pop_best(heap: list[tuple[int, Descending, K]], counts: Mapping[K, int]) -> K | None:
+    """Pop the pair to merge next from a lazy max-heap of `(-count, Descending, key)` entries, by
+    `merge_priority` (None when no pair is left); `counts` holds each pair's current count.
+
+    Why the lazy heap is exact: a pair's count grows only in a merge that makes one of its tokens,
+    and the trainer pushes every pair that grew after that merge; otherwise counts only fall. So
+    each pair with a positive count has an entry whose count is at least the real one. An entry
+    that is too high is pushed back with the real count; one that is too low is a leftover (a
+    higher entry exists) and is dropped. The first entry whose count is exact therefore beats
+    every other pair.
+    """
+    while heap:
+        neg, desc, key = heap[0]
+        actual = counts.get(key)
+        if not actual:
+            heapq.heappop(heap)  # merged away, or counted down to 0: no word holds it any more
+        elif actual == -neg:
+            heapq.heappop(heap)
+            return key
+        elif actual < -neg:
+            heapq.heapreplace(heap, (-actual, desc, key))
+        else:
+            heapq.heappop(heap)
+    return None
 
 
 def merge_budget(vocab_size: int, special_tokens: Sequence[str]) -> int:

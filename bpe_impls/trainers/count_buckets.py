@@ -54,7 +54,7 @@ def _initial_state(
         tokens = list(raw)
         words.append(Word(wid, tokens, count))
         # Every position counts, overlapping ones included (`aaa` has (a, a) twice), as in naive.
-        for left, right in pairwise(tokens):
+        for left, right in pairwise(tokens):  # _move_pair's index insert, inlined: once per pair in the corpus
             key = left << key_shift | right
             tallies[key] = tallies.get(key, 0) + count
             ids = index.get(key)
@@ -83,7 +83,6 @@ def _merge_in_words(
     """
     delta: dict[int, int] = {}
     get = delta.get
-    index_get = index.get
     merged_key = a << key_shift | b
     b_left = b << key_shift
     new_left = new << key_shift
@@ -113,30 +112,14 @@ def _merge_in_words(
             if j > start:
                 out.extend(tokens[start:j])
             if j:
-                key = tokens[j - 1] << key_shift | a
-                delta[key] = get(key, 0) - weight
-                key = out[-1] << key_shift | new
-                delta[key] = get(key, 0) + weight
-                ids = index_get(key)
-                if ids is None:
-                    index[key] = {wid}
-                else:
-                    ids.add(wid)
+                _move_pair(tokens[j - 1] << key_shift | a, out[-1] << key_shift | new, weight, wid, delta, index)
             out.append(new)
             k = j + 2
             if k < n:
                 nxt = tokens[k]
                 # Greedy: an occurrence starting at k is merged too and handles the pair between.
                 if not (nxt == a and k < last and tokens[k + 1] == b):
-                    key = b_left | nxt
-                    delta[key] = get(key, 0) - weight
-                    key = new_left | nxt
-                    delta[key] = get(key, 0) + weight
-                    ids = index_get(key)
-                    if ids is None:
-                        index[key] = {wid}
-                    else:
-                        ids.add(wid)
+                    _move_pair(b_left | nxt, new_left | nxt, weight, wid, delta, index)
             start = i = k
         if out is None:
             continue  # stale: `a` occurs but never followed by `b`
@@ -145,6 +128,17 @@ def _merge_in_words(
         word.tokens = out
         delta[merged_key] = get(merged_key, 0) - weight * occurrences
     return delta
+
+
+def _move_pair(old: int, key: int, weight: int, wid: int, delta: dict[int, int], index: dict[int, set[int]]) -> None:
+    """A neighbour pair changed by a merge in word `wid`: `weight` from `old` to `key`."""
+    delta[old] = delta.get(old, 0) - weight
+    delta[key] = delta.get(key, 0) + weight
+    ids = index.get(key)
+    if ids is None:
+        index[key] = {wid}
+    else:
+        ids.add(wid)
 
 
 def _apply_deltas(

@@ -19,10 +19,10 @@ O(log heap) per pair whose count rose (one push each per merge) and per stale en
 from __future__ import annotations
 
 from collections.abc import Sequence
-from heapq import heapify, heappop, heappush
+from heapq import heapify, heappush
 
 from .common import Descending, Merges, MergeStats, TokenTable, Vocab, WordCounts
-from .common import build_vocab, checked_budget, merge_progress
+from .common import build_vocab, checked_budget, merge_progress, pop_best
 
 Pair = tuple[int, int]
 
@@ -74,10 +74,11 @@ def train(
     heapify(heap)
 
     merges: Merges = []
+    # Mirrors route_b's loop (linked_list.train) on purpose: each route reads whole, on its own keys.
     with merge_progress(num_merges, progress) as bar:
         while len(merges) < num_merges:
             heap_before = len(heap)
-            best = _pop_best(heap, pair_counts)
+            best = pop_best(heap, pair_counts)
             if best is None:
                 break  # every word is a single token: nothing left to merge
             left, right = best
@@ -94,23 +95,6 @@ def train(
                 stats.add(words_touched=touched, heap_pushes=len(heap) - heap_before, stale_discarded=discarded)
             bar.update()
     return build_vocab(special_tokens, merges), merges
-
-
-def _pop_best(heap: list[tuple[int, Descending, Pair]], pair_counts: dict[Pair, int]) -> Pair | None:
-    """Pop entries until one carries its pair's current count; None when no pair is left."""
-    while heap:
-        neg_count, desc, pair = heappop(heap)
-        current = pair_counts.get(pair)
-        if current is None:
-            continue  # the pair no longer occurs anywhere
-        stored = -neg_count
-        if stored == current:
-            return pair
-        if stored > current:
-            # The count fell since this push (falls do not push): requeue at its true priority.
-            heappush(heap, (-current, desc, pair))
-        # stored < current: a rise pushed a fresher entry, which ranks above this one; drop it.
-    return None
 
 
 def _apply_merge(

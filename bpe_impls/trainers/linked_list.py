@@ -9,7 +9,8 @@ Data structures:
   only if the node still holds a and its next node holds b; stale and repeated entries are skipped
   on use.
 - heap: heapq of (-count, Descending(pair bytes), key), so it pops in `merge_priority` order. Lazy:
-  an entry's count is an upper bound of the pair's count, not always equal to it (see `_best`).
+  an entry's count is an upper bound of the pair's count, not always equal to it (see
+  `common.pop_best`).
 
 One merge of (a, b) costs O(len(index[a, b])) node and dict updates -- each entry once, live or
 stale; a run of a's is walked once more for a == b -- plus O(log heap) per pair whose count grew,
@@ -23,7 +24,7 @@ import heapq
 from collections.abc import Sequence
 
 from .common import Descending, Merges, MergeStats, TokenTable, Vocab, WordCounts
-from .common import build_vocab, checked_budget, merge_progress, pair_key_bits
+from .common import build_vocab, checked_budget, merge_progress, pair_key_bits, pop_best
 
 _DEAD = -1  # the value of a node merged into its left neighbour: no pair test can match it
 
@@ -93,27 +94,25 @@ def _merge_at(
     m.value = _DEAD
     if x is not None:
         xv = x.value
-        counts[xv << shift | a] -= c
-        key = xv << shift | new
-        counts[key] = counts.get(key, 0) + c
-        grown.add(key)
-        nodes = index.get(key)
-        if nodes is None:
-            index[key] = [x]
-        else:
-            nodes.append(x)
+        _move_pair(xv << shift | a, xv << shift | new, x, c, counts, index, grown)
     if y is not None:
         y.prev = n
         yv = y.value
-        counts[b << shift | yv] -= c
-        key = new << shift | yv
-        counts[key] = counts.get(key, 0) + c
-        grown.add(key)
-        nodes = index.get(key)
-        if nodes is None:
-            index[key] = [n]
-        else:
-            nodes.append(n)
+        _move_pair(b << shift | yv, new << shift | yv, n, c, counts, index, grown)
+
+
+def _move_pair(
+    old: int, key: int, left: _Node, c: int, counts: dict[int, int], index: dict[int, list[_Node]], grown: set[int]
+) -> None:
+    """A neighbour pair changed by a merge: `c` from `old` to `key`, whose left node is `left`."""
+    counts[old] -= c
+    counts[key] = counts.get(key, 0) + c
+    grown.add(key)
+    nodes = index.get(key)
+    if nodes is None:
+        index[key] = [left]
+    else:
+        nodes.append(left)
 
 
 def _merge_pair(
@@ -165,33 +164,6 @@ def _merge_pair(
     return grown
 
 
-def _best(
-    heap: list[tuple[int, Descending, int]],
-    counts: dict[int, int],
-) -> int | None:
-    """Pop the pair to merge next by `merge_priority` (None when no pair is left).
-
-    Why the lazy heap is exact: a pair's count grows only in a merge that makes one of its tokens,
-    and every pair that grew is pushed after that merge; otherwise counts only fall. So each pair
-    with a positive count has an entry whose count is at least the real one. An entry that is too
-    high is pushed back with the real count; one that is too low is a leftover (a higher entry
-    exists) and is dropped. The first entry whose count is exact therefore beats every other pair.
-    """
-    while heap:
-        neg, desc, key = heap[0]
-        actual = counts.get(key)
-        if not actual:
-            heapq.heappop(heap)  # merged away, or counted down to 0: no word holds it any more
-        elif actual == -neg:
-            heapq.heappop(heap)
-            return key
-        elif actual < -neg:
-            heapq.heapreplace(heap, (-actual, desc, key))
-        else:
-            heapq.heappop(heap)
-    return None
-
-
 def train(
     word_counts: WordCounts, vocab_size: int, special_tokens: Sequence[str] = (), *, progress: bool = False,
     stats: MergeStats | None = None,
@@ -215,10 +187,11 @@ def train(
     heap = [entry(key, count) for key, count in counts.items() if count > 0]
     heapq.heapify(heap)
     merges: Merges = []
+    # Mirrors route_a's loop (inverted_index.train) on purpose: each route reads whole, on its own keys.
     with merge_progress(num_merges, progress) as bar:
         while len(merges) < num_merges:
             heap_before = len(heap)
-            key = _best(heap, counts)
+            key = pop_best(heap, counts)
             if key is None:
                 break  # every word is a single token: nothing left to merge
             a, b = key >> shift, key & mask
