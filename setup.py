@@ -10,7 +10,10 @@ import os
 from setuptools import Extension, setup
 
 # The C sources live in csrc/ (MANIFEST.in ships them in the sdist); a header edit rebuilds both.
-_HEADERS = ["csrc/bpe_util.h", "csrc/scanner.h", "csrc/scan_kind.h", "csrc/counter.h", "csrc/encoder.h", "csrc/encoder_internal.h", "csrc/trainer_internal.h", "csrc/packed.h", "csrc/scan_blocks.h"]
+_HEADERS = [
+    "csrc/bpe_util.h", "csrc/scanner.h", "csrc/scan_kind.h", "csrc/scan_blocks.h", "csrc/counter.h", "csrc/packed.h",
+    "csrc/encoder.h", "csrc/encoder_internal.h", "csrc/trainer_internal.h",
+]
 _FLAGS = ["-O3", "-std=c11", "-Wall", "-Wextra", "-Wno-unused-parameter", "-Wno-missing-field-initializers"]
 # An optimisation level in CFLAGS wins (the sanitizer build, .ci/sanitize, asks for -O1): these
 # flags come after CFLAGS on the compiler's command line, so a -O3 here would override it.
@@ -21,8 +24,11 @@ setup(
     ext_modules=[
         Extension(
             "bpe_impls._native",
-            ["csrc/native_module.c", "csrc/scanner.c", "csrc/counter.c", "csrc/encoder_cache.c", "csrc/encoder_bpe.c",
-             "csrc/encoder_loop.c", "csrc/encoder_type.c"],
+            [
+                "csrc/native_module.c", "csrc/scanner.c", "csrc/utf8.c", "csrc/specials.c", "csrc/bytes_map.c",
+                "csrc/counter.c", "csrc/encoder_cache.c", "csrc/encoder_bpe.c", "csrc/encoder_loop.c",
+                "csrc/encoder_type.c",
+            ],
             include_dirs=["csrc"],
             depends=_HEADERS,
             extra_compile_args=_FLAGS,

@@ -188,6 +188,87 @@ append_index(PyObject *list, Py_ssize_t i)
  * k/parts of the total. Every item must be a `kind` (str or bytes): else
  * TypeError naming its index. One C pass, as a Python loop over a large batch
  * costs as much per item as encoding a short line does. */
+/* The cumulative sizes of items (len of each str, or of each bytes) in ends;
+ * their total, or -1 with TypeError naming the first item that is not a
+ * `kind`. No Python code runs here: the list stays as it is. */
+static int64_t
+batch_sizes(PyObject *items, int want_str, int64_t *ends)
+{
+    int64_t total = 0;
+    for (Py_ssize_t k = 0; k < PyList_GET_SIZE(items); k++) {
+        PyObject *item = PyList_GET_ITEM(items, k);
+        if (want_str ? !PyUnicode_Check(item) : !PyBytes_Check(item)) {
+            PyObject *name = PyType_GetName(Py_TYPE(item));
+            if (name != NULL) {
+                PyErr_Format(PyExc_TypeError,
+                             "batch index %zd: expected %s, got %U", k,
+                             want_str ? "str" : "bytes", name);
+                Py_DECREF(name);
+            }
+            return -1;
+        }
+        total += want_str ? PyUnicode_GET_LENGTH(item) : PyBytes_GET_SIZE(item);
+        ends[k] = total;
+    }
+    return total;
+}
+
+/* The index of the item whose end is nearest target (the earlier one on a
+ * tie), as the twin's bisect_left and comparison give it. Python's float
+ * arithmetic, so the bounds are the twin's exactly (every integer here is
+ * below 2**53, so exact as a double). */
+static Py_ssize_t
+nearest_end(const int64_t *ends, Py_ssize_t count, double target)
+{
+    Py_ssize_t lo = 0, hi = count; /* bisect_left(ends, target) */
+    while (lo < hi) {
+        Py_ssize_t mid = lo + (hi - lo) / 2;
+        if ((double)ends[mid] < target) {
+            lo = mid + 1;
+        }
+        else {
+            hi = mid;
+        }
+    }
+    if (lo == count ||
+        (lo > 0 && target - (double)ends[lo - 1] < (double)ends[lo] - target))
+    {
+        lo--;
+    }
+    return lo;
+}
+
+/* The bounds of `parts` runs over items of cumulative sizes ends[0:count]
+ * (count > 0): a list of indices from 0 to count, a repeat dropped as the
+ * twin's set drops it. */
+static PyObject *
+run_bounds(const int64_t *ends, Py_ssize_t count, int64_t total,
+           Py_ssize_t parts)
+{
+    PyObject *out = PyList_New(0);
+    if (out == NULL || append_index(out, 0) < 0) {
+        Py_XDECREF(out);
+        return NULL;
+    }
+    Py_ssize_t last = 0;
+    for (Py_ssize_t k = 1; k < parts; k++) {
+        double target = (double)(total * (int64_t)k) / (double)parts;
+        Py_ssize_t i = nearest_end(ends, count, target);
+        if (i + 1 > last && i + 1 < count) {
+            if (append_index(out, i + 1) < 0) {
+                Py_DECREF(out);
+                return NULL;
+            }
+            last = i + 1;
+        }
+    }
+    if (append_index(out, count) < 0) {
+        Py_DECREF(out);
+        return NULL;
+    }
+    return out;
+}
+
 static PyObject *
 batch_runs(PyObject *module, PyObject *args)
 {
@@ -208,76 +289,23 @@ batch_runs(PyObject *module, PyObject *args)
                         "max_parts, min_parts and min_size must be >= 1");
         return NULL;
     }
-    /* (no Python code runs below: the list stays as it is) */
     Py_ssize_t count = PyList_GET_SIZE(items);
     int64_t *ends = PyMem_Malloc(((size_t)count + 1) * sizeof(int64_t));
     if (ends == NULL) {
         return PyErr_NoMemory();
     }
-    int64_t total = 0;
-    for (Py_ssize_t k = 0; k < count; k++) {
-        PyObject *item = PyList_GET_ITEM(items, k);
-        if (want_str ? !PyUnicode_Check(item) : !PyBytes_Check(item)) {
-            PyObject *name = PyType_GetName(Py_TYPE(item));
-            if (name != NULL) {
-                PyErr_Format(PyExc_TypeError,
-                             "batch index %zd: expected %s, got %U", k,
-                             want_str ? "str" : "bytes", name);
-                Py_DECREF(name);
-            }
-            PyMem_Free(ends);
-            return NULL;
-        }
-        total += want_str ? PyUnicode_GET_LENGTH(item) : PyBytes_GET_SIZE(item);
-        ends[k] = total;
+    PyObject *out = NULL;
+    int64_t total = batch_sizes(items, want_str, ends);
+    if (total >= 0 && count == 0) {
+        out = PyList_New(0);
     }
-    /* as many parts as the sizes allow, between min_parts and max_parts */
-    Py_ssize_t parts = (Py_ssize_t)(total / min_size);
-    parts = parts < min_parts ? min_parts : parts;
-    parts = parts > max_parts ? max_parts : parts;
-    PyObject *out = PyList_New(0);
-    Py_ssize_t last = 0;
-    if (out == NULL || count == 0) {
-        goto done;
+    else if (total >= 0) {
+        /* as many parts as the sizes allow, between min_parts and max_parts */
+        Py_ssize_t parts = (Py_ssize_t)(total / min_size);
+        parts = parts < min_parts ? min_parts : parts;
+        parts = parts > max_parts ? max_parts : parts;
+        out = run_bounds(ends, count, total, parts);
     }
-    if (append_index(out, 0) < 0) {
-        goto fail;
-    }
-    for (Py_ssize_t k = 1; k < parts; k++) {
-        /* Python's float arithmetic, so the bounds are the twin's exactly
-         * (every integer here is below 2**53, so exact as a double) */
-        double target = (double)(total * (int64_t)k) / (double)parts;
-        Py_ssize_t lo = 0, hi = count; /* bisect_left(ends, target) */
-        while (lo < hi) {
-            Py_ssize_t mid = lo + (hi - lo) / 2;
-            if ((double)ends[mid] < target) {
-                lo = mid + 1;
-            }
-            else {
-                hi = mid;
-            }
-        }
-        Py_ssize_t i = lo;
-        if (i == count ||
-            (i > 0 && target - (double)ends[i - 1] < (double)ends[i] - target))
-        {
-            i--;
-        }
-        /* the bounds come in order: a repeat is dropped, as the twin's set */
-        if (i + 1 > last && i + 1 < count) {
-            if (append_index(out, i + 1) < 0) {
-                goto fail;
-            }
-            last = i + 1;
-        }
-    }
-    if (append_index(out, count) < 0) {
-        goto fail;
-    }
-    goto done;
-fail:
-    Py_CLEAR(out);
-done:
     PyMem_Free(ends);
     return out;
 }

@@ -124,6 +124,59 @@ SCAN_NAME(bpe_contraction_letter, SUFFIX)(const CHAR_T *s, POS_T j, POS_T *len)
     return d == 0x17F ? 's' : d;
 }
 
+/* The end of cl100k's '(?i:[sdmt]|ll|ve|re) at i (s[i] is an apostrophe and
+ * i + 1 < n), else 0; [sdmt] before the two-letter ones. */
+BPE_ALWAYS_INLINE POS_T
+SCAN_NAME(bpe_cl100k_contraction, SUFFIX)(const CHAR_T *s, POS_T i, POS_T n)
+{
+    POS_T len;
+    Py_UCS4 d = SCAN_NAME(bpe_contraction_letter, SUFFIX)(s, i + 1, &len);
+    POS_T k = i + 1 + len;
+    if (d == 's' || d == 'd' || d == 'm' || d == 't') {
+        return k;
+    }
+    if (k < n && (d == 'l' || d == 'v' || d == 'r')) {
+        Py_UCS4 e = s[k];
+        e = (e >= 'A' && e <= 'Z') ? e + ('a' - 'A') : e;
+        if (e == (d == 'l' ? 'l' : 'e')) {
+            return k + 1;
+        }
+    }
+    return 0;
+}
+
+/* The end of cl100k's whitespace alternatives for the run that starts at i
+ * with character c, whose first character ends at j. */
+BPE_ALWAYS_INLINE POS_T
+SCAN_NAME(bpe_cl100k_space_end, SUFFIX)(const CHAR_T *s, POS_T i, POS_T j,
+                                        POS_T n, Py_UCS4 c)
+{
+    const unsigned char *char_class = bpe_char_class;
+    POS_T len;
+    /* `last`: where the run's last character starts; `newline`: the end of
+     * its last \r or \n (i if none). */
+    POS_T last = i, newline = (c == '\r' || c == '\n') ? j : i;
+    while (j < n && SCAN_BASE(j, len) == CLS_SPACE) {
+        last = j;
+        j += len;
+        if (s[last] == '\r' || s[last] == '\n') {
+            newline = j;
+        }
+    }
+    /* \s++$: the whole run, when it ends the text (`$` also matches before a
+     * final \n, but the possessive run has taken that \n) */
+    if (j == n) {
+        return j;
+    }
+    /* \s*[\r\n]: the run backs off to its last \r or \n */
+    if (newline != i) {
+        return newline;
+    }
+    /* \s+(?!\S): the run minus its last character, if that leaves one; else
+     * \s */
+    return last != i ? last : j;
+}
+
 /* cl100k: '(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+|
  * ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s */
 BPE_ALWAYS_INLINE POS_T
@@ -131,19 +184,10 @@ SCAN_NAME(bpe_cl100k_end, SUFFIX)(const CHAR_T *s, POS_T i, POS_T n)
 {
     Py_UCS4 c = s[i];
     POS_T len;
-    /* '(?i:[sdmt]|ll|ve|re), first; [sdmt] before the two-letter ones. */
     if (c == '\'' && i + 1 < n) {
-        Py_UCS4 d = SCAN_NAME(bpe_contraction_letter, SUFFIX)(s, i + 1, &len);
-        POS_T k = i + 1 + len;
-        if (d == 's' || d == 'd' || d == 'm' || d == 't') {
-            return k;
-        }
-        if (k < n && (d == 'l' || d == 'v' || d == 'r')) {
-            Py_UCS4 e = s[k];
-            e = (e >= 'A' && e <= 'Z') ? e + ('a' - 'A') : e;
-            if (e == (d == 'l' ? 'l' : 'e')) {
-                return k + 1;
-            }
+        POS_T end = SCAN_NAME(bpe_cl100k_contraction, SUFFIX)(s, i, n);
+        if (end) {
+            return end;
         }
     }
     const unsigned char *char_class = bpe_char_class;
@@ -192,28 +236,7 @@ SCAN_NAME(bpe_cl100k_end, SUFFIX)(const CHAR_T *s, POS_T i, POS_T n)
         }
         return j;
     }
-    /* Whitespace. `last`: where the run's last character starts; `newline`:
-     * the end of its last \r or \n (i if none). */
-    POS_T last = i, newline = (c == '\r' || c == '\n') ? j : i;
-    while (j < n && SCAN_BASE(j, len) == CLS_SPACE) {
-        last = j;
-        j += len;
-        if (s[last] == '\r' || s[last] == '\n') {
-            newline = j;
-        }
-    }
-    /* \s++$: the whole run, when it ends the text (`$` also matches before a
-     * final \n, but the possessive run has taken that \n) */
-    if (j == n) {
-        return j;
-    }
-    /* \s*[\r\n]: the run backs off to its last \r or \n */
-    if (newline != i) {
-        return newline;
-    }
-    /* \s+(?!\S): the run minus its last character, if that leaves one; else
-     * \s */
-    return last != i ? last : j;
+    return SCAN_NAME(bpe_cl100k_space_end, SUFFIX)(s, i, j, n, c);
 }
 
 /* o200k's [\r\n/]* and [\r\n]+ and the like compare single units: \r, \n and
