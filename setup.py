@@ -19,6 +19,13 @@ _FLAGS = ["-O3", "-std=c11", "-Wall", "-Wextra", "-Wno-unused-parameter", "-Wno-
 # flags come after CFLAGS on the compiler's command line, so a -O3 here would override it.
 if any(flag.startswith("-O") for flag in os.environ.get("CFLAGS", "").split()):
     _FLAGS.remove("-O3")
+# The trainer is several C files, one per component, whose merge loop calls small functions of the
+# others on every occurrence: link-time optimisation inlines them as one file would (callgrind, kjv,
+# 5000 merges: 7.5% more instructions without it, 2% with). The encoder keeps its per-pre-token
+# functions static inline in encoder_internal.h instead (the same instructions as one file), where
+# LTO's other choices cost 1.7%.
+_TRAINER_FLAGS = [*_FLAGS, "-flto"]
+_TRAINER_LINK_FLAGS = [flag for flag in _TRAINER_FLAGS if flag.startswith(("-O", "-flto"))]
 
 setup(
     ext_modules=[
@@ -40,7 +47,8 @@ setup(
              "csrc/trainer_merge.c", "csrc/trainer_load.c"],
             include_dirs=["csrc"],
             depends=_HEADERS,
-            extra_compile_args=_FLAGS,
+            extra_compile_args=_TRAINER_FLAGS,
+            extra_link_args=_TRAINER_LINK_FLAGS,
             optional=True,
         ),
     ]

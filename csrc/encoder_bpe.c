@@ -67,7 +67,7 @@ bpe_scan(const PairMap *pm, const uint64_t *byte_pairs,
  * position on a tie. Not shared with trainer.c's heap: that one orders structs
  * through a comparison function, and plain integer comparisons keep this one,
  * run per merge of long pre-tokens, cheap. */
-BPE_INTERNAL void
+static void
 heap_push(uint64_t *heap, size_t *size, uint64_t v)
 {
     size_t k = (*size)++;
@@ -82,7 +82,7 @@ heap_push(uint64_t *heap, size_t *size, uint64_t v)
     heap[k] = v;
 }
 
-BPE_INTERNAL uint64_t
+static uint64_t
 heap_pop(uint64_t *heap, size_t *size)
 {
     uint64_t top = heap[0];

@@ -45,7 +45,7 @@ cache_new(size_t limit)
     return c;
 }
 
-BPE_INTERNAL void
+static void
 cache_clear(Cache *c)
 {
     memset(c->slots, 0, (c->mask + 1) * sizeof(CacheSlot));
@@ -77,7 +77,7 @@ cache_find_long(const Cache *c, const unsigned char *s, size_t len,
  * hits are fast while it fits in L2; a large one is looked up in prefetched
  * batches whatever its size, and each rehash of it costs a pass over
  * megabytes. */
-BPE_INTERNAL int
+static int
 cache_grow(Cache *c)
 {
     size_t old_cap = c->mask + 1;
@@ -109,7 +109,7 @@ cache_grow(Cache *c)
  * (unmarked), drop the others. Everything goes when more than half would stay
  * (each eviction then frees half the cache at least), or when memory for the
  * new tables is short. */
-BPE_INTERNAL void
+static void
 cache_evict(Cache *c)
 {
     size_t cap = c->mask + 1, kept = 0, key_bytes = 0, id_count = 0;
@@ -175,7 +175,7 @@ cache_evict(Cache *c)
 
 /* Make room for one more entry of n ids: clear, evict or grow (each moves the
  * slots); 0, or -1 when out of memory. */
-BPE_INTERNAL int
+static int
 cache_make_room(Cache *c, size_t n)
 {
     if (c->id_len + n > UINT32_MAX) {

@@ -309,21 +309,9 @@ cache_free(Cache *c);
 BPE_INTERNAL Cache *
 cache_new(size_t limit);
 
-BPE_INTERNAL void
-cache_clear(Cache *c);
-
 BPE_INTERNAL CacheSlot *
 cache_find_long(const Cache *c, const unsigned char *s, size_t len,
                 uint64_t h);
-
-BPE_INTERNAL int
-cache_grow(Cache *c);
-
-BPE_INTERNAL void
-cache_evict(Cache *c);
-
-BPE_INTERNAL int
-cache_make_room(Cache *c, size_t n);
 
 BPE_INTERNAL int
 cache_fill(Cache *c, CacheSlot *slot, uint64_t k0, uint64_t k1, size_t len,
@@ -353,40 +341,12 @@ bpe_scan(const PairMap *pm, const uint64_t *byte_pairs,
          const unsigned char *bytes, uint32_t *ids, size_t n, uint32_t *ranks,
          uint32_t *merged);
 
-BPE_INTERNAL void
-heap_push(uint64_t *heap, size_t *size, uint64_t v);
-
-BPE_INTERNAL uint64_t
-heap_pop(uint64_t *heap, size_t *size);
-
 BPE_INTERNAL size_t
 bpe_heap(const PairMap *pm, uint32_t *ids, size_t n);
 
 BPE_INTERNAL int
 encode_pretoken(const Tables *t, const unsigned char *key, size_t len,
                 IdBuf *out);
-
-BPE_INTERNAL int
-encode_miss(const Tables *t, Cache *c, const unsigned char *s, size_t len,
-            size_t room, IdBuf *out);
-
-BPE_INTERNAL int
-encode_miss_short(const Tables *t, Cache *c, CacheSlot *slot, uint64_t k0,
-                  uint64_t k1, const unsigned char *s, size_t len, size_t room,
-                  IdBuf *out);
-
-BPE_INTERNAL int
-encode_ordinary(const Tables *t, Cache *c, const unsigned char *s,
-                size_t from, size_t to, size_t n, IdBuf *out);
-
-BPE_INTERNAL size_t
-count_chars(const unsigned char *s, size_t n);
-
-BPE_INTERNAL size_t
-byte_of_char(const unsigned char *s, size_t n, size_t c);
-
-BPE_INTERNAL int
-is_settled(const unsigned char *s, size_t j, size_t end, int pattern);
 
 BPE_INTERNAL int
 encode_text(const Tables *t, Cache *c, const Specials *sp,

@@ -177,7 +177,7 @@ cache_lookup(const Cache *c, const unsigned char *s, size_t len, size_t room)
 
 /* A pre-token missed by the cache (or with none): its ids by BPE appended to
  * out (which has room for len ids), then cached; -1 when out of memory. */
-BPE_INTERNAL int
+static int
 encode_miss(const Tables *t, Cache *c, const unsigned char *s, size_t len,
             size_t room, IdBuf *out)
 {
@@ -197,7 +197,7 @@ encode_miss(const Tables *t, Cache *c, const unsigned char *s, size_t len,
  * its ids by BPE appended to out (which has room for len ids), then cached,
  * in that slot when no slot has to move (no second probe); -1 when out of
  * memory. */
-BPE_INTERNAL int
+static int
 encode_miss_short(const Tables *t, Cache *c, CacheSlot *slot, uint64_t k0,
                   uint64_t k1, const unsigned char *s, size_t len, size_t room,
                   IdBuf *out)
@@ -380,7 +380,7 @@ encode_range(const Tables *t, Cache *c, const unsigned char *s, size_t from,
     return 0;
 }
 
-BPE_INTERNAL int
+static int
 encode_ordinary(const Tables *t, Cache *c, const unsigned char *s,
                 size_t from, size_t to, size_t n, IdBuf *out)
 {
@@ -395,7 +395,7 @@ encode_ordinary(const Tables *t, Cache *c, const unsigned char *s,
 }
 
 /* The number of characters in valid UTF-8. */
-BPE_INTERNAL size_t
+static size_t
 count_chars(const unsigned char *s, size_t n)
 {
     size_t chars = 0;
@@ -407,7 +407,7 @@ count_chars(const unsigned char *s, size_t n)
 
 /* The byte offset of character number c (0-based) of valid UTF-8 s[0:n]; n +
  * 1 if there are no more than c characters. */
-BPE_INTERNAL size_t
+static size_t
 byte_of_char(const unsigned char *s, size_t n, size_t c)
 {
     for (size_t i = 0; i < n; i++) {
@@ -435,7 +435,7 @@ static const struct {
     [PAT_O200K] = {1, 1, 4},
 };
 
-BPE_INTERNAL int
+static int
 is_settled(const unsigned char *s, size_t j, size_t end, int pattern)
 {
     const unsigned char *char_class = bpe_char_class;

@@ -12,7 +12,7 @@
  * orders plain uint64 keys, and a generic heap would call ranks_before through
  * a pointer once per level of every sift. */
 
-BPE_INTERNAL int
+static int
 ranks_before(const State *s, Entry e, Entry f)
 {
     if (e.count != f.count) {
@@ -29,7 +29,7 @@ ranks_before(const State *s, Entry e, Entry f)
  * variant: the hole goes down to a leaf along the better child (one comparison
  * per level), then the entry rises from there; the entry usually belongs near
  * the bottom, so this halves the comparisons. */
-BPE_INTERNAL void
+static void
 sift_down(State *s, size_t i)
 {
     Entry *h = s->heap, e = h[i];
@@ -55,7 +55,7 @@ heapify(State *s)
     }
 }
 
-BPE_INTERNAL int
+static int
 bucket_of(int64_t c)
 {
     if (c < 4) {
@@ -69,7 +69,7 @@ bucket_of(int64_t c)
 }
 
 /* The smallest count in bucket k. */
-BPE_INTERNAL int64_t
+static int64_t
 bucket_floor(int k)
 {
     return k < 4 ? k : (int64_t)(4 + (k & 3)) << (k / 4 - 1);
@@ -77,7 +77,7 @@ bucket_floor(int k)
 
 /* The highest floor that keeps at least `want` of the counts histogram[]
  * holds, or 1 if that is all of them. */
-BPE_INTERNAL int64_t
+static int64_t
 choose_floor(const size_t *histogram, size_t want)
 {
     size_t kept = 0;
@@ -93,7 +93,7 @@ choose_floor(const size_t *histogram, size_t want)
 /* The heap is full: raise the floor to keep about a quarter of its limit,
  * dropping the entries below it (their pairs' counts are lower still). If no
  * floor would drop enough, the limit doubles instead. */
-BPE_INTERNAL void
+static void
 heap_cut(State *s)
 {
     size_t histogram[NUM_BUCKETS] = {0};
@@ -121,7 +121,7 @@ heap_cut(State *s)
 /* The heap ran dry, so every pair's count is below the floor: lower the floor
  * to bring back about a quarter of the limit's pairs (every pair left, if
  * that is fewer), and push them. -1 when out of memory. */
-BPE_INTERNAL int
+static int
 heap_refill(State *s)
 {
     size_t histogram[NUM_BUCKETS] = {0};
@@ -186,7 +186,7 @@ heap_push(State *s, const Pair *p)
     return 0;
 }
 
-BPE_INTERNAL void
+static void
 heap_pop(State *s)
 {
     s->heap[0] = s->heap[--s->heap_len];

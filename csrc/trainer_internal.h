@@ -276,20 +276,11 @@ BPE_INTERNAL int32_t *
 arena_take(Arena *arena);
 
 BPE_INTERNAL void
-arena_give(Arena *arena, int32_t *items);
-
-BPE_INTERNAL void
 arena_free(Arena *arena);
-
-BPE_INTERNAL int32_t *
-big_map(size_t bytes);
 
 BPE_INTERNAL int32_t *
 list_resize(Arena *arena, int32_t *items, uint32_t old_cap, uint32_t cap,
             uint32_t keep);
-
-BPE_INTERNAL void
-list_free(int32_t *items, uint32_t cap);
 
 BPE_INTERNAL int
 cells_append(Arena *arena, CellList *list, int32_t cell);
@@ -302,9 +293,6 @@ cells_release(Arena *arena, CellList *list);
 
 BPE_INTERNAL int
 compare_tokens(const Tokens *t, int32_t x, int32_t y);
-
-BPE_INTERNAL int32_t
-intern_tail(Tokens *t, size_t start, size_t n);
 
 BPE_INTERNAL int
 tokens_init(Tokens *t, int32_t cap);
@@ -331,53 +319,17 @@ BPE_INTERNAL int
 shift_lookup(State *s, Shift *sh, const Shift *twin, int32_t lost_left,
              int32_t lost_right, int32_t gained_left, int32_t gained_right);
 
-BPE_INTERNAL void
-compact_if_stale(State *s, Pair *p, int shrink);
-
 BPE_INTERNAL int
 shift_occurrence(State *s, const Shift *sh, int64_t c, int32_t cell);
-
-BPE_INTERNAL int
-ranks_before(const State *s, Entry e, Entry f);
-
-BPE_INTERNAL void
-sift_down(State *s, size_t i);
 
 BPE_INTERNAL void
 heapify(State *s);
 
 BPE_INTERNAL int
-bucket_of(int64_t c);
-
-BPE_INTERNAL int64_t
-bucket_floor(int k);
-
-BPE_INTERNAL int64_t
-choose_floor(const size_t *histogram, size_t want);
-
-BPE_INTERNAL void
-heap_cut(State *s);
-
-BPE_INTERNAL int
-heap_refill(State *s);
-
-BPE_INTERNAL int
 heap_push(State *s, const Pair *p);
-
-BPE_INTERNAL void
-heap_pop(State *s);
 
 BPE_INTERNAL int32_t
 pop_best(State *s);
-
-BPE_INTERNAL int64_t
-count_at(const State *s, int32_t n);
-
-BPE_INTERNAL int
-merge_at(State *s, int32_t n, int32_t new_id);
-
-BPE_INTERNAL int
-merge_pair(State *s, int32_t id, int32_t new_id);
 
 BPE_INTERNAL int32_t
 run_merges(State *s, int32_t limit);
@@ -387,25 +339,6 @@ initial_pairs(State *s);
 
 BPE_INTERNAL void
 state_free(State *s);
-
-BPE_INTERNAL int
-iter_start(ItemIter *it, PyObject *mapping);
-
-BPE_INTERNAL int
-iter_next(ItemIter *it, PyObject **key, PyObject **value);
-
-BPE_INTERNAL int
-read_count(PyObject *word, PyObject *value, int64_t *out);
-
-BPE_INTERNAL int
-alloc_cells(State *s, int64_t cells, int64_t words, int64_t max_len);
-
-BPE_INTERNAL int
-lay_word(State *s, int32_t *n, int64_t count, const unsigned char *bytes,
-         size_t len);
-
-BPE_INTERNAL int
-size_word(Sizes *sizes, int64_t len, int64_t count);
 
 BPE_INTERNAL int
 load_words(State *s, PyObject *word_counts);

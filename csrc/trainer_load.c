@@ -7,7 +7,7 @@
 
 /* ---- reading word_counts (GIL held) ------------------------------------- */
 
-BPE_INTERNAL int
+static int
 iter_start(ItemIter *it, PyObject *mapping)
 {
     it->pos = 0;
@@ -29,7 +29,7 @@ iter_start(ItemIter *it, PyObject *mapping)
 }
 
 /* 1 and a borrowed (key, value), 0 at the end, -1 on error. */
-BPE_INTERNAL int
+static int
 iter_next(ItemIter *it, PyObject **key, PyObject **value)
 {
     if (it->dict != NULL) {
@@ -52,7 +52,7 @@ iter_next(ItemIter *it, PyObject **key, PyObject **value)
 /* The count of `word` as int64 (check_word_counts has vetted it; this guards
  * the C side). A word of one byte (or none) has no pair, so no count of it is
  * too large: it only has to be positive, and *out is then left unset. */
-BPE_INTERNAL int
+static int
 read_count(PyObject *word, PyObject *value, int64_t *out)
 {
     if (!PyBytes_Check(word) || !PyLong_Check(value) || PyBool_Check(value)) {
@@ -89,7 +89,7 @@ read_count(PyObject *word, PyObject *value, int64_t *out)
 /* The cells for `words` words of up to max_len bytes filling `cells` cells
  * (their bytes, a boundary before each and one at the end), and the
  * boundaries' code. */
-BPE_INTERNAL int
+static int
 alloc_cells(State *s, int64_t cells, int64_t words, int64_t max_len)
 {
     s->num_cells = (int32_t)cells;
@@ -109,7 +109,7 @@ alloc_cells(State *s, int64_t cells, int64_t words, int64_t max_len)
 }
 
 /* Lay out a word (its boundary, then its bytes) from cell *n on. */
-BPE_INTERNAL int
+static int
 lay_word(State *s, int32_t *n, int64_t count, const unsigned char *bytes,
          size_t len)
 {
@@ -150,7 +150,7 @@ lay_word(State *s, int32_t *n, int64_t count, const unsigned char *bytes,
 /* Add one word of `len` bytes seen `count` times to the sizes; -1 (with
  * OverflowError) when the run could outgrow its 64-bit counts or 32-bit
  * cells. A word of one byte has no pair and never changes: not laid out. */
-BPE_INTERNAL int
+static int
 size_word(Sizes *sizes, int64_t len, int64_t count)
 {
     if (len < 2) {

@@ -8,7 +8,7 @@
 /* ---- merging ------------------------------------------------------------ */
 
 /* The count of the word holding the token that starts at cell n. */
-BPE_INTERNAL int64_t
+static int64_t
 count_at(const State *s, int32_t n)
 {
     const int32_t *val = s->val;
@@ -39,7 +39,7 @@ count_at(const State *s, int32_t n)
  * y) gain it (route_b's `_merge_at`). (a, b) itself is zeroed by the caller.
  * Neighbours are read as they are now, so successive merges in a word (`a b a
  * b`, a run of a's) each see the previous one. */
-BPE_INTERNAL int
+static int
 merge_at(State *s, int32_t n, int32_t new_id)
 {
     int32_t *val = s->val;
@@ -87,7 +87,7 @@ merge_at(State *s, int32_t n, int32_t new_id)
 
 /* Merge every live occurrence of pair `id` into `new_id`, greedily left to
  * right in each word (route_b's `_merge_pair`). */
-BPE_INTERNAL int
+static int
 merge_pair(State *s, int32_t id, int32_t new_id)
 {
     int32_t a = s->pairs[id].left, b = s->pairs[id].right;

@@ -172,7 +172,7 @@ shift_lookup(State *s, Shift *sh, const Shift *twin, int32_t lost_left,
  * the work is at most twice the entries dropped. With `shrink`, the memory
  * shrinks to fit: the list of a pair losing occurrences, which on a web corpus
  * are mostly the byte pairs' large first lists, never merged. */
-BPE_INTERNAL void
+static void
 compact_if_stale(State *s, Pair *p, int shrink)
 {
     CellList *list = &p->seen;

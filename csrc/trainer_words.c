@@ -32,7 +32,7 @@ arena_take(Arena *arena)
     return items;
 }
 
-BPE_INTERNAL void
+static void
 arena_give(Arena *arena, int32_t *items)
 {
     _Static_assert(SMALL_LIST * sizeof(int32_t) >= sizeof(int32_t *),
@@ -51,7 +51,7 @@ arena_free(Arena *arena)
 }
 
 #if defined(__linux__)
-BPE_INTERNAL int32_t *
+static int32_t *
 big_map(size_t bytes)
 {
     void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
@@ -99,7 +99,7 @@ list_resize(Arena *arena, int32_t *items, uint32_t old_cap, uint32_t cap,
     return realloc(items, bytes);
 }
 
-BPE_INTERNAL void
+static void
 list_free(int32_t *items, uint32_t cap)
 {
 #if defined(__linux__)
@@ -203,7 +203,7 @@ compare_tokens(const Tokens *t, int32_t x, int32_t y)
 
 /* The id of the token whose bytes end the arena (not yet committed), adding it
  * if new. */
-BPE_INTERNAL int32_t
+static int32_t
 intern_tail(Tokens *t, size_t start, size_t n)
 {
     const uint8_t *p = t->bytes + start;
