@@ -391,7 +391,7 @@ def test_ctrl_c_while_writing_keeps_the_old_tokenizer_whole(small_corpus, tmp_pa
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before  # no temp file, no new file
 
 
-# --- malformed input to the Tokenizer (what test_tokenizer / test_gpt2_format do not cover) -------
+# --- malformed input to the Tokenizer (what test_tokenizer and test_formats do not cover) -------
 
 SAMPLE = f"Once upon a time, Tom's cat ran  fast!\n{EOT}Ünïcödé 🙂 日本語\t\r\n  12345 end"
 
