@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import codecs
 import dataclasses
+import json
 import resource
 import sys
 import time
@@ -36,6 +37,15 @@ from .harness.compare import PEER_MODULES, format_report, run_compare, write_jso
 from .encoding.encode_file import DEFAULT_BLOCK_SIZE, OUTPUT_FORMATS, encode_file
 from .harness.plots import plot_compare, plot_scaling
 from .harness.report import write_report
+from .harness.verify import (
+    PEER_NAMES,
+    ImplementationError,
+    SearchSettings,
+    Verification,
+    verify_encoder,
+    verify_tokenizer,
+    verify_trainer,
+)
 
 IDS_PER_WRITE = 1 << 20
 
@@ -184,6 +194,31 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--peers", action="store_true", help="when running them: with the peers")
     _add_common(report)
 
+    verify = commands.add_parser(
+        "verify", help="check anyone's BPE trainer, tokenizer or encoder against the contract; shrink any divergence",
+        description="Exit status: 0 no divergence found, 1 a divergence found (the shrunk counterexample is printed), "
+                    "2 a usage error or an implementation that cannot be imported or called.",
+    )
+    verify.add_argument("--trainer", metavar="REF",
+                        help="run_train_bpe(input_path, vocab_size, special_tokens): module:function, "
+                             "path/to/file.py:function, builtin:NAME or a registered name")
+    verify.add_argument("--tokenizer", metavar="REF",
+                        help="get_tokenizer(vocab, merges, special_tokens=None) -> object with encode(str) "
+                             "(decode and encode_iterable checked when present)")
+    verify.add_argument("--encoder", metavar="NAME|REF",
+                        help=f"an encoder over --vocab: a peer ({', '.join(PEER_NAMES)}) or a factory REF")
+    verify.add_argument("--vocab", type=Path, metavar="PATH", help="the saved tokenizer --encoder runs over (any "
+                        "format bpe encode --tokenizer reads)")
+    verify.add_argument("--max-examples", type=int, default=200, metavar="N",
+                        help="generated cases per clause (default 200)")
+    verify.add_argument("--seed", type=int, default=0, help="the search's seed (default 0: the same cases every run)")
+    verify.add_argument("--time-budget", type=float, default=None, metavar="SECONDS",
+                        help="stop generating new cases after this long (a divergence found is still shrunk)")
+    verify.add_argument("--call-timeout", type=float, default=60.0, metavar="SECONDS",
+                        help="one call to the implementation that takes longer is a hang (default 60)")
+    verify.add_argument("--json", type=Path, default=None, metavar="FILE", help="write the verdict as JSON")
+    verify.add_argument("--quiet", action="store_true", help="no progress on stderr")
+
     generate = commands.add_parser("gen-corpus", help="write a seeded corpus of any size (TinyStories, web or intl style)")
     generate.add_argument("out", type=Path, help="output text file")
     generate.add_argument("--size", required=True, help="e.g. 5MB, 200MB, 2GB, 1GiB")
@@ -203,6 +238,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     handler = {
         "train": cmd_train, "encode": cmd_encode, "decode": cmd_decode, "export": cmd_export,
         "compare": cmd_compare, "gen-corpus": cmd_gen_corpus, "scaling": cmd_scaling, "report": cmd_report,
+        "verify": cmd_verify,
     }[args.command]
     try:
         return handler(args)
@@ -413,6 +449,53 @@ def cmd_report(args: argparse.Namespace) -> int:
                         quick=args.quick, peers=args.peers, progress=_progress_enabled(args), log=_logger(args))
     print(f"wrote {page}")
     return 0
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    """0: no divergence; 1: one found; 2: usage, or an implementation that cannot be loaded or called."""
+    if not (args.trainer or args.tokenizer or args.encoder):
+        print("bpe verify: error: give --trainer, --tokenizer or --encoder", file=sys.stderr)
+        return 2
+    if bool(args.encoder) != bool(args.vocab):
+        print("bpe verify: error: --encoder and --vocab go together", file=sys.stderr)
+        return 2
+    progress = _progress_enabled(args)
+    options = SearchSettings(
+        max_examples=args.max_examples, seed=args.seed, time_budget=args.time_budget,
+        progress=(lambda what: print(f"  checking {what} ...", file=sys.stderr, flush=True)) if progress else None,
+    )
+    encoder = args.encoder if args.encoder is None or ":" in args.encoder or args.encoder not in PEER_NAMES \
+        else f"peer:{args.encoder}"
+    runs = [
+        (args.trainer, lambda: verify_trainer(args.trainer, options, args.call_timeout)),
+        (args.tokenizer, lambda: verify_tokenizer(args.tokenizer, options, args.call_timeout)),
+        (encoder, lambda: verify_encoder(encoder, args.vocab, options, args.call_timeout)),
+    ]
+    results = []
+    try:
+        for given, run in runs:
+            if given:
+                results.append(run())
+                if results[-1].divergence is not None:
+                    break
+    except (ImplementationError, BpeError) as exc:
+        print(f"bpe verify: error: {exc}", file=sys.stderr)
+        return 2
+    merged = Verification(implementations={k: v for r in results for k, v in r.implementations.items()},
+                          clauses=[c for r in results for c in r.clauses],
+                          corpora=[c for r in results for c in r.corpora])
+    for clause in merged.clauses:
+        verdict = "passed" if clause.divergence is None else "DIVERGED"
+        print(f"{clause.name}: {clause.cases} cases, {verdict} ({clause.promise})")
+    if merged.corpora:
+        print(f"real corpora: {', '.join(merged.corpora)}")
+    divergence = merged.divergence
+    print(divergence.describe() if divergence else
+          f"passed: no divergence in {sum(c.cases for c in merged.clauses)} cases")
+    if args.json is not None:
+        with atomic_write(args.json, "w", encoding="utf-8") as file:
+            json.dump(merged.to_json(), file, indent=1, ensure_ascii=False)
+    return 1 if divergence else 0
 
 
 def cmd_gen_corpus(args: argparse.Namespace) -> int:

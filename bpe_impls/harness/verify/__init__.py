@@ -1,0 +1,33 @@
+"""`bpe verify`: anyone's BPE trainer, tokenizer or encoder checked against this project's
+contract, with every divergence shrunk to a minimal counterexample.
+
+    from bpe_impls.harness.verify import SearchSettings, verify_trainer
+    result = verify_trainer("adapters.py:run_train_bpe", SearchSettings(max_examples=200))
+    print(result.status, result.divergence and result.divergence.describe())
+
+The implementation runs in a process of its own (refs.Isolated); Hypothesis searches each clause
+of the contract (engine.TRAINER_CLAUSES, engine.TOKENIZER_CLAUSES) for an input on which it and the
+reference disagree, and shrinks it. This project's own trainers and encoders are references too
+(`builtin:NAME`, `builtin:tokenizer`), checked by the same code.
+"""
+
+from .engine import (
+    TOKENIZER_CLAUSES,
+    TRAINER_CLAUSES,
+    ClauseResult,
+    Divergence,
+    SearchSettings,
+    Verification,
+    verification_summary,
+    verify_encoder,
+    verify_tokenizer,
+    verify_trainer,
+)
+from .peer_encoders import PEER_NAMES
+from .refs import ENTRY_POINT_GROUP, ImplementationError, Isolated
+
+__all__ = [
+    "TOKENIZER_CLAUSES", "TRAINER_CLAUSES", "ClauseResult", "Divergence", "SearchSettings", "Verification",
+    "verification_summary", "verify_encoder", "verify_tokenizer", "verify_trainer", "PEER_NAMES",
+    "ENTRY_POINT_GROUP", "ImplementationError", "Isolated",
+]

@@ -1,0 +1,53 @@
+"""Other libraries' encoders over a given vocab, each as a `get_tokenizer(vocab, merges, special_tokens)`
+factory whose result has `encode(str) -> list[int]` (the shape `bpe verify` checks).
+
+Each adapter builds the library's own tokenizer from the vocab and merges (through the builders in
+harness/peers.py, with GPT-2's split pattern) and calls its own encode method, special tokens
+allowed. A library that is not installed is a ConfigError saying how to install it.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ...base.errors import ConfigError
+from .. import peers
+
+# name -> (module to import, how to build it, how to encode with it)
+_PEERS: dict[str, tuple[str, Callable[..., Any], Callable[[Any, str], list[int]]]] = {
+    "tiktoken": ("tiktoken", lambda v, m, s: peers.tiktoken_encoding(v, s, "bpe_verify"),
+                 lambda enc, text: enc.encode(text, allowed_special="all")),
+    "huggingface": ("tokenizers", peers.huggingface_tokenizer, lambda tok, text: tok.encode(text).ids),
+    "gigatoken": ("gigatoken", peers.gigatoken_tokenizer, lambda tok, text: tok.encode(text).tolist()),
+    "tokie": ("tokie", peers.tokie_tokenizer, lambda tok, text: list(tok.encode(text).ids)),
+}
+PEER_NAMES = tuple(_PEERS)
+
+
+class _Adapter:
+    def __init__(self, native: Any, encode: Callable[[Any, str], list[int]]) -> None:
+        self._native, self._encode = native, encode
+
+    def encode(self, text: str) -> list[int]:
+        return [int(i) for i in self._encode(self._native, text)]
+
+
+def available(name: str) -> bool:
+    """Whether peer `name` is known and its library is installed."""
+    return name in _PEERS and importlib.util.find_spec(_PEERS[name][0]) is not None
+
+
+def peer_encoder(name: str) -> Callable[..., _Adapter]:
+    """The factory of peer `name`; a ConfigError when it is unknown or not installed."""
+    if name not in _PEERS:
+        raise ConfigError(f"unknown peer encoder {name!r}; choose from {', '.join(_PEERS)}")
+    module, build, encode = _PEERS[name]
+    if importlib.util.find_spec(module) is None:
+        raise ConfigError(f"peer {name!r} needs {module}, which is not installed (pip install {module})")
+
+    def get_tokenizer(vocab: dict[int, bytes], merges: Sequence, special_tokens: Sequence[str] | None = None) -> _Adapter:
+        return _Adapter(build(vocab, list(merges), list(special_tokens or ())), encode)
+
+    return get_tokenizer
