@@ -1,7 +1,6 @@
 """Bug: overlapping special tokens are matched shortest first (in training and in encoding)."""
-import regex
-
 import reference
+import regex
 from reference import *  # noqa: F403
 
 

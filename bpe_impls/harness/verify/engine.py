@@ -363,36 +363,60 @@ def _search(strategy: st.SearchStrategy, check: Callable[[Any], Divergence | Non
 
 
 def _smaller_vocab(divergence: Divergence, check: Callable[[int], Divergence | None]) -> Divergence:
-    """Lower the vocab size while the divergence stays (Hypothesis shrinks it with the corpus)."""
+    """Lower the vocab size while the divergence stays: the floor (256 + the special tokens + 1) if
+    it still diverges, else the smallest of the sizes halfway down that does, then one at a time."""
     floor = 257 + len(divergence.inputs["special_tokens"])
     size = divergence.inputs["vocab_size"]
-    while size > floor:
-        smaller = check(size - 1)
-        if smaller is None:
-            break
-        divergence, size = smaller, size - 1
+    step = size - floor
+    while step > 0:
+        smaller = check(size - step)
+        if smaller is not None:
+            divergence, size = smaller, size - step
+            step = min(step, size - floor)
+        else:
+            step //= 2
     return divergence
 
 
-def _shrink_lines(corpus: str, diverges: Callable[[str], Divergence | None]) -> Divergence | None:
-    """Delta debugging, by lines and then by characters: a smaller corpus that still diverges."""
-    best = diverges(corpus)
+def _shrink_text(text: str, diverges: Callable[[str], Divergence | None], seconds: float = 60.0) -> Divergence | None:
+    """Delta debugging, by lines and then by characters: a shorter text that still diverges (the
+    best found within `seconds`, a bound for texts whose every call is slow)."""
+    best = diverges(text)
     if best is None:
         return None
+    deadline = time.monotonic() + seconds
     for unit in ("lines", "chars"):
-        parts = corpus.splitlines(keepends=True) if unit == "lines" else list(corpus)
+        parts = text.splitlines(keepends=True) if unit == "lines" else list(text)
         chunk = len(parts) // 2
-        while chunk >= 1:
-            for start in range(0, len(parts), chunk):
+        while chunk >= 1 and time.monotonic() < deadline:
+            start = 0
+            while start < len(parts) and time.monotonic() < deadline:
                 candidate = parts[:start] + parts[start + chunk:]
                 found = diverges("".join(candidate)) if candidate else None
                 if found is not None:
                     parts, best = candidate, found
-                    break
-            else:
-                chunk //= 2
-        corpus = "".join(parts)
+                else:
+                    start += chunk
+            chunk //= 2
+        text = "".join(parts)
     return best
+
+
+_SMOKE_CORPUS = "ab ab\n"
+
+
+def _smoke(implementation: Isolated, *requests: tuple) -> None:
+    """The simplest call of its kind: an implementation that fails it cannot be called at all (a
+    wrong signature, a crash on any input) and is reported as such, not searched."""
+    try:
+        if requests[0][0] == "train":
+            with corpus_file(requests[0][1]) as path:
+                implementation.call("train", path, *requests[0][2:])
+        else:
+            for request in requests:
+                implementation.call(*request)
+    except ImplementationError as exc:
+        raise ImplementationError(f"{implementation.ref}: cannot be called: {exc}") from None
 
 
 def verify_trainer(ref: str, options: SearchSettings, call_timeout: float = 30.0,
@@ -402,7 +426,8 @@ def verify_trainer(ref: str, options: SearchSettings, call_timeout: float = 30.0
     deadline = None if options.time_budget is None else time.monotonic() + options.time_budget
     with Isolated(ref, call_timeout) as trainer:
         trainer.start()  # an implementation that cannot be imported fails here, before the search
-        for name in clauses or TRAINER_CLAUSES:
+        _smoke(trainer, ("train", _SMOKE_CORPUS, 257, []))
+        for name in TRAINER_CLAUSES if clauses is None else clauses:
             if options.progress:
                 options.progress(f"trainer: {name}")
             clause = ClauseResult(name, TRAINER_CLAUSES[name])
@@ -446,9 +471,10 @@ def _trainer_fixtures(trainer: Isolated, result: Verification) -> None:
 
         found = diverges(corpus)
         if found is not None:
-            found = _shrink_lines(corpus, diverges) or found
-            text = found.inputs["corpus"]
-            clause.divergence = _smaller_vocab(found, lambda size: diverges(text, size))
+            # The vocab first (each try trains on the whole text once), then the text at that size.
+            found = _smaller_vocab(found, lambda size: diverges(corpus, size))
+            size = found.inputs["vocab_size"]
+            clause.divergence = _shrink_text(corpus, lambda text: diverges(text, size)) or found
             return
 
 
@@ -459,7 +485,8 @@ def verify_tokenizer(ref: str, options: SearchSettings, call_timeout: float = 30
     deadline = None if options.time_budget is None else time.monotonic() + options.time_budget
     with Isolated(ref, call_timeout) as tokenizer:
         tokenizer.start()
-        for name in clauses or TOKENIZER_CLAUSES:
+        _smoke(tokenizer, ("tokenizer", {i: bytes([i]) for i in range(256)}, [], []), ("encode", "ab"))
+        for name in TOKENIZER_CLAUSES if clauses is None else clauses:
             if options.progress:
                 options.progress(f"tokenizer: {name}")
             clause = ClauseResult(name, TOKENIZER_CLAUSES[name])
@@ -485,7 +512,11 @@ def verify_encoder(ref: str, vocab_path: str, options: SearchSettings, call_time
                       st.text(st.characters(exclude_categories=["Cs"]), max_size=40))
     with Isolated(ref, call_timeout) as encoder:
         encoder.start()
-        encoder.call("tokenizer", vocab, merges, specials)  # built once: a large vocab takes a while
+        try:  # built once (a large vocab takes a while), and again after a crash
+            encoder.setup("tokenizer", vocab, merges, specials)
+            encoder.call("encode", "a")
+        except ImplementationError as exc:
+            raise ImplementationError(f"{ref}: cannot be called: {exc}") from None
         if options.progress:
             options.progress("encoder: encode")
         clause = ClauseResult("encode", TOKENIZER_CLAUSES["encode"])
@@ -521,5 +552,5 @@ def _encoder_fixtures(check: Callable[[str], Divergence | None], result: Verific
             clause.cases += 1
             found = check(line)
             if found is not None:
-                clause.divergence = _shrink_lines(line, check) or found
+                clause.divergence = _shrink_text(line, check) or found
                 return

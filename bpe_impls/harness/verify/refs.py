@@ -109,7 +109,7 @@ class Isolated:
         self.timeout = timeout
         self._process: subprocess.Popen | None = None
         self._stderr: Any = None
-        self.extras: list[str] = []  # the optional methods a built tokenizer has
+        self._setup: tuple | None = None  # a request each new process is sent first (see setup)
 
     def start(self) -> None:
         """Start the process and import the reference: ImplementationError if it cannot be imported."""
@@ -125,9 +125,19 @@ class Isolated:
             self.close()
             raise ImplementationError(f"{self.ref}: cannot be loaded: {exc}") from None
 
+    def setup(self, *request: Any) -> Any:
+        """Send `request` now and again first thing to every process started after a crash (the
+        tokenizer an encoder's calls need)."""
+        self._setup = None
+        result = self.call(*request)
+        self._setup = request
+        return result
+
     def call(self, *request: Any) -> Any:
         if self._process is None or self._process.poll() is not None:
             self.start()
+            if self._setup is not None:
+                self._exchange(self._setup)
         return self._exchange(request)
 
     def _exchange(self, request: tuple) -> Any:

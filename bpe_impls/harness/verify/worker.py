@@ -24,6 +24,7 @@ from typing import Any
 from .protocol import read_message, write_message
 from .refs import load_reference
 
+
 def _one_line(exc: BaseException) -> str:
     # The innermost frame of the implementation's own code (not of the import machinery).
     where = [f for f in traceback.extract_tb(exc.__traceback__)

@@ -1,0 +1,193 @@
+"""`bpe verify` and its pytest plugin: this project's own trainers and encoders pass through the
+same API anyone's do; a crash, a hang, an exception or an import error in the implementation is
+reported, never fatal to the harness; the JSON verdict holds what it promises and replays without
+the harness; a divergence is caught and shrunk.
+
+Each implementation runs in its own process, driven by the real command or the real API.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from conftest import load_gpt2
+
+from bpe_impls import IMPLEMENTATIONS, train_bpe
+from bpe_impls.encoding.encoders import ENCODERS
+from bpe_impls.harness.verify import SearchSettings, verify_tokenizer, verify_trainer
+
+TARGETS = Path(__file__).parent / "verify_targets"
+REFERENCE = TARGETS / "reference.py"
+
+
+def verify(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "bpe_impls", "verify", "--quiet", *args],
+                          capture_output=True, text=True, timeout=600, env=env)
+
+
+@pytest.mark.parametrize("name", list(IMPLEMENTATIONS))
+def test_every_builtin_trainer_passes_through_the_same_api(name):
+    result = verify_trainer(f"builtin:{name}", SearchSettings(max_examples=25), fixtures=name != "naive")
+    assert result.status == "passed", result.divergence and result.divergence.describe()
+    assert [c.name for c in result.clauses][:5] == ["tie-break", "greedy-left-to-right", "special-tokens",
+                                                    "pre-tokenization", "stops-when-no-pair-is-left"]
+    assert all(c.cases > 0 for c in result.clauses)
+
+
+@pytest.mark.parametrize("encoder", list(ENCODERS))
+def test_every_builtin_encoder_passes_through_the_same_api(encoder):
+    result = verify_tokenizer(f"builtin:tokenizer:{encoder}", SearchSettings(max_examples=25))
+    assert result.status == "passed", result.divergence and result.divergence.describe()
+    assert {c.name for c in result.clauses} == {"encode", "special-tokens-longest-first", "decode", "encode_iterable"}
+
+
+def test_a_plain_reference_passes_and_the_json_says_what_was_checked(tmp_path):
+    out = tmp_path / "verdict.json"
+    done = verify("--trainer", f"{REFERENCE}:run_train_bpe", "--tokenizer", f"{REFERENCE}:get_tokenizer",
+                  "--max-examples", "40", "--json", str(out))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.splitlines()[-1].startswith("passed: no divergence in ")
+    verdict = json.loads(out.read_text())
+    assert verdict["status"] == "passed" and verdict["counterexample"] is None
+    checked = verdict["checked"]
+    assert checked["implementations"] == {"trainer": f"{REFERENCE}:run_train_bpe",
+                                          "tokenizer": f"{REFERENCE}:get_tokenizer"}
+    assert checked["generated_cases"] == sum(c["cases"] for c in checked["clauses"]) > 300
+    assert all(c["passed"] for c in checked["clauses"])
+
+
+def _target(tmp_path: Path, body: str) -> str:
+    path = tmp_path / "adapters.py"
+    path.write_text(textwrap.dedent(body))
+    return str(path)
+
+
+def test_an_implementation_that_cannot_be_imported_or_called_is_exit_2_in_one_line(tmp_path):
+    cases = {
+        "nosuch_module_xyz:run": "cannot be loaded: raised ModuleNotFoundError",
+        f"{REFERENCE}:no_such_function": "cannot be loaded: raised AttributeError",
+        _target(tmp_path, "def run_train_bpe(path):\n    return {}, []\n") + ":run_train_bpe":
+            "cannot be called: raised TypeError",
+        _target(tmp_path, "import os\ndef run_train_bpe(*args):\n    os._exit(3)\n") + ":run_train_bpe":
+            "cannot be called: crashed (exited with status 3)",
+    }
+    for ref, message in cases.items():
+        done = verify("--trainer", ref)
+        assert done.returncode == 2, (ref, done.stdout, done.stderr)
+        assert done.stderr.count("\n") == 1 and message in done.stderr, done.stderr
+    assert verify().returncode == 2  # nothing to verify
+    assert verify("--encoder", "tiktoken").returncode == 2  # --encoder without --vocab
+
+
+def test_a_hang_is_killed_and_reported(tmp_path):
+    ref = _target(tmp_path, "import time\ndef run_train_bpe(*args):\n    time.sleep(3600)\n") + ":run_train_bpe"
+    done = verify("--trainer", ref, "--call-timeout", "2")
+    assert done.returncode == 2
+    assert "cannot be called: no answer within 2 s (hung); the process was killed" in done.stderr
+
+
+def test_a_crash_on_some_inputs_is_a_divergence_shrunk_to_a_minimal_input(tmp_path):
+    ref = _target(tmp_path, f"""
+        import os, sys
+        sys.path.insert(0, {str(TARGETS)!r})
+        from reference import run_train_bpe as plain
+
+        def run_train_bpe(path, vocab_size, special_tokens, **kwargs):
+            if "é" in open(path, encoding="utf-8").read():
+                os._exit(7)  # a segfault would do the same
+            return plain(path, vocab_size, special_tokens)
+    """) + ":run_train_bpe"
+    out = tmp_path / "v.json"
+    done = verify("--trainer", ref, "--json", str(out))
+    assert done.returncode == 1, done.stderr
+    example = json.loads(out.read_text())["counterexample"]
+    # The first clause's smallest corpus with an é: its words have two letters at least.
+    assert "é" in example["corpus"] and len(example["corpus"]) <= 2 and example["vocab_size"] == 257
+    assert example["actual_error"] == "crashed (exited with status 7)"
+    assert "the implementation crashed (exited with status 7)" in done.stdout
+
+
+def test_a_divergence_replays_without_the_harness(tmp_path):
+    broken = TARGETS / "broken_tiebreak_smallest.py"
+    out = tmp_path / "v.json"
+    done = verify("--trainer", f"{broken}:run_train_bpe", "--json", str(out))
+    assert done.returncode == 1
+    verdict = json.loads(out.read_text())
+    example = verdict["counterexample"]
+    assert verdict["status"] == "diverged" and example["kind"] == "train"
+    assert set(example) >= {"corpus", "vocab_size", "special_tokens", "first_difference"}
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text(example["corpus"], encoding="utf-8", newline="")
+    args = (str(corpus), example["vocab_size"], example["special_tokens"])
+    expected = [[a.hex(), b.hex()] for a, b in train_bpe(*args, impl="naive")[1]]
+    assert expected == example["expected_merges_hex"]
+    assert load_target(broken).run_train_bpe(*args)[1] != train_bpe(*args, impl="naive")[1]
+
+
+def test_an_encoder_counterexample_carries_its_vocab_and_merges(tmp_path):
+    """An encoder divergence holds vocab_hex and merges_hex, so it replays from the file alone."""
+    broken = TARGETS / "broken_first_mergeable_pair.py"
+    out = tmp_path / "v.json"
+    assert verify("--tokenizer", f"{broken}:get_tokenizer", "--json", str(out)).returncode == 1
+    example = json.loads(out.read_text())["counterexample"]
+    assert example["kind"] == "encode" and len(example["text"].encode()) <= 64
+    vocab = {int(i): bytes.fromhex(token) for i, token in example["vocab_hex"].items()}
+    merges = [(bytes.fromhex(a), bytes.fromhex(b)) for a, b in example["merges_hex"]]
+    reference = load_target(REFERENCE).get_tokenizer(vocab, merges, example["special_tokens"])
+    assert reference.encode(example["text"]) == example["expected_ids"]
+    assert load_target(broken).get_tokenizer(vocab, merges, example["special_tokens"]).encode(example["text"]) \
+        == example["actual_ids"] != example["expected_ids"]
+
+
+def test_an_encoder_over_a_saved_vocab_and_a_peer_by_name(tmp_path):
+    load_gpt2().save(tmp_path / "gpt2")
+    done = verify("--encoder", "builtin:tokenizer:hybrid", "--vocab", str(tmp_path / "gpt2"), "--max-examples", "50")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "encode: 50 cases, passed" in done.stdout
+    pytest.importorskip("tiktoken")
+    done = verify("--encoder", "tiktoken", "--vocab", str(tmp_path / "gpt2"), "--max-examples", "50")
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_an_implementation_registered_by_entry_point(tmp_path):
+    """An installed package registers implementations under `bpe_impls.implementations`."""
+    dist = tmp_path / "site" / "myimpl-1.0.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: myimpl\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text("[bpe_impls.implementations]\nmy-trainer = reference:run_train_bpe\n")
+    env = {**os.environ, "PYTHONPATH": f"{tmp_path / 'site'}:{TARGETS}"}
+    done = verify("--trainer", "my-trainer", "--max-examples", "20", env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert verify("--trainer", "not-registered", env=env).returncode == 2
+
+
+def test_the_pytest_plugin_runs_one_test_per_clause_and_fails_with_the_counterexample(tmp_path):
+    def pytest_run(*options: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "pytest", "--pyargs", "bpe_impls.verify", "-p", "no:cacheprovider",
+                               "--bpe-max-examples", "30", *options], capture_output=True, text=True, cwd=tmp_path,
+                              timeout=600)
+
+    good = pytest_run("--bpe-trainer", f"{REFERENCE}:run_train_bpe", "--bpe-tokenizer", f"{REFERENCE}:get_tokenizer")
+    assert good.returncode == 0, good.stdout[-3000:]
+    assert " 10 passed, 1 skipped" in good.stdout  # 5 trainer clauses + real text, 4 tokenizer; no encoder
+    bad = pytest_run("-p", "bpe_impls.verify", "--bpe-trainer", f"{TARGETS / 'broken_merge_right_to_left.py'}:run_train_bpe")
+    assert bad.returncode == 1
+    assert "DIVERGED in clause 'greedy-left-to-right'" in bad.stdout and "corpus (3 bytes): 'aaa'" in bad.stdout
+
+
+def load_target(path: Path):
+    """A target module, with a fresh `reference` beneath it (the broken copies patch that module)."""
+    sys.modules.pop("reference", None)
+    if str(path.parent) not in sys.path:
+        sys.path.insert(0, str(path.parent))
+    spec = importlib.util.spec_from_file_location(f"target_{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
