@@ -8,12 +8,36 @@ allowed. A library that is not installed is a ConfigError saying how to install 
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
+import tempfile
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from ...base.errors import ConfigError
 from .. import peers
+
+def _from_tokenizer_json(load: Callable[[str], Any]) -> Callable[..., Any]:
+    """A builder for a library that reads HF tokenizer.json files: ours, written as HF writes it."""
+
+    def build(vocab: dict[int, bytes], merges: list, special_tokens: list[str]) -> Any:
+        with tempfile.TemporaryDirectory(prefix="bpe_verify_") as folder:
+            path = Path(folder) / "tokenizer.json"
+            peers.huggingface_tokenizer(vocab, merges, special_tokens).save(str(path))
+            return load(str(path))
+
+    return build
+
+
+def _bpe_openai(vocab: dict[int, bytes], merges: list, special_tokens: list[str]) -> Any:
+    raise ConfigError("bpe-openai builds only OpenAI's named encodings, which it downloads; it cannot load a "
+                      "given vocab")
+
+
+def _module(name: str) -> Any:
+    return importlib.import_module(name)
+
 
 # name -> (module to import, how to build it, how to encode with it)
 _PEERS: dict[str, tuple[str, Callable[..., Any], Callable[[Any, str], list[int]]]] = {
@@ -22,6 +46,15 @@ _PEERS: dict[str, tuple[str, Callable[..., Any], Callable[[Any, str], list[int]]
     "huggingface": ("tokenizers", peers.huggingface_tokenizer, lambda tok, text: tok.encode(text).ids),
     "gigatoken": ("gigatoken", peers.gigatoken_tokenizer, lambda tok, text: tok.encode(text).tolist()),
     "tokie": ("tokie", peers.tokie_tokenizer, lambda tok, text: list(tok.encode(text).ids)),
+    "kitoken": ("kitoken", _from_tokenizer_json(lambda path: _module("kitoken").Kitoken.from_tokenizers_file(path)),
+                lambda tok, text: tok.encode(text, True)),
+    "fastokens": ("fastokens", _from_tokenizer_json(lambda path: _module("fastokens").Tokenizer.from_file(path)),
+                  lambda tok, text: tok.encode(text).ids),
+    "splintr": ("splintr", _from_tokenizer_json(lambda path: _module("splintr").from_json(path)),
+                lambda tok, text: tok.encode_with_special(text)),
+    "quicktok": ("quicktok", _from_tokenizer_json(lambda path: _module("quicktok").import_tokenizer(path, "bpe_verify")),
+                 lambda tok, text: tok.encode(text, allowed_special="all")),
+    "bpe-openai": ("bpe_openai", _bpe_openai, lambda tok, text: tok.encode(text, allowed_special="all")),
 }
 PEER_NAMES = tuple(_PEERS)
 
