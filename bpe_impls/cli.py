@@ -188,6 +188,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     report = commands.add_parser("report", help="one self-contained HTML page: compare, scaling, machine, commit")
     report.add_argument("out", type=Path, help="output directory (index.html, plus the JSON it was made from)")
+    report.add_argument("--verify-json", type=Path, action="append", default=[], metavar="FILE",
+                        help="a `bpe verify --json` verdict to show (repeatable; default: verify the default "
+                             "trainer and the Tokenizer, and with --peers every installed peer on GPT-2's vocab)")
     report.add_argument("--compare-json", type=Path, default=None, help="a `bpe compare --json` file (default: run it)")
     report.add_argument("--scaling-json", type=Path, default=None, help="a `bpe scaling --json` file (default: run it)")
     report.add_argument("--quick", action="store_true", help="when running them: tiny sizes (seconds)")
@@ -442,10 +445,11 @@ def cmd_scaling(args: argparse.Namespace) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     _require_matplotlib("bpe report")
-    for path in (args.compare_json, args.scaling_json):
+    for path in (args.compare_json, args.scaling_json, *args.verify_json):
         if path is not None and not path.is_file():
             raise CorpusError(f"{path}: no such file")
     page = write_report(args.out, compare_json=args.compare_json, scaling_json=args.scaling_json,
+                        verify_json=args.verify_json,
                         quick=args.quick, peers=args.peers, progress=_progress_enabled(args), log=_logger(args))
     print(f"wrote {page}")
     return 0

@@ -21,6 +21,7 @@ from conftest import load_gpt2
 
 from bpe_impls import IMPLEMENTATIONS, train_bpe
 from bpe_impls.encoding.encoders import ENCODERS
+from bpe_impls.harness.report import verification_section
 from bpe_impls.harness.verify import SearchSettings, verify_tokenizer, verify_trainer
 
 TARGETS = Path(__file__).parent / "verify_targets"
@@ -191,3 +192,14 @@ def load_target(path: Path):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def test_the_report_shows_each_verdict_and_counterexample():
+    options = SearchSettings(max_examples=20)
+    broken = verify_trainer(f"{TARGETS / 'broken_stops_early.py'}:run_train_bpe", options, fixtures=False).to_json()
+    passed = verify_tokenizer("builtin:tokenizer", options).to_json()
+    page = verification_section([broken, passed])
+    assert page.count("<tr>") == 3  # the header and one row per verdict
+    assert "trainer " + str(TARGETS / "broken_stops_early.py") in page and "encoder" not in page
+    assert ">NO<" in page and "expected 1 merges, got 0" in page and "&#x27;aa&#x27;" in page
+    assert ">passed<" in page and "tokenizer builtin:tokenizer" in page

