@@ -1,17 +1,17 @@
 /* BytesMap, the byte string -> (value, aux) table of the pre-token counter
- * (counter.c), which the encoder's cache (encoder.c) uses too, and the
- * PretokenCounter type.
+ * (bytes_map.c), and the PretokenCounter type (counter.c). The encoder keeps
+ * a cache of its own (encoder_internal.h).
  *
  * Laid out as CPython's dict: the entries in one dense array in insertion
  * order, found through an open-addressing index of positions (linear probing).
  * Insertion order matters: the counts reach the trainers in first-seen order,
  * as a Counter fed the text would give them, and the pure-Python trainers run
- * up to 1.8x slower on the same counts in hash order (their per-word objects
- * are then laid out at random). A key of up to 8 bytes (most pre-tokens) is
+ * slower on the same counts in hash order (their per-word objects are then
+ * laid out at random). A key of up to 8 bytes (most pre-tokens) is
  * kept in its entry, compared as one integer; longer keys live in an arena.
  *
- * Lookups are `static inline` here (once per pre-token, in the counter and the
- * encoder); insertion and the rest are in counter.c. */
+ * Lookups are `static inline` here (once per pre-token); insertion and the
+ * rest are in bytes_map.c. */
 #ifndef BPE_COUNTER_H
 #define BPE_COUNTER_H
 

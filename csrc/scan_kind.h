@@ -124,10 +124,11 @@ SCAN_NAME(bpe_contraction_letter, SUFFIX)(const CHAR_T *s, POS_T j, POS_T *len)
     return d == 0x17F ? 's' : d;
 }
 
-/* The end of cl100k's '(?i:[sdmt]|ll|ve|re) at i (s[i] is an apostrophe and
- * i + 1 < n), else 0; [sdmt] before the two-letter ones. */
+/* The end of a contraction '(?i:[sdmt]|ll|ve|re) at i (s[i] is an apostrophe
+ * and i + 1 < n), else 0; [sdmt] before the two-letter ones. cl100k's first
+ * alternative, and o200k's C?. */
 BPE_ALWAYS_INLINE POS_T
-SCAN_NAME(bpe_cl100k_contraction, SUFFIX)(const CHAR_T *s, POS_T i, POS_T n)
+SCAN_NAME(bpe_contraction_end, SUFFIX)(const CHAR_T *s, POS_T i, POS_T n)
 {
     POS_T len;
     Py_UCS4 d = SCAN_NAME(bpe_contraction_letter, SUFFIX)(s, i + 1, &len);
@@ -185,7 +186,7 @@ SCAN_NAME(bpe_cl100k_end, SUFFIX)(const CHAR_T *s, POS_T i, POS_T n)
     Py_UCS4 c = s[i];
     POS_T len;
     if (c == '\'' && i + 1 < n) {
-        POS_T end = SCAN_NAME(bpe_cl100k_contraction, SUFFIX)(s, i, n);
+        POS_T end = SCAN_NAME(bpe_contraction_end, SUFFIX)(s, i, n);
         if (end) {
             return end;
         }
@@ -296,17 +297,9 @@ SCAN_NAME(bpe_o200k_letters, SUFFIX)(const CHAR_T *s, POS_T p, POS_T n,
     }
     /* C? */
     if (m + 1 < n && s[m] == '\'') {
-        Py_UCS4 d = SCAN_NAME(bpe_contraction_letter, SUFFIX)(s, m + 1, &len);
-        POS_T e = m + 1 + len;
-        if (d == 's' || d == 't' || d == 'm' || d == 'd') {
-            return e;
-        }
-        if (e < n && (d == 'r' || d == 'v' || d == 'l')) {
-            Py_UCS4 x = s[e];
-            x = (x >= 'A' && x <= 'Z') ? x + ('a' - 'A') : x;
-            if (x == (d == 'l' ? 'l' : 'e')) {
-                return e + 1;
-            }
+        POS_T end = SCAN_NAME(bpe_contraction_end, SUFFIX)(s, m, n);
+        if (end) {
+            return end;
         }
     }
     return m;

@@ -1,2 +1,0 @@
-# Implementations under verification, not tests: nothing here is collected.
-collect_ignore_glob = ["*.py"]
