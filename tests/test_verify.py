@@ -60,7 +60,8 @@ def test_a_plain_reference_passes_and_the_json_says_what_was_checked(tmp_path):
     checked = verdict["checked"]
     assert checked["implementations"] == {"trainer": f"{REFERENCE}:run_train_bpe",
                                           "tokenizer": f"{REFERENCE}:get_tokenizer"}
-    assert checked["generated_cases"] == sum(c["cases"] for c in checked["clauses"]) > 300
+    assert checked["generated_cases"] + checked["real_text_cases"] == sum(c["cases"] for c in checked["clauses"])
+    assert checked["generated_cases"] > 300 and checked["real_text_cases"] == 1
     assert all(c["passed"] for c in checked["clauses"])
 
 
@@ -196,3 +197,18 @@ def load_target(path: Path):
     finally:
         sys.path.remove(str(path.parent))
     return module
+
+
+def test_the_same_seed_finds_the_same_counterexample_and_a_time_budget_stops_the_search(tmp_path):
+    broken = f"{TARGETS / 'broken_ties_by_ids.py'}:run_train_bpe"
+    verdicts = []
+    for run in range(2):
+        out = tmp_path / f"{run}.json"
+        assert verify("--trainer", broken, "--seed", "7", "--json", str(out)).returncode == 1
+        verdicts.append(json.loads(out.read_text())["counterexample"])
+    assert verdicts[0] == verdicts[1]
+    # With no time left no case is generated (the real text is still checked), and the JSON says so.
+    out = tmp_path / "budget.json"
+    done = verify("--trainer", f"{REFERENCE}:run_train_bpe", "--time-budget", "0", "--json", str(out))
+    checked = json.loads(out.read_text())["checked"]
+    assert done.returncode == 0 and checked["generated_cases"] == 0
