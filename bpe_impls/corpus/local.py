@@ -126,15 +126,23 @@ class _Pool:
         context = multiprocessing.get_context("forkserver")
         context.set_forkserver_preload(["bpe_impls.corpus.local"])
         self.workers: list[_Worker] = []
+        # Ctrl-C is held back while workers start: interrupted half-way through `start()`, a new
+        # worker reads a closed pipe and prints a traceback. The blocked mask is inherited by the
+        # forkserver and its children (which ignore SIGINT anyway); a held Ctrl-C lands on unblock.
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         try:
-            for _ in range(size):
-                parent_end, child_end = context.Pipe()
-                process = context.Process(
-                    target=_worker_main, args=(child_end, special_tokens, pattern), name="bpe-count", daemon=True
-                )
-                process.start()
-                child_end.close()  # the worker's copy is its own; ours would hide its EOF
-                self.workers.append(_Worker(process, parent_end))
+            try:
+                for _ in range(size):
+                    parent_end, child_end = context.Pipe()
+                    process = context.Process(
+                        target=_worker_main, args=(child_end, special_tokens, pattern), name="bpe-count",
+                        daemon=True,
+                    )
+                    process.start()
+                    child_end.close()  # the worker's copy is its own; ours would hide its EOF
+                    self.workers.append(_Worker(process, parent_end))
+            finally:
+                signal.pthread_sigmask(signal.SIG_SETMASK, held)
         except BaseException:
             self.stop(graceful=False)
             raise
