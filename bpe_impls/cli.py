@@ -134,9 +134,18 @@ def build_parser() -> argparse.ArgumentParser:
                         help=f"bytes read at a time; memory is a few blocks per thread (default {DEFAULT_BLOCK_SIZE})")
     _add_common(encode)
 
-    decode = commands.add_parser("decode", help="decode a .npy array of token ids to text")
+    decode = commands.add_parser(
+        "decode", help="decode token ids (a .npy array or a raw .bin from `bpe encode`) to text",
+        description="Decode the ids `bpe encode` wrote back to UTF-8 text. A .npy file carries its dtype; "
+                    "a .bin file has no header, so its ids are read as bpe encode wrote them: little-endian, "
+                    "uint16 when the tokenizer's vocab fits in 65536 ids, else uint32 (--dtype overrides).",
+    )
     decode.add_argument("--tokenizer", type=Path, required=True, help=_TOKENIZER_HELP)
-    decode.add_argument("input", type=Path, help=".npy file of token ids")
+    decode.add_argument("input", type=Path, help=".npy or .bin file of token ids")
+    decode.add_argument("--format", choices=OUTPUT_FORMATS, default=None,
+                        help="npy or bin (default: bin if the input ends in .bin, else npy, as bpe encode chooses)")
+    decode.add_argument("--dtype", choices=("uint16", "uint32"), default=None,
+                        help="a .bin file's id type (default: the one bpe encode uses for this tokenizer)")
     decode.add_argument("--out", type=Path, default=None, help="output text file (default: stdout)")
     _add_common(decode)
 
@@ -335,15 +344,34 @@ def _require_npy(path: Path) -> None:
         raise CorpusError(f"{path}: not a readable .npy file: it does not start with the NumPy header")
 
 
+def _load_bin(path: Path, dtype: np.dtype) -> np.ndarray:
+    """A headerless little-endian file of ids, as `bpe encode --format bin` writes it."""
+    try:
+        size = path.stat().st_size
+    except OSError as exc:
+        raise CorpusError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    if size % dtype.itemsize:
+        raise CorpusError(f"{path}: {size} bytes is not a whole number of {dtype.name} ids "
+                          f"({dtype.itemsize} bytes each); check --dtype")
+    if size == 0:  # numpy.memmap refuses an empty file
+        return np.empty(0, dtype)
+    return np.memmap(path, dtype=dtype.newbyteorder("<"), mode="r")
+
+
 def cmd_decode(args: argparse.Namespace) -> int:
     tokenizer = Tokenizer.load(args.tokenizer)
-    _require_npy(args.input)
-    try:
-        ids = np.load(args.input, mmap_mode="r", allow_pickle=False)
-    except (OSError, ValueError, EOFError) as exc:  # EOFError: an empty file
-        raise CorpusError(f"{args.input}: not a readable .npy file ({exc or 'empty file'})") from None
-    if ids.ndim != 1 or ids.dtype.kind not in "iu":
-        raise CorpusError(f"{args.input}: expected a 1-D integer array, got shape {ids.shape} {ids.dtype}")
+    if (args.format or ("bin" if args.input.suffix == ".bin" else "npy")) == "npy":
+        _require_npy(args.input)
+        if args.dtype is not None:
+            raise ConfigError("--dtype is for .bin input; a .npy file carries its own dtype")
+        try:
+            ids = np.load(args.input, mmap_mode="r", allow_pickle=False)
+        except (OSError, ValueError, EOFError) as exc:  # EOFError: an empty file
+            raise CorpusError(f"{args.input}: not a readable .npy file ({exc or 'empty file'})") from None
+        if ids.ndim != 1 or ids.dtype.kind not in "iu":
+            raise CorpusError(f"{args.input}: expected a 1-D integer array, got shape {ids.shape} {ids.dtype}")
+    else:
+        ids = _load_bin(args.input, tokenizer.id_dtype(args.dtype))
     decoder = codecs.getincrementaldecoder("utf-8")("replace")
 
     def pieces() -> Iterator[str]:

@@ -571,3 +571,38 @@ def test_a_failed_background_sync_names_the_target_and_writes_nothing(gpt2_dir, 
         encode_file(Tokenizer.load(gpt2_dir), source, out, "bin", threads=2, block_size=256)
     assert raised.value.filename == str(out) and raised.value.strerror == "Input/output error"
     assert not out.exists() and not list(tmp_path.glob(".ids*"))
+
+
+@pytest.mark.parametrize("n_merges", [100, 65_536])  # uint16 ids, then uint32 ones (65,793 in all)
+def test_encode_then_decode_round_trips_through_bin(tmp_path, n_merges):
+    # A big vocab without training one: merge every pair of single bytes (a valid, if odd, BPE).
+    special = "<|endoftext|>"
+    vocab = {0: special.encode()} | {1 + b: bytes([b]) for b in range(256)}
+    merges = [(bytes([a]), bytes([b])) for a in range(256) for b in range(256)][:n_merges]
+    vocab |= {257 + i: a + b for i, (a, b) in enumerate(merges)}
+    tokenizer = Tokenizer(vocab, merges, [special])
+    tok_dir = tmp_path / "tok"
+    tokenizer.save(tok_dir)
+    text = "héllo wörld, " * 50 + special + " the end"
+    source, ids_path, back = tmp_path / "in.txt", tmp_path / "ids.bin", tmp_path / "back.txt"
+    source.write_text(text, encoding="utf-8")
+    assert run("encode", "--tokenizer", str(tok_dir), str(source), "--out", str(ids_path), "--quiet").returncode == 0
+    expected = tokenizer.encode(text, allowed_special="all")
+    itemsize = 2 if tokenizer.n_vocab <= 1 << 16 else 4
+    assert ids_path.stat().st_size == itemsize * len(expected)
+    result = run("decode", "--tokenizer", str(tok_dir), str(ids_path), "--out", str(back), "--quiet")
+    assert result.returncode == 0, result.stderr
+    assert back.read_text(encoding="utf-8") == text
+
+
+def test_decode_of_a_bin_with_a_torn_last_id_names_the_size(corpus, tmp_path):
+    out = train_dir(corpus, tmp_path / "tok")
+    ids = tmp_path / "ids.bin"
+    ids.write_bytes(np.array([5, 6, 7], dtype="<u2").tobytes() + b"\x01")
+    text = tmp_path / "out.txt"
+    result = run("decode", "--tokenizer", str(out), str(ids), "--out", str(text))
+    assert_one_line_error(result, "ids.bin", "7 bytes is not a whole number of uint16 ids")
+    assert not text.exists()
+    # --dtype reads the same bytes as wider ids (here: not a whole number of uint32 either).
+    result = run("decode", "--tokenizer", str(out), str(ids), "--dtype", "uint32", "--out", str(text))
+    assert_one_line_error(result, "ids.bin", "not a whole number of uint32 ids")
