@@ -177,11 +177,13 @@ def load_special_tokens(path: str | os.PathLike) -> list[str]:
     data = read_json(path)
     if not isinstance(data, list):
         raise TokenizerFileError(f"{path}: expected a JSON list of strings, got {type(data).__name__}")
+    seen: set[str] = set()
     for index, token in enumerate(data):
         if not isinstance(token, str) or not token:
             raise TokenizerFileError(f"{path}: entry {index} is {token!r}, not a non-empty string")
-        if token in data[:index]:
+        if token in seen:
             raise TokenizerFileError(f"{path}: special token {token!r} is listed twice")
+        seen.add(token)
     return data
 
 
