@@ -202,7 +202,9 @@ def build_parser() -> argparse.ArgumentParser:
                              "trainer and the Tokenizer, and with --peers every installed peer on GPT-2's vocab)")
     report.add_argument("--compare-json", type=Path, default=None, help="a `bpe compare --json` file (default: run it)")
     report.add_argument("--scaling-json", type=Path, default=None, help="a `bpe scaling --json` file (default: run it)")
-    report.add_argument("--quick", action="store_true", help="when running them: tiny sizes (seconds)")
+    report.add_argument("--quick", action="store_true",
+                        help="a smoke run (about 1.5 minutes on 2 idle cores): tiny sizes that check the pipeline; "
+                             "the page says its figures are not measurements and greys fits with too few points")
     report.add_argument("--peers", action="store_true", help="when running them: with the peers")
     _add_common(report)
 

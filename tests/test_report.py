@@ -9,6 +9,7 @@ writes a quick report and points BPE_REPORT_HTML at it, and that page is checked
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import re
 import shutil
@@ -95,6 +96,23 @@ def test_report_holds_the_tables_figures_machine_and_commit(inputs, tmp_path, ca
             assert f"{fit.slope:.2f}" in source
     machine = scaling.load_json(scaling_json).machine
     assert machine["cpu"] in source and "commit" in source and ("+dirty" in source or len(machine["commit"]) >= 7)
+
+
+def test_a_quick_report_says_it_is_a_smoke_run_and_greys_thin_fits(inputs, tmp_path):
+    compare_json, scaling_json = inputs  # three generated sizes a factor 4 apart: every fit is thin
+    verdict = tmp_path / "verdict.json"  # given, so that the report does not run bpe verify itself
+    verdict.write_text(json.dumps({"status": "passed", "checked": {
+        "implementations": {"trainer": "builtin:native"}, "clauses": ["ties"], "generated_cases": 1,
+        "real_corpora": []}}), encoding="utf-8")
+    given = {"compare_json": compare_json, "scaling_json": scaling_json, "verify_json": [verdict]}
+    plain = report.write_report(tmp_path / "plain", **given)
+    smoke = report.write_report(tmp_path / "smoke", **given, quick=True)
+    plain_page, smoke_page = plain.read_text(encoding="utf-8"), smoke.read_text(encoding="utf-8")
+    assert "Smoke run" not in plain_page and "(smoke run)</h1>" in smoke_page and 'id="smoke"' in smoke_page
+    assert json.loads(re.search(r'id="data">(.*?)</script>', smoke_page, re.S).group(1))["smoke"] is True
+    thin = re.findall(r'<td class="weak">\(([-0-9.]+)', smoke_page)
+    fits = [f for f in scaling.load_json(scaling_json).fits if f.slope is not None]
+    assert fits and all(f.too_few for f in fits) and len(thin) == len(fits)
 
 
 def test_report_renders_in_a_headless_browser_with_every_figure(inputs, tmp_path):

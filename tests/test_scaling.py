@@ -58,6 +58,28 @@ def test_fit_needs_two_points_for_a_slope_and_three_for_an_interval():
     assert scaling.fit_slope([1, 2, 4], [1.0, None, 16.0])[:3] == (pytest.approx(2.0), None, None)
 
 
+def _curve(xs, seconds):
+    return scaling.Curve("corpus: generated", "train", "route_b", False, "corpus MB",
+                         [scaling.Point(x, s) for x, s in zip(xs, seconds)])
+
+
+@pytest.mark.parametrize(
+    ("xs", "marked"),
+    [([1, 2, 4], "3 points over 4x"),          # --quick's shape: three sizes, a factor 4 apart
+     ([1, 2, 4, 6], "4 points over 6x"),       # enough points, too narrow a range
+     ([1, 2, 4, 8], ""), ([1, 2, 4, 8, 16], "")],
+)
+def test_a_fit_on_too_few_points_is_marked_in_the_table(xs, marked):
+    report = scaling.ScalingReport(sizes={}, curves=[_curve(xs, [0.1 * x for x in xs])])
+    report.fits, report.interval = scaling.fit_curves(report.curves)
+    cell = scaling.exponent_rows(report)[0][3]
+    if marked:
+        assert cell.startswith("(1.00") and f"{marked}: too few to fit)" in cell
+        assert "too few for the slope to mean anything" in scaling.format_scaling(report)
+    else:
+        assert cell.startswith("1.00") and "too few" not in scaling.format_scaling(report)
+
+
 # --- per-merge statistics -------------------------------------------------------------------------
 
 

@@ -38,7 +38,8 @@ h1 { font-size: 1.6em; } h2 { margin-top: 2em; border-bottom: 1px solid #ccc; }
 table { border-collapse: collapse; margin: 0.8em 0; font-size: 0.9em; }
 th, td { border: 1px solid #ddd; padding: 3px 8px; text-align: right; }
 th { background: #f3f5f8; } td:first-child, th:first-child { text-align: left; }
-td.text { text-align: left; } .no { color: #b00020; font-weight: bold; }
+td.text { text-align: left; } .no { color: #b00020; font-weight: bold; } .weak { color: #999; }
+.smoke { background: #fff4d6; border: 1px solid #e0c060; padding: 0.6em 1em; }
 figure { margin: 1em 0; } figure svg { max-width: 100%; height: auto; }
 .note { color: #555; font-size: 0.9em; }
 """
@@ -68,6 +69,8 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[Any]], text_columns: S
             classes = ["text"] if i in text_columns else []
             if value == "NO":
                 classes.append("no")
+            elif value.endswith("too few to fit)"):  # scaling's marking of a slope that means nothing
+                classes.append("weak")
             cells.append(f"<td class=\"{' '.join(classes)}\">{value}</td>" if classes else f"<td>{value}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
@@ -116,6 +119,9 @@ def scaling_section(report: scaling.ScalingReport) -> str:
              "text MB. Each point is one measurement in a fresh process (best of 3 when under a second); the "
              "machine is shared, so single points are noisy.</p>",
              _table(scaling.EXPONENT_HEADER, scaling.exponent_rows(report), text_columns=(0, 1, 2, 7, 8))]
+    if any(fit.too_few for fit in report.fits):
+        parts.append(f"<p class=\"note\">Greyed, in parentheses: a slope from fewer than {scaling.MIN_FIT_POINTS} "
+                     f"points or over x spanning less than {scaling.MIN_FIT_SPAN:g}x; too few to mean anything.</p>")
     for study, slope in scaling.heaps_exponents(report.curves).items():
         parts.append(f"<p class=\"note\">{html.escape(study)}: distinct pre-token bytes grow as corpus "
                      f"MB<sup>{_fmt(slope)}</sup> (Heaps' law), which bounds the merge phase's growth.</p>")
@@ -185,12 +191,20 @@ def _without_tables(verdict: dict[str, Any]) -> dict[str, Any]:
     return {**verdict, "counterexample": kept}
 
 
+SMOKE_NOTE = ("Smoke run (bpe report --quick): tiny sizes that check the whole pipeline in a minute or two. "
+              "Its timings are too small and its fits have too few points to be measurements; run "
+              "bpe report without --quick for figures to quote.")
+
+
 def render(compare_report: compare.Report | None, scaling_report: scaling.ScalingReport | None,
-           machine: dict[str, Any], verdicts: Sequence[dict[str, Any]] = ()) -> str:
-    """The whole page as a string."""
-    sections = [f"<h1>bpe_impls benchmark report</h1><p>Commit <code>{html.escape(str(machine.get('commit')))}</code>"
-                f" on {html.escape(str(machine.get('cpu')))}, {machine.get('cores')} cores.</p>",
-                "<h2>Machine</h2>", machine_section(machine)]
+           machine: dict[str, Any], verdicts: Sequence[dict[str, Any]] = (), smoke: bool = False) -> str:
+    """The whole page as a string; `smoke` marks it as a --quick run's."""
+    sections = [f"<h1>bpe_impls benchmark report{' (smoke run)' if smoke else ''}</h1>"]
+    if smoke:
+        sections.append(f"<p class=\"smoke\" id=\"smoke\">{html.escape(SMOKE_NOTE)}</p>")
+    sections += [f"<p>Commit <code>{html.escape(str(machine.get('commit')))}</code>"
+                 f" on {html.escape(str(machine.get('cpu')))}, {machine.get('cores')} cores.</p>",
+                 "<h2>Machine</h2>", machine_section(machine)]
     if compare_report is not None:
         sections += ["<h2>bpe compare: every trainer and encoder on one corpus</h2>", compare_section(compare_report)]
     if scaling_report is not None:
@@ -200,7 +214,7 @@ def render(compare_report: compare.Report | None, scaling_report: scaling.Scalin
                      verification_section(verdicts)]
     data = {"compare": asdict(compare_report) if compare_report else None,
             "scaling": asdict(scaling_report) if scaling_report else None, "machine": machine,
-            "verify": [_without_tables(verdict) for verdict in verdicts]}
+            "verify": [_without_tables(verdict) for verdict in verdicts], "smoke": smoke}
     # "</" would end the script element early; JSON allows "<\/" for it.
     payload = json.dumps(data).replace("</", "<\\/")
     policy = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:"
@@ -259,5 +273,5 @@ def write_report(
         verdicts = run_verification(quick, peers, log)
     page = out_dir / "index.html"
     with atomic_write(page, "w", encoding="utf-8") as out:
-        out.write(render(compare_report, scaling_report, describe_machine(), verdicts))
+        out.write(render(compare_report, scaling_report, describe_machine(), verdicts, smoke=quick))
     return page

@@ -57,7 +57,7 @@ REPEAT_BELOW = 0.5  # a measurement faster than this many seconds is repeated (b
 @dataclass(frozen=True)
 class Sizes:
     """What one run measures. DEFAULT takes about 5 minutes on 2 idle cores (8 on a busy machine);
-    QUICK well under a minute. The corpus studies use a small vocab (320: 63 merges) so that naive,
+    QUICK, a smoke run of the pipeline whose fits have too few points to mean anything, under a minute. The corpus studies use a small vocab (320: 63 merges) so that naive,
     whose merge phase is O(merges x corpus), still gets several sizes within the budget."""
 
     generated_mb: tuple[float, ...]
@@ -138,6 +138,7 @@ class Fit:
     points: int
     expected: str
     note: str = ""
+    too_few: str = ""  # why the slope is not to be trusted (too few points, too narrow a range), or ""
 
 
 @dataclass
@@ -193,6 +194,20 @@ def _expected(curve: Curve) -> str:
 
 TIME, DISTINCT, MEMORY = "seconds vs x", "seconds vs distinct pre-token bytes", "peak MB vs x"
 
+# A slope from fewer points, or over a narrower range of x, is mostly noise (a smoke run's three
+# points over 4x have given -1.87 for a merge phase that grows); it is shown, marked as such.
+MIN_FIT_POINTS, MIN_FIT_SPAN = 4, 8.0
+
+
+def _too_few(xs: Sequence[float | None], ys: Sequence[float | None]) -> str:
+    used = [x for x, y in zip(xs, ys) if x and y and x > 0 and y > 0]
+    if not used:
+        return ""
+    span = max(used) / min(used)
+    if len(used) < MIN_FIT_POINTS or span < MIN_FIT_SPAN:
+        return f"{len(used)} points over {span:.3g}x: too few to fit"
+    return ""
+
 
 def fit_curves(curves: Sequence[Curve]) -> tuple[list[Fit], str]:
     """A Fit of seconds (and, for the merge phase, peak MB) against x for every curve, plus merge
@@ -211,7 +226,8 @@ def fit_curves(curves: Sequence[Curve]) -> tuple[list[Fit], str]:
             slope, low, high, how = fit_slope(xs, ys)
             method = method or how
             fits.append(Fit(curve.study, curve.metric, curve.name, curve.peer, quantity, slope, low, high,
-                            sum(1 for x, y in zip(xs, ys) if x and y), _expected(curve), "; ".join(curve.skipped)))
+                            sum(1 for x, y in zip(xs, ys) if x and y), _expected(curve), "; ".join(curve.skipped),
+                            _too_few(xs, ys) if slope is not None else ""))
     return fits, method
 
 
@@ -489,6 +505,8 @@ def _exponent(fit: Fit | None) -> str:
     if fit is None or fit.slope is None:
         return "-"
     interval = f" [{_cell(fit.low)}, {_cell(fit.high)}]" if fit.low is not None else ""
+    if fit.too_few:
+        return f"({fit.slope:.2f}{interval}; {fit.too_few})"
     return f"{fit.slope:.2f}{interval}"
 
 
@@ -540,6 +558,9 @@ def format_scaling(report: ScalingReport) -> str:
     out = [f"scaling exponents k of cost ~ x^k: log-log least-squares slope, 95% interval by "
            f"{report.interval or '-'}; x is the study's axis (corpus MB, merges, text MB)", ""]
     out.append(_text_table(EXPONENT_HEADER, exponent_rows(report)))
+    if any(fit.too_few for fit in report.fits):
+        out.append(f"(in parentheses: fewer than {MIN_FIT_POINTS} points or x over less than {MIN_FIT_SPAN:g}x, "
+                   "too few for the slope to mean anything; --quick runs are smoke runs)")
     for study, slope in heaps_exponents(report.curves).items():
         out.append(f"{study}: distinct pre-token bytes grow as corpus MB^{_cell(slope)} (Heaps' law)")
     stats = stats_rows(report)
