@@ -290,7 +290,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     written = Tokenizer(vocab, merges, args.special_tokens, pattern=args.pattern).save(args.out, args.format)
     print(
         f"trained {len(merges)} merges (vocab {len(vocab)}) with {args.impl} in {seconds:.2f} s; "
-        f"peak RSS of the main process {_peak_rss_mb():.0f} MB; wrote {_listing(written)}"
+        f"peak RSS of the main process {_peak_rss_mb():.0f} MB (interpreter and libraries included, "
+        f"unlike memray's heap peak); wrote {_listing(written)}"
     )
     return 0
 
