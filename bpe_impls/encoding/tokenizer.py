@@ -138,7 +138,7 @@ class Tokenizer:
         self.special_tokens = validate_special_tokens(tuple(special_ids))
         self._encoder_name = "native"
         self._packed = packed
-        self._n_vocab = max(packed.max_rank, *special_ids.values()) + 1
+        self._n_vocab = max([packed.max_rank, *special_ids.values()]) + 1
         self._merge_count = len(packed.tables.merges) // 12
         self.special_token_ids = dict(special_ids)
         self._encoder = compiled.core().Encoder(packed.tables.byte_ids, packed.tables.merges, cache_size, scanner)

@@ -414,7 +414,7 @@ def load_packed(
     ):
         return None
     n_vocab = header.n_vocab
-    if n_vocab is not None and (n_vocab != len(ranks) + len(used) or max(max_rank, *used) != n_vocab - 1):
+    if n_vocab is not None and (n_vocab != len(ranks) + len(used) or max([max_rank, *used]) != n_vocab - 1):
         return None
     return PackedTokenizer(tables, special_ids, header.pattern, max_rank)
 
