@@ -269,9 +269,12 @@ done:
 
 /* Scratch for token_merge, for tokens of up to cap bytes. */
 typedef struct {
-    uint32_t *next, *prev;
+    uint32_t *next, *prev, *pair;
     uint64_t *heap;
-    size_t cap, heap_cap;
+    size_t cap;
+    /* pair2[x << 8 | y]: the rank of the two-byte token xy, NOT_FOUND if
+     * none: the first round's lookups, without hashing */
+    uint32_t *pair2;
 } Work;
 
 static int
@@ -282,13 +285,25 @@ work_reserve(Work *w, size_t len)
     }
     free(w->next);
     free(w->prev);
+    free(w->pair);
     free(w->heap);
     w->cap = len;
-    w->heap_cap = 3 * len + 1;
     w->next = malloc((len + 1) * sizeof(uint32_t));
     w->prev = malloc((len + 1) * sizeof(uint32_t));
-    w->heap = malloc(w->heap_cap * sizeof(uint64_t));
-    return w->next && w->prev && w->heap ? 0 : -1;
+    w->pair = malloc((len + 1) * sizeof(uint32_t));
+    /* len - 1 pairs at first, then at most two pushes per merge */
+    w->heap = malloc((3 * len + 1) * sizeof(uint64_t));
+    return w->next && w->prev && w->pair && w->heap ? 0 : -1;
+}
+
+static void
+work_free(Work *w)
+{
+    free(w->next);
+    free(w->prev);
+    free(w->pair);
+    free(w->heap);
+    free(w->pair2);
 }
 
 static void
@@ -340,54 +355,57 @@ rank_below(const Ranks *r, const unsigned char *s, size_t a, size_t b,
     return k != NOT_FOUND && r->rank[k] < below ? r->rank[k] : NOT_FOUND;
 }
 
-/* tiktoken's BPE on s[0:len] with the ranks below `below`: 1 with the split
- * point in *split if it ends in exactly two pieces, else 0. */
+/* tiktoken's BPE on s[0:len] (len >= 2) with the ranks below `below`: 1
+ * with the split point in *split if it ends in exactly two pieces, else 0.
+ * pair[i] is the rank of the pair starting at piece i (NOT_FOUND: none
+ * below `below`), kept current, so a heap entry is stale exactly when it
+ * differs; prev[i] == len marks a piece merged into its left neighbour. */
 static int
 token_merge(const Ranks *r, const unsigned char *s, size_t len,
             uint32_t below, Work *w, size_t *split)
 {
-    uint32_t *next = w->next, *prev = w->prev;
+    if (len == 2) {
+        *split = 1; /* the only pair is the token itself, not below it */
+        return 1;
+    }
+    uint32_t *next = w->next, *prev = w->prev, *pair = w->pair;
     uint64_t *heap = w->heap;
     size_t count = 0, pieces = len;
     for (size_t i = 0; i < len; i++) {
         next[i] = (uint32_t)(i + 1);
         prev[i] = (uint32_t)i - 1; /* UINT32_MAX for the first */
+        pair[i] = NOT_FOUND;
     }
     for (size_t i = 0; i + 1 < len; i++) {
-        uint32_t rank = rank_below(r, s, i, i + 2, below);
-        if (rank != NOT_FOUND) {
+        uint32_t rank = w->pair2[s[i] << 8 | s[i + 1]];
+        if (rank < below) {
+            pair[i] = rank;
             heap_push(heap, &count, (uint64_t)rank << 32 | i);
         }
     }
     while (count > 0) {
         uint64_t top = heap_pop(heap, &count);
         uint32_t rank = (uint32_t)(top >> 32), i = (uint32_t)top;
-        uint32_t j = next[i];
-        /* i merged into its left neighbour (prev[i] set to len), or is last */
-        if (prev[i] == (uint32_t)len || j >= len) {
-            continue;
+        if (prev[i] == (uint32_t)len || pair[i] != rank) {
+            continue; /* stale: merged away, or a neighbour merged since */
         }
-        uint32_t end = next[j];
-        if (rank_below(r, s, i, end, below) != rank) {
-            continue; /* stale: a neighbour merged since it was pushed */
-        }
+        uint32_t j = next[i], end = next[j];
         next[i] = end;
         prev[j] = (uint32_t)len;
+        pieces--;
+        pair[i] = NOT_FOUND;
         if (end < len) {
             prev[end] = i;
-        }
-        pieces--;
-        if (end < len) {
-            uint32_t right = rank_below(r, s, i, next[end], below);
-            if (right != NOT_FOUND) {
-                heap_push(heap, &count, (uint64_t)right << 32 | i);
+            pair[i] = rank_below(r, s, i, next[end], below);
+            if (pair[i] != NOT_FOUND) {
+                heap_push(heap, &count, (uint64_t)pair[i] << 32 | i);
             }
         }
         uint32_t p = prev[i];
         if (p != UINT32_MAX) {
-            uint32_t left = rank_below(r, s, p, end, below);
-            if (left != NOT_FOUND) {
-                heap_push(heap, &count, (uint64_t)left << 32 | p);
+            pair[p] = rank_below(r, s, p, end, below);
+            if (pair[p] != NOT_FOUND) {
+                heap_push(heap, &count, (uint64_t)pair[p] << 32 | p);
             }
         }
     }
@@ -517,9 +535,15 @@ bpe_rank_file_tables(PyObject *module, PyObject *args)
             byte_ids[b] = r.rank[k];
         }
     }
-    if (status == 0 && r.n > 256) {
-        merges = malloc((r.n - 256) * 3 * sizeof(uint32_t));
-        status = merges == NULL ? -1 : 0;
+    if (status == 0) {
+        merges = malloc((r.n - 256 + 1) * 3 * sizeof(uint32_t));
+        w.pair2 = malloc(65536 * sizeof(uint32_t));
+        status = merges == NULL || w.pair2 == NULL ? -1 : 0;
+    }
+    for (size_t k = 0; status == 0 && k < 65536; k++) {
+        unsigned char two[2] = {(unsigned char)(k >> 8), (unsigned char)k};
+        uint32_t e = ranks_find(&r, two, 2);
+        w.pair2[k] = e == NOT_FOUND ? NOT_FOUND : r.rank[e];
     }
     for (size_t k = 0; status == 0 && k < r.n; k++) {
         const unsigned char *s = r.blob + r.off[k];
@@ -552,9 +576,7 @@ bpe_rank_file_tables(PyObject *module, PyObject *args)
         result = tables_result(&r, merges, n_merges, byte_ids, specials);
     }
     ranks_free(&r);
-    free(w.next);
-    free(w.prev);
-    free(w.heap);
+    work_free(&w);
     free(merges);
     Py_DECREF(specials);
     return result;

@@ -37,6 +37,7 @@ from typing import NamedTuple
 from ...base import compiled
 from ...base.errors import ConfigError, TokenizerFileError
 from ...base.patterns import GPT2, resolve_pattern, validate_special_tokens
+from ..tables import MAX_TOKEN_ID
 from .common import TokenizerData, output_file, read_json, read_text, write_files
 
 RANKS_FILE = "tokenizer.tiktoken"
@@ -356,6 +357,9 @@ def rank_tables_py(data: bytes, path: Path, specials: Sequence[bytes]) -> RankTa
     except UnicodeDecodeError as exc:
         raise TokenizerFileError(f"{path}: not valid UTF-8 at byte {exc.start}") from None
     ranks = parse_ranks(text, path)
+    top = max(ranks.values())
+    if top > MAX_TOKEN_ID:  # (the Tokenizer refuses such an id; the packed tables hold 32 bits)
+        raise TokenizerFileError(f"{path}: rank {top} is too large: token ids go up to 2**32 - 2")
     merges = recover_merges(ranks, str(path))
     order = sorted(ranks.items(), key=lambda item: item[1])
     packed = array("I")
