@@ -34,7 +34,7 @@ setup(
             [
                 "csrc/native_module.c", "csrc/scanner.c", "csrc/utf8.c", "csrc/specials.c", "csrc/bytes_map.c",
                 "csrc/counter.c", "csrc/encoder_cache.c", "csrc/encoder_bpe.c", "csrc/encoder_loop.c",
-                "csrc/encoder_type.c",
+                "csrc/encoder_type.c", "csrc/rank_file.c",
             ],
             include_dirs=["csrc"],
             depends=_HEADERS,

@@ -14,10 +14,38 @@ top the `bpe` command line (cli).
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING
+
 from .base.errors import BpeError, ConfigError, CorpusError, EncodeError, TokenizerFileError, WorkerError
-from .corpus import SkippedRecordsWarning, count_pretokens
-from .encoding import Tokenizer
-from .trainers import DEFAULT_IMPL, IMPLEMENTATIONS, Merges, Trainer, Vocab, get_trainer, train_bpe, train_bpe_from_iterator
+
+# Each name's subpackage is imported when the name is first used (PEP 562), so `from bpe_impls
+# import Tokenizer` does not import the trainers, the corpus layer or their dependencies.
+_LAZY = {
+    "Tokenizer": ".encoding",
+    "SkippedRecordsWarning": ".corpus", "count_pretokens": ".corpus",
+    "DEFAULT_IMPL": ".trainers", "IMPLEMENTATIONS": ".trainers", "Merges": ".trainers", "Trainer": ".trainers",
+    "Vocab": ".trainers", "get_trainer": ".trainers", "train_bpe": ".trainers", "train_bpe_from_iterator": ".trainers",
+}
+
+if TYPE_CHECKING:
+    from .corpus import SkippedRecordsWarning, count_pretokens
+    from .encoding import Tokenizer
+    from .trainers import DEFAULT_IMPL, IMPLEMENTATIONS, Merges, Trainer, Vocab, get_trainer, train_bpe, train_bpe_from_iterator
+
+
+def __getattr__(name: str) -> object:
+    package = _LAZY.get(name)
+    if package is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(package, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
+
 
 __all__ = [
     "train_bpe", "train_bpe_from_iterator", "Tokenizer", "IMPLEMENTATIONS", "DEFAULT_IMPL", "get_trainer", "count_pretokens",

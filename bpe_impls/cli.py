@@ -26,26 +26,16 @@ from .base.errors import BpeError, ConfigError, CorpusError, EncodeError
 from .base.patterns import PRESETS, validate_special_tokens
 from .corpus import SkippedRecordsWarning
 from .encoding import Tokenizer
+from .encoding.encode_file import DEFAULT_BLOCK_SIZE, OUTPUT_FORMATS, encode_file
 from .encoding.formats import FORMATS
 from .harness.generators import web
 from .harness.generators.tinystories import default_corpus, parse_size, write_corpus
+from .harness.verify import PEER_NAMES
 from .trainers import DEFAULT_IMPL, IMPLEMENTATIONS, canonical_name, train_bpe, trainer_names
 from .trainers.common import merge_budget
-from .harness import peers as peer_adapters
-from .harness import scaling
-from .harness.compare import PEER_MODULES, format_report, run_compare, write_json
-from .encoding.encode_file import DEFAULT_BLOCK_SIZE, OUTPUT_FORMATS, encode_file
-from .harness.plots import plot_compare, plot_scaling
-from .harness.report import write_report
-from .harness.verify import (
-    PEER_NAMES,
-    ImplementationError,
-    SearchSettings,
-    Verification,
-    verify_encoder,
-    verify_tokenizer,
-    verify_trainer,
-)
+
+# The harness's heavier parts (compare, scaling, plots, report, the verify engine and Hypothesis)
+# are imported by the commands that use them, so `bpe --help` and `bpe train` start quickly.
 
 IDS_PER_WRITE = 1 << 20
 
@@ -410,6 +400,10 @@ def cmd_decode(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
+    from .harness import peers as peer_adapters
+    from .harness.compare import PEER_MODULES, format_report, run_compare, write_json
+    from .harness.plots import plot_compare
+
     specials = list(validate_special_tokens(args.special_tokens))
     if args.corpus is None:
         args.corpus = default_corpus()
@@ -445,6 +439,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def _require_matplotlib(flag: str) -> None:
+    from .harness import peers as peer_adapters
+
     if not peer_adapters.installed("matplotlib"):  # say so before a run of minutes
         raise ConfigError(f"{flag} needs matplotlib: pip install 'bpe_impls[plot]'")
 
@@ -458,6 +454,9 @@ def _logger(args: argparse.Namespace):
 
 
 def cmd_scaling(args: argparse.Namespace) -> int:
+    from .harness import scaling
+    from .harness.plots import plot_scaling
+
     if args.plot:
         _require_matplotlib("--plot")
     for path in args.real or []:
@@ -483,6 +482,8 @@ def cmd_scaling(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    from .harness.report import write_report
+
     _require_matplotlib("bpe report")
     for path in (args.compare_json, args.scaling_json, *args.verify_json):
         if path is not None and not path.is_file():
@@ -499,6 +500,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
+    from .harness.verify import ImplementationError, SearchSettings, Verification, verify_encoder, verify_tokenizer, verify_trainer
+
     """0: no divergence; 1: one found; 2: usage, or an implementation that cannot be loaded or called."""
     if not (args.trainer or args.tokenizer or args.encoder):
         print("bpe verify: error: give --trainer, --tokenizer or --encoder", file=sys.stderr)

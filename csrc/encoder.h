@@ -8,4 +8,8 @@
 
 extern BPE_INTERNAL PyTypeObject bpe_EncoderType;
 
+/* rank_file_tables(data, specials): a tiktoken rank file's tables
+ * (rank_file.c). */
+BPE_INTERNAL PyObject *bpe_rank_file_tables(PyObject *module, PyObject *args);
+
 #endif /* BPE_ENCODER_H */

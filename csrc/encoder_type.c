@@ -45,16 +45,12 @@ as_id(PyObject *obj, uint32_t *out, const char *what)
     return 0;
 }
 
-/* The merges (left, right, merged) in rank order into a new pm; a repeated
- * pair keeps its first rank. merges is a tuple the caller owns: the ids'
- * __index__ may run any Python code, but cannot change it. The largest id
- * seen goes to *max_id. */
+/* A new, empty pm with room for n merges: 0, or -1 with MemoryError. */
 static int
-read_merges(PairMap *pm, PyObject *merges, uint32_t *max_id)
+pairs_alloc(PairMap *pm, size_t n)
 {
-    Py_ssize_t n = PyTuple_GET_SIZE(merges);
     size_t capacity = 16;
-    while (capacity < (size_t)n * 2 + 2) {
+    while (capacity < n * 2 + 2) {
         capacity *= 2;
     }
     pm->slots = malloc(capacity * sizeof(PairSlot));
@@ -64,6 +60,36 @@ read_merges(PairMap *pm, PyObject *merges, uint32_t *max_id)
     }
     memset(pm->slots, 0xFF, capacity * sizeof(PairSlot));
     pm->mask = capacity - 1;
+    return 0;
+}
+
+/* Merge (a, b) -> merged with this rank, unless the pair has a rank already. */
+static void
+pairs_add(PairMap *pm, uint32_t a, uint32_t b, uint32_t merged, uint32_t rank)
+{
+    uint64_t key = pair_key(a, b);
+    size_t at = pair_slot(key, pm->mask);
+    while (pm->slots[at].key != EMPTY_PAIR && pm->slots[at].key != key) {
+        at = (at + 1) & pm->mask;
+    }
+    if (pm->slots[at].key == EMPTY_PAIR) {
+        pm->slots[at].key = key;
+        pm->slots[at].rank = rank;
+        pm->slots[at].merged = merged;
+    }
+}
+
+/* The merges (left, right, merged) in rank order into a new pm; a repeated
+ * pair keeps its first rank. merges is a tuple the caller owns: the ids'
+ * __index__ may run any Python code, but cannot change it. The largest id
+ * seen goes to *max_id. */
+static int
+read_merges(PairMap *pm, PyObject *merges, uint32_t *max_id)
+{
+    Py_ssize_t n = PyTuple_GET_SIZE(merges);
+    if (pairs_alloc(pm, (size_t)n) < 0) {
+        return -1;
+    }
     for (Py_ssize_t rank = 0; rank < n; rank++) {
         PyObject *item = PyTuple_GET_ITEM(merges, rank);
         uint32_t a, b, merged;
@@ -80,16 +106,41 @@ read_merges(PairMap *pm, PyObject *merges, uint32_t *max_id)
             return -1;
         }
         *max_id = merged > *max_id ? merged : *max_id;
-        uint64_t key = pair_key(a, b);
-        size_t at = pair_slot(key, pm->mask);
-        while (pm->slots[at].key != EMPTY_PAIR && pm->slots[at].key != key) {
-            at = (at + 1) & pm->mask;
+        pairs_add(pm, a, b, merged, (uint32_t)rank);
+    }
+    return 0;
+}
+
+/* read_merges for the merges packed as native uint32 (left, right, merged)
+ * triples in a bytes object (rank_file_tables' output): no Python object per
+ * merge. */
+static int
+read_packed_merges(PairMap *pm, PyObject *packed, uint32_t *max_id)
+{
+    Py_ssize_t size = PyBytes_GET_SIZE(packed);
+    if (size % (3 * sizeof(uint32_t)) != 0) {
+        PyErr_SetString(PyExc_ValueError,
+                        "packed merges must be whole uint32 triples");
+        return -1;
+    }
+    size_t n = (size_t)size / (3 * sizeof(uint32_t));
+    if (pairs_alloc(pm, n) < 0) {
+        return -1;
+    }
+    const char *p = PyBytes_AS_STRING(packed);
+    for (size_t rank = 0; rank < n; rank++) {
+        uint32_t t[3];
+        memcpy(t, p + rank * sizeof(t), sizeof(t));
+        for (int k = 0; k < 3; k++) {
+            if (t[k] == UINT32_MAX) {
+                PyErr_Format(PyExc_ValueError,
+                             "merge #%zu: id %u is not a token id in "
+                             "0..2**32-2", rank, (unsigned)t[k]);
+                return -1;
+            }
         }
-        if (pm->slots[at].key == EMPTY_PAIR) {
-            pm->slots[at].key = key;
-            pm->slots[at].rank = (uint32_t)rank;
-            pm->slots[at].merged = merged;
-        }
+        *max_id = t[2] > *max_id ? t[2] : *max_id;
+        pairs_add(pm, t[0], t[1], t[2], (uint32_t)rank);
     }
     return 0;
 }
@@ -147,10 +198,18 @@ tables_build(PyObject *byte_ids_arg, PyObject *merges_arg,
         }
         max_id = t->byte_ids[b] > max_id ? t->byte_ids[b] : max_id;
     }
-    merges = PySequence_Tuple(merges_arg);
-    if (merges == NULL || read_merges(&t->pairs, merges, &max_id) < 0 ||
-        tables_fill_byte_pairs(t) < 0)
-    {
+    if (PyBytes_Check(merges_arg)) {
+        if (read_packed_merges(&t->pairs, merges_arg, &max_id) < 0) {
+            goto fail;
+        }
+    }
+    else {
+        merges = PySequence_Tuple(merges_arg);
+        if (merges == NULL || read_merges(&t->pairs, merges, &max_id) < 0) {
+            goto fail;
+        }
+    }
+    if (tables_fill_byte_pairs(t) < 0) {
         goto fail;
     }
     t->id_objects_len =
@@ -163,7 +222,7 @@ tables_build(PyObject *byte_ids_arg, PyObject *merges_arg,
     t->cache_size = (size_t)cache_size;
     t->pattern = pattern;
     Py_DECREF(byte_seq);
-    Py_DECREF(merges);
+    Py_XDECREF(merges);
     return t;
 fail:
     tables_free(t);
@@ -824,7 +883,8 @@ BPE_INTERNAL PyTypeObject bpe_EncoderType = {
     .tp_name = "bpe_impls._native.Encoder",
     .tp_doc = "Encoder(byte_ids, merges, cache_size=65536, pattern='gpt2'): "
               "BPE with a rank table and a cache.\n\nbyte_ids: the id of each "
-              "byte 0..255; merges: (left, right, merged) ids in rank order; "
+              "byte 0..255; merges: (left, right, merged) ids in rank order (or "
+              "a bytes of native uint32 triples); "
               "pattern: the split pattern of the text, 'gpt2', 'cl100k' or "
               "'o200k'.",
     .tp_basicsize = sizeof(EncoderObject),

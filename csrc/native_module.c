@@ -330,6 +330,11 @@ static PyMethodDef module_methods[] = {
      "bounds of contiguous runs of the list's items (each a kind: str or "
      "bytes) of about equal total size: total size // min_size of them, "
      "clamped to [min_parts, max_parts]."},
+    {"rank_file_tables", bpe_rank_file_tables, METH_VARARGS,
+     "rank_file_tables(data, specials)\n--\n\nA tiktoken rank file's "
+     "bytes read into (blob, offsets, ranks, merges, byte_ids, "
+     "special_ranks), the merges rebuilt from the ranks; None if the file "
+     "is not of the plain form or has a fault (see csrc/rank_file.c)."},
     {NULL, NULL, 0, NULL},
 };
 

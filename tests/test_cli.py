@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 
 from bpe_impls import IMPLEMENTATIONS, Tokenizer, cli, count_pretokens
 from bpe_impls.base.errors import ConfigError, CorpusError
+from bpe_impls.harness import compare as compare_module
 from bpe_impls.encoding.encode_file import encode_file
 from bpe_impls.encoding.encoders import ENCODERS
 from bpe_impls.trainers import naive
@@ -254,7 +255,7 @@ def test_plot_without_matplotlib_fails_before_the_run_naming_the_extra(corpus, t
     real_find_spec = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "matplotlib" else real_find_spec(name, *a))
     started = []
-    monkeypatch.setattr(cli, "run_compare", lambda *a, **k: started.append(1))
+    monkeypatch.setattr(compare_module, "run_compare", lambda *a, **k: started.append(1))
     assert cli.main(["compare", str(corpus), "--vocab-size", "300", "--plot", str(tmp_path / "r.png"), "--quiet"]) == 1
     assert capsys.readouterr().err.strip() == "bpe: error: --plot needs matplotlib: pip install 'bpe_impls[plot]'"
     assert started == [] and not (tmp_path / "r.png").exists()
@@ -263,7 +264,7 @@ def test_plot_without_matplotlib_fails_before_the_run_naming_the_extra(corpus, t
 def test_missing_peers_are_named_not_silently_dropped(corpus, monkeypatch, capsys):
     real_find_spec = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "rustbpe" else real_find_spec(name, *a))
-    monkeypatch.setattr(cli, "run_compare", lambda *a, **k: (_ for _ in ()).throw(KeyboardInterrupt))
+    monkeypatch.setattr(compare_module, "run_compare", lambda *a, **k: (_ for _ in ()).throw(KeyboardInterrupt))
     assert cli.main(["compare", str(corpus), "--vocab-size", "300", "--peers", "--quiet"]) == 130
     err = capsys.readouterr().err
     assert "bpe: note: peers not installed, left out: rustbpe (pip install 'bpe_impls[peers]')" in err

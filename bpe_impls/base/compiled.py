@@ -9,16 +9,23 @@ test the pure-Python path on a machine that has it.
 The C scanners need the class of each code point (letter, number, whitespace, other, and o200k's
 two letter sets), which they get from here, computed by the same `regex` module and the same class
 names as the preset patterns: whatever Unicode version `regex` has, both paths split text
-identically.
+identically. Computing that table takes a fifth of a second, so it is kept in the cache folder
+(base/cache.py), in a file named by the `regex` version and Python's Unicode version: a new
+`regex` computes it again.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
+import tempfile
 import threading
+import unicodedata
+from pathlib import Path
 
 import regex
 
+from .cache import cache_dir
 from .patterns import PRESETS, SplitPattern
 
 try:
@@ -81,6 +88,42 @@ def char_classes() -> bytes:
     return bytes(table)
 
 
+# Names what the table's content depends on besides `regex`; bump it when char_classes changes.
+_TABLE_VERSION = 1
+
+
+def _table_path() -> Path:
+    return cache_dir() / (
+        f"char-classes-v{_TABLE_VERSION}-regex-{regex.__version__}-unicode-{unicodedata.unidata_version}.bin"
+    )
+
+
+def cached_char_classes() -> bytes:
+    """`char_classes()`, read from the cache folder when it holds them for this `regex` (checked
+    against the digest stored with them), else computed and written there for the next process. A
+    cache that cannot be written is only slower."""
+    path = _table_path()
+    try:
+        stored = path.read_bytes()
+    except OSError:
+        stored = b""
+    digest, table = stored[:32], stored[32:]
+    if len(table) == _CODEPOINTS and hashlib.sha256(table).digest() == digest:
+        return table
+    table = char_classes()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path.parent, prefix=f".{path.name}.", delete=False) as handle:
+            handle.write(hashlib.sha256(table).digest() + table)
+        os.replace(handle.name, path)
+    except OSError:
+        try:
+            os.unlink(handle.name)
+        except (OSError, NameError):
+            pass
+    return table
+
+
 def scanner_name(pattern: SplitPattern) -> str | None:
     """The name of the compiled scanner that splits text as `pattern` does ("gpt2", "cl100k" or
     "o200k": the presets, each with its settle rule), or None for any other pattern (the regex
@@ -101,6 +144,6 @@ def core():
     if not _loaded:
         with _loading:
             if not _loaded:
-                _native.set_char_classes(char_classes())
+                _native.set_char_classes(cached_char_classes())
                 _loaded = True
     return _native

@@ -17,18 +17,17 @@ from __future__ import annotations
 import gc
 import io
 import os
+import sys
 import warnings
 from bisect import bisect_left
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence, Set
 from concurrent.futures import ThreadPoolExecutor
-from functools import lru_cache, partial
+from functools import cached_property, lru_cache, partial
 from itertools import accumulate, chain, pairwise
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-import numpy as np
-import numpy.typing as npt
 import regex
 
 from ..base import compiled
@@ -36,9 +35,13 @@ from ..base.checks import require_int, resolve_workers
 from ..base.errors import ConfigError, EncodeError
 from ..base.patterns import SplitPattern, resolve_pattern, validate_special_tokens
 from .encoders import ENCODERS, default_encoder
-from .formats import FORMATS, TokenizerData, detect, gpt2, hf, tiktoken_file
-from .formats.common import special_ids_match
-from .tables import build_tables
+from .tables import MAX_TOKEN_ID, build_tables
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+    from .formats import tiktoken_file
 
 _T = TypeVar("_T")
 # What the encode methods take: a str, or its UTF-8 as bytes (text read from a file: no str built).
@@ -49,7 +52,7 @@ DisallowedSpecial = Literal["all"] | Collection[str]
 # Characters encode_iterable gathers before it encodes: per-call costs vanish, memory stays small.
 _ITERABLE_BATCH = 1 << 15
 # The id dtypes the numpy methods give (native byte order): the smallest that holds every id.
-_ID_DTYPES = {"uint16": np.dtype(np.uint16), "uint32": np.dtype(np.uint32)}
+_ID_DTYPES = ("uint16", "uint32")
 # A threaded batch is cut into up to this many runs per thread, each of at least _MIN_RUN_BYTES.
 _RUNS_PER_THREAD = 8
 _MIN_RUN_BYTES = 1 << 16
@@ -112,9 +115,50 @@ class Tokenizer:
         self._n_vocab = max(self._vocab) + 1  # (the numpy methods ask on every call)
         self._merges = self._tables.merges
         self.special_token_ids = self._tables.special_token_ids
+        self._merge_count = len(self._merges)
         self._encoder = ENCODERS[encoder](self._tables.byte_ids, self._tables.ranks, cache_size, self.pattern)
         self._special_bytes = [special.encode("utf-8") for special in self.special_tokens]
         self._special_id_list = [self.special_token_ids[special] for special in self.special_tokens]
+
+    @classmethod
+    def _from_packed(cls, packed: tiktoken_file.PackedTokenizer, cache_size: int = 2**18) -> Tokenizer | None:
+        """The tokenizer `cls(vocab, merges, specials, pattern=...)` builds from a rank file read by
+        `tiktoken_file.load_packed`, built from its packed tables with no Python object per token
+        (the vocab and merges are made on first use), with the compiled encoder. None where that
+        constructor would do more than the packed tables say (an id it refuses, an encoder other
+        than the compiled one): the caller then takes the general path."""
+        pattern = packed.pattern
+        scanner = compiled.scanner_name(pattern)
+        special_ids = packed.special_token_ids
+        if default_encoder(pattern) != "native" or scanner is None or max(special_ids.values(), default=0) > MAX_TOKEN_ID:
+            return None
+        self = cls.__new__(cls)
+        self.pattern = pattern
+        self._cache_size = require_int(cache_size, "cache_size", minimum=0)
+        self.special_tokens = validate_special_tokens(tuple(special_ids))
+        self._encoder_name = "native"
+        self._packed = packed
+        self._n_vocab = max([packed.max_rank, *special_ids.values()]) + 1
+        self._merge_count = len(packed.tables.merges) // 12
+        self.special_token_ids = dict(special_ids)
+        self._encoder = compiled.core().Encoder(packed.tables.byte_ids, packed.tables.merges, cache_size, scanner)
+        self._special_bytes = [special.encode("utf-8") for special in self.special_tokens]
+        self._special_id_list = [special_ids[special] for special in self.special_tokens]
+        return self
+
+    @cached_property
+    def _vocab(self) -> dict[int, bytes]:
+        # Only a tokenizer made by _from_packed gets here (the constructor sets _vocab).
+        vocab = self._packed.tables.tokens()
+        for special, token_id in self.special_token_ids.items():
+            vocab[token_id] = special.encode("utf-8")
+        return vocab if all(map(int.__lt__, vocab, list(vocab)[1:])) else dict(sorted(vocab.items()))
+
+    @cached_property
+    def _merges(self) -> list[tuple[bytes, bytes]]:
+        vocab = self._vocab
+        triples = memoryview(self._packed.tables.merges).cast("I").tolist()
+        return [(vocab[left], vocab[right]) for left, right in zip(triples[0::3], triples[1::3])]
 
     # --- files -------------------------------------------------------------------------------
 
@@ -143,6 +187,9 @@ class Tokenizer:
         gpt2 directory's sidecars, and are refused for an HF file or a .tiktoken with a sidecar,
         which say it themselves. `options` go to the constructor (encoder, cache_size).
         """
+        from .formats import FORMATS, detect, gpt2, tiktoken_file  # (the formats load with the first file)
+        from .formats.common import special_ids_match
+
         if merges_path is not None:
             if format not in (None, "gpt2"):
                 raise ConfigError(f"merges_path is for the gpt2 format, not {format!r}")
@@ -162,6 +209,12 @@ class Tokenizer:
                 saved_pattern if pattern is None else pattern, options,
             )
         if format == "tiktoken":
+            if set(options) <= {"encoder", "cache_size"} and options.get("encoder", "native") == "native":
+                packed = tiktoken_file.load_packed(where, pattern, special_tokens)
+                cache = options.get("cache_size", 2**18)
+                tokenizer = cls._from_packed(packed, cache) if packed is not None else None  # type: ignore[arg-type]
+                if tokenizer is not None:
+                    return tokenizer
             data = tiktoken_file.load(where, pattern, special_tokens)
         else:
             if special_tokens is not None:
@@ -180,6 +233,8 @@ class Tokenizer:
         special_tokens: Sequence[str] | Mapping[str, int] | None, pattern: str | SplitPattern | None,
         options: dict[str, object],
     ) -> Tokenizer:
+        from .formats import gpt2
+
         vocab, merges = gpt2.load_tokenizer_files(vocab_path, merges_path)
         if pattern is not None:
             options["pattern"] = pattern
@@ -225,6 +280,8 @@ class Tokenizer:
         NAME.tiktoken.json if the path ends in .tiktoken; refused (naming the token) where tiktoken's
         rank-order merging would not give this tokenizer's ids.
         """
+        from .formats import FORMATS, TokenizerData
+
         if format not in FORMATS:
             raise ConfigError(f"unknown format {format!r}; choose from {', '.join(FORMATS)}")
         data = TokenizerData(self._vocab, self._merges, self.special_tokens, self.pattern, self.special_token_ids)
@@ -257,7 +314,7 @@ class Tokenizer:
 
     def __repr__(self) -> str:
         return (
-            f"Tokenizer(n_vocab={self.n_vocab}, merges={len(self._merges)}, "
+            f"Tokenizer(n_vocab={self.n_vocab}, merges={self._merge_count}, "
             f"special_tokens={list(self.special_tokens)!r}, encoder={self._encoder_name!r}, "
             f"cache_size={self._cache_size}, pattern={self.pattern.name!r})"
         )
@@ -337,8 +394,9 @@ class Tokenizer:
     def id_dtype(self, dtype: npt.DTypeLike | None = None) -> np.dtype:
         """The dtype of the numpy methods' ids: `dtype` if given (uint16 or uint32, and uint16 only
         when every id fits), else uint16 when n_vocab <= 65536, else uint32."""
+        np = _numpy()
         if dtype is None:
-            return _ID_DTYPES["uint16" if self.n_vocab <= 1 << 16 else "uint32"]
+            return np.dtype(np.uint16 if self.n_vocab <= 1 << 16 else np.uint32)
         try:
             chosen = np.dtype(dtype)
         except TypeError:
@@ -347,7 +405,7 @@ class Tokenizer:
             raise ConfigError(f"unknown id dtype {dtype!r}; choose uint16 or uint32")
         if chosen.itemsize == 2 and self.n_vocab > 1 << 16:
             raise ConfigError(f"dtype uint16 cannot hold this vocab's ids (n_vocab {self.n_vocab} > 65536)")
-        return _ID_DTYPES[chosen.name]
+        return np.dtype(chosen.name)
 
     def encode_to_numpy(
         self, text: Text, dtype: npt.DTypeLike | None = None, *,
@@ -357,7 +415,7 @@ class Tokenizer:
         chosen = self.id_dtype(dtype)
         specials, ids = self._specials(allowed_special, disallowed_special, text)
         buffer = _on_text(self._encoder.encode_utf8_buffer, text, specials, ids, itemsize=chosen.itemsize)
-        return np.frombuffer(buffer, dtype=chosen)
+        return _numpy().frombuffer(buffer, dtype=chosen)
 
     def encode_batch(
         self, texts: Sequence[Text], num_threads: int | None = None, *,
@@ -492,7 +550,8 @@ class Tokenizer:
     def decode_bytes(self, ids: Iterable[int] | np.ndarray) -> bytes:
         """The concatenated bytes of the tokens. `ids` holds ints (or numpy integers, or is an
         integer numpy array); anything else, a bool or float among them, is a TypeError naming it."""
-        if isinstance(ids, np.ndarray):
+        np = sys.modules.get("numpy")  # (an array can only come from numpy already imported)
+        if np is not None and isinstance(ids, np.ndarray):
             if ids.dtype.kind not in "iu":
                 raise TypeError(f"expected an integer array of ids, got dtype {ids.dtype}")
             ids = ids.tolist()
@@ -518,11 +577,12 @@ class Tokenizer:
 
 def _as_ids(ids: list) -> list[int]:
     """The ids as ints: numpy integers converted; anything else a TypeError naming its position."""
+    np = sys.modules.get("numpy")
     out = []
     for position, token_id in enumerate(ids):
         if type(token_id) is int:
             out.append(token_id)
-        elif isinstance(token_id, np.integer):
+        elif np is not None and isinstance(token_id, np.integer):
             out.append(int(token_id))
         else:
             raise TypeError(f"token id at position {position} is {token_id!r} ({type(token_id).__name__}), not an int")
@@ -595,11 +655,24 @@ def _batch_runs(items: list, kind: type, max_parts: int, min_parts: int, min_siz
     return sorted(bounds)
 
 
-_BATCH_RUNS = compiled.core().batch_runs if compiled.AVAILABLE else _batch_runs
+def _batch_runs_fast(items: list, kind: type, max_parts: int, min_parts: int, min_size: int) -> list[int]:
+    """`_batch_runs` in the compiled core where it was built."""
+    return compiled.core().batch_runs(items, kind, max_parts, min_parts, min_size)
+
+
+_BATCH_RUNS = _batch_runs_fast if compiled.AVAILABLE else _batch_runs
+
+
+def _numpy():
+    """numpy, imported by the methods that return arrays: a tokenizer that only gives lists never pays for it."""
+    import numpy
+
+    return numpy
 
 
 def _join_runs(results: Sequence[tuple[bytearray, bytearray]], dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
     """One (ids, offsets) from each run's buffers, in order."""
+    np = _numpy()
     if not results:
         return np.empty(0, dtype=dtype), np.zeros(1, dtype=np.int64)
     ids = [np.frombuffer(buffer, dtype=dtype) for buffer, _ in results]

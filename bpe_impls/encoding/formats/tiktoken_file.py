@@ -27,11 +27,17 @@ import base64
 import binascii
 import json
 import os
+from array import array
 from collections.abc import Mapping, Sequence
+from heapq import heapify, heappop, heappush
+from itertools import accumulate
 from pathlib import Path
+from typing import NamedTuple
 
+from ...base import compiled
 from ...base.errors import ConfigError, TokenizerFileError
 from ...base.patterns import GPT2, resolve_pattern, validate_special_tokens
+from ..tables import MAX_TOKEN_ID
 from .common import TokenizerData, output_file, read_json, read_text, write_files
 
 RANKS_FILE = "tokenizer.tiktoken"
@@ -45,17 +51,45 @@ def sidecar_path(ranks_path: Path) -> Path:
 
 def bpe_pieces(token: bytes, ranks: Mapping[bytes, int], below: int) -> list[bytes]:
     """tiktoken's BPE on `token`'s bytes using only ranks below `below`: merge the adjacent pair
-    whose concatenation has the lowest rank (the leftmost on a tie) until none has one."""
-    pieces = [token[i : i + 1] for i in range(len(token))]
-    while len(pieces) > 1:
-        best, best_rank = -1, below
-        for i in range(len(pieces) - 1):
-            rank = ranks.get(pieces[i] + pieces[i + 1])
-            if rank is not None and rank < best_rank:
-                best, best_rank = i, rank
-        if best < 0:
-            break
-        pieces[best : best + 2] = [pieces[best] + pieces[best + 1]]
+    whose concatenation has the lowest rank (the leftmost on a tie) until none has one.
+
+    A heap of (rank, start) over a linked list of pieces, as `encoding.bpe.bpe_heap`: O(L log L)
+    lookups for a token of L bytes (merging one pair per pass over the pieces is O(L^2)). An
+    entry is acted on only if the pair now starting there still has its rank (ranks are unique
+    per bytes, so the same rank means the same pair); csrc/rank_file.c does the same in C.
+    """
+    n = len(token)
+    nxt = list(range(1, n + 1))  # the end of the piece starting at i (n: none after it)
+    prv = list(range(-1, n - 1))  # the start of the piece before it (-1: none; n: i is merged away)
+
+    def rank_of(start: int, end: int) -> int | None:
+        rank = ranks.get(token[start:end])
+        return rank if rank is not None and rank < below else None
+
+    heap = [(rank, i) for i in range(n - 1) if (rank := rank_of(i, i + 2)) is not None]
+    heapify(heap)
+    while heap:
+        rank, i = heappop(heap)
+        j = nxt[i]
+        if prv[i] == n or j >= n:
+            continue
+        end = nxt[j]
+        if rank_of(i, end) != rank:
+            continue  # stale: a neighbour merged since it was pushed
+        nxt[i], prv[j] = end, n
+        if end < n:
+            prv[end] = i
+            right = rank_of(i, nxt[end])
+            if right is not None:
+                heappush(heap, (right, i))
+        if prv[i] >= 0:
+            left = rank_of(prv[i], end)
+            if left is not None:
+                heappush(heap, (left, prv[i]))
+    pieces, i = [], 0
+    while i < n:
+        pieces.append(token[i : nxt[i]])
+        i = nxt[i]
     return pieces
 
 
@@ -159,9 +193,14 @@ def save(path: str | os.PathLike, data: TokenizerData) -> tuple[Path, ...]:
 def load_ranks(path: Path) -> dict[bytes, int]:
     """Read a .tiktoken file as load_tiktoken_bpe does, refusing what it would silently accept
     (a token or rank given twice)."""
+    return parse_ranks(read_text(path), path)
+
+
+def parse_ranks(text: str, path: Path) -> dict[bytes, int]:
+    """`load_ranks` of a file's text (`path` names it in errors)."""
     ranks: dict[bytes, int] = {}
     owner: dict[int, bytes] = {}
-    for number, line in enumerate(read_text(path).splitlines(), start=1):
+    for number, line in enumerate(text.splitlines(), start=1):
         if not line:
             continue
         parts = line.split()
@@ -201,10 +240,63 @@ def _sidecar(path: Path) -> tuple[object, dict[str, int] | None, int | None]:
         isinstance(k, str) and k and isinstance(v, int) and not isinstance(v, bool) and v >= 0 for k, v in specials.items()
     ):
         raise TokenizerFileError(f"{path}: special_tokens must map non-empty strings to non-negative ids")
+    _refuse_surrogates(specials, f"{path}: special_tokens", TokenizerFileError)
     n_vocab = data.get("explicit_n_vocab")
     if n_vocab is not None and (not isinstance(n_vocab, int) or isinstance(n_vocab, bool)):
         raise TokenizerFileError(f"{path}: explicit_n_vocab is {n_vocab!r}, not an integer")
     return data["pat_str"], specials, n_vocab
+
+
+def _refuse_surrogates(specials: object, where: str, error: type[Exception]) -> None:
+    """A special token with a lone surrogate has no UTF-8: refused in one line naming it."""
+    for special in specials:  # type: ignore[attr-defined]
+        if isinstance(special, str):
+            try:
+                special.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                raise error(
+                    f"{where}: special token {special!r} has a lone surrogate at position {exc.start}"
+                ) from None
+
+
+class _Header(NamedTuple):
+    """What a load reads before the ranks: the files, the pattern and the special tokens."""
+
+    ranks_path: Path
+    where: Path  # the file that says the pattern and special tokens (errors name it)
+    pattern: object  # a SplitPattern
+    special_tokens: Mapping[str, int] | Sequence[str] | None
+    n_vocab: int | None
+
+
+def _header(path: str | os.PathLike, pattern: object, special_tokens: Mapping[str, int] | Sequence[str] | None) -> _Header:
+    ranks_path = find_ranks_file(Path(path))
+    side = sidecar_path(ranks_path)
+    n_vocab = None
+    if side.is_file():
+        if pattern is not None or special_tokens is not None:
+            raise ConfigError(f"{side} gives the pattern and special tokens; do not pass them too")
+        pattern, special_tokens, n_vocab = _sidecar(side)
+        where = side
+    else:
+        where = ranks_path
+        if special_tokens is not None and not isinstance(special_tokens, (str, bytes)):
+            _refuse_surrogates(special_tokens, "special_tokens", ConfigError)
+    try:
+        split_pattern = resolve_pattern(pattern) if pattern is not None else GPT2
+    except ConfigError as exc:
+        raise TokenizerFileError(f"{where}: pat_str: {exc}") from None
+    return _Header(ranks_path, where, split_pattern, special_tokens, n_vocab)
+
+
+def _special_ids(special_tokens: Mapping[str, int] | Sequence[str] | None, top: int) -> dict[str, int]:
+    """Each special token's id: as the mapping says, or after `top` (the largest rank) in order."""
+    if special_tokens is None:
+        return {}
+    if isinstance(special_tokens, Mapping):
+        return dict(special_tokens)
+    names = validate_special_tokens(special_tokens)
+    return {special: top + 1 + index for index, special in enumerate(names)}
 
 
 def load(
@@ -217,39 +309,118 @@ def load(
     Without a sidecar, `pattern` (default gpt2) and `special_tokens` (text -> id, or texts given ids
     after the largest rank) say what it would hold; with one, they must be None.
     """
-    ranks_path = find_ranks_file(Path(path))
-    side = sidecar_path(ranks_path)
-    n_vocab = None
-    if side.is_file():
-        if pattern is not None or special_tokens is not None:
-            raise ConfigError(f"{side} gives the pattern and special tokens; do not pass them too")
-        pattern, special_tokens, n_vocab = _sidecar(side)
-        where = side
-    else:
-        where = ranks_path
-    try:
-        split_pattern = resolve_pattern(pattern) if pattern is not None else GPT2
-    except ConfigError as exc:
-        raise TokenizerFileError(f"{where}: pat_str: {exc}") from None
-    ranks = load_ranks(ranks_path)
-    merges = recover_merges(ranks, str(ranks_path))
+    header = _header(path, pattern, special_tokens)
+    where = header.where
+    ranks = load_ranks(header.ranks_path)
+    merges = recover_merges(ranks, str(header.ranks_path))
     vocab = {rank: token for token, rank in ranks.items()}
-    if special_tokens is None:
-        special_ids: dict[str, int] = {}
-    elif isinstance(special_tokens, Mapping):
-        special_ids = dict(special_tokens)
-    else:
-        names = validate_special_tokens(special_tokens)
-        special_ids = {special: max(vocab) + 1 + index for index, special in enumerate(names)}
+    special_ids = _special_ids(header.special_tokens, max(vocab))
     for special, token_id in special_ids.items():
         if token_id in vocab:
             raise TokenizerFileError(f"{where}: special token {special!r} has id {token_id}, the rank of {vocab[token_id]!r}")
         vocab[token_id] = special.encode("utf-8")
+    n_vocab = header.n_vocab
     if n_vocab is not None and (n_vocab != len(vocab) or max(vocab) != n_vocab - 1):
         raise TokenizerFileError(
             f"{where}: explicit_n_vocab is {n_vocab}, but the ranks and special tokens hold {len(vocab)} ids up to {max(vocab)}"
         )
-    return TokenizerData(dict(sorted(vocab.items())), merges, tuple(special_ids), split_pattern, special_ids)
+    return TokenizerData(dict(sorted(vocab.items())), merges, tuple(special_ids), header.pattern, special_ids)
+
+
+# --- reading without a Python object per token -------------------------------------------------
+
+
+class RankTables(NamedTuple):
+    """A rank file's tables packed, as the compiled core's `rank_file_tables` gives them."""
+
+    blob: bytes  # every token's bytes, back to back in rank order
+    offsets: bytes  # native int64: token k is blob[offsets[k]:offsets[k + 1]] (n + 1 of them)
+    ranks: bytes  # native uint32, ascending: token k's rank
+    merges: bytes  # native uint32 (left rank, right rank, merged rank) of each merge, in rank order
+    byte_ids: tuple[int, ...]  # the rank of each byte 0..255
+    special_ranks: tuple[int, ...]  # the rank of each special token's bytes that is a token, else -1
+
+    def tokens(self) -> dict[int, bytes]:
+        """rank -> token bytes, in rank order."""
+        blob = self.blob
+        offsets = memoryview(self.offsets).cast("q").tolist()
+        return dict(zip(memoryview(self.ranks).cast("I").tolist(),
+                        [blob[a:b] for a, b in zip(offsets, offsets[1:])]))
+
+
+def rank_tables_py(data: bytes, path: Path, specials: Sequence[bytes]) -> RankTables:
+    """The pure-Python twin of the compiled core's `rank_file_tables`: the same tables from a rank
+    file's bytes, through `parse_ranks` and `recover_merges`; raises the TokenizerFileError that
+    names a fault (where the compiled core returns None)."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise TokenizerFileError(f"{path}: not valid UTF-8 at byte {exc.start}") from None
+    ranks = parse_ranks(text, path)
+    top = max(ranks.values())
+    if top > MAX_TOKEN_ID:  # (the Tokenizer refuses such an id; the packed tables hold 32 bits)
+        raise TokenizerFileError(f"{path}: rank {top} is too large: token ids go up to 2**32 - 2")
+    merges = recover_merges(ranks, str(path))
+    order = sorted(ranks.items(), key=lambda item: item[1])
+    packed = array("I")
+    for left, right in merges:
+        packed.extend((ranks[left], ranks[right], ranks[left + right]))
+    return RankTables(
+        b"".join(token for token, _ in order),
+        array("q", accumulate((len(token) for token, _ in order), initial=0)).tobytes(),
+        array("I", [rank for _, rank in order]).tobytes(),
+        packed.tobytes(),
+        tuple(ranks[bytes([b])] for b in range(256)),
+        tuple(ranks.get(special, -1) for special in specials),
+    )
+
+
+class PackedTokenizer(NamedTuple):
+    """A rank file and its sidecar read as `load` reads them, the tables packed (RankTables)."""
+
+    tables: RankTables
+    special_token_ids: dict[str, int]
+    pattern: object  # a SplitPattern
+    max_rank: int
+
+
+def load_packed(
+    path: str | os.PathLike,
+    pattern: object = None,
+    special_tokens: Mapping[str, int] | Sequence[str] | None = None,
+) -> PackedTokenizer | None:
+    """`load`, with the ranks read and the merges rebuilt by the compiled core: the same checks,
+    the same tokenizer, no Python object per token. None where the compiled core is not built or
+    leaves the file to `load` (a file not in the plain form, or one with a fault, which `load`
+    then names), or where a special token's id or bytes is a rank's (`load` and the Tokenizer
+    name or handle those)."""
+    if not compiled.AVAILABLE:
+        return None
+    header = _header(path, pattern, special_tokens)
+    try:
+        data = header.ranks_path.read_bytes()
+    except OSError:
+        return None  # (load names it)
+    names = list(header.special_tokens or ()) if not isinstance(header.special_tokens, (str, bytes)) else []
+    tables = compiled.core().rank_file_tables(data, [name.encode("utf-8") for name in names if isinstance(name, str)])
+    if tables is None:
+        return None
+    tables = RankTables(*tables)
+    ranks = memoryview(tables.ranks).cast("I")
+    max_rank = ranks[-1]
+    special_ids = _special_ids(header.special_tokens, max_rank)
+    used = set(special_ids.values())
+    dense = max_rank == len(ranks) - 1
+    if (
+        len(used) != len(special_ids)
+        or any(rank >= 0 for rank in tables.special_ranks)
+        or any(token_id <= max_rank and (dense or token_id in set(ranks)) for token_id in used)
+    ):
+        return None
+    n_vocab = header.n_vocab
+    if n_vocab is not None and (n_vocab != len(ranks) + len(used) or max([max_rank, *used]) != n_vocab - 1):
+        return None
+    return PackedTokenizer(tables, special_ids, header.pattern, max_rank)
 
 
 def find_ranks_file(path: Path) -> Path:

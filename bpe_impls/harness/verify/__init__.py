@@ -11,20 +11,50 @@ reference disagree, and shrinks it. This project's own trainers and encoders are
 (`builtin:NAME`, `builtin:tokenizer`), checked by the same code.
 """
 
-from .engine import (
-    TOKENIZER_CLAUSES,
-    TRAINER_CLAUSES,
-    ClauseResult,
-    Divergence,
-    SearchSettings,
-    Verification,
-    verification_summary,
-    verify_encoder,
-    verify_tokenizer,
-    verify_trainer,
-)
-from .peer_encoders import PEER_NAMES
-from .refs import ENTRY_POINT_GROUP, ImplementationError, Isolated
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+# Each name's module is imported on first use (PEP 562): PEER_NAMES (the `bpe` command's help)
+# does not import the engine and Hypothesis.
+_LAZY = {
+    **dict.fromkeys(("TOKENIZER_CLAUSES", "TRAINER_CLAUSES", "ClauseResult", "Divergence", "SearchSettings",
+                     "Verification", "verification_summary", "verify_encoder", "verify_tokenizer",
+                     "verify_trainer"), ".engine"),
+    "PEER_NAMES": ".peer_encoders",
+    **dict.fromkeys(("ENTRY_POINT_GROUP", "ImplementationError", "Isolated"), ".refs"),
+}
+
+if TYPE_CHECKING:
+    from .engine import (
+        TOKENIZER_CLAUSES,
+        TRAINER_CLAUSES,
+        ClauseResult,
+        Divergence,
+        SearchSettings,
+        Verification,
+        verification_summary,
+        verify_encoder,
+        verify_tokenizer,
+        verify_trainer,
+    )
+    from .peer_encoders import PEER_NAMES
+    from .refs import ENTRY_POINT_GROUP, ImplementationError, Isolated
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
+
 
 __all__ = [
     "TOKENIZER_CLAUSES", "TRAINER_CLAUSES", "ClauseResult", "Divergence", "SearchSettings", "Verification",
