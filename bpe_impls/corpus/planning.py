@@ -16,7 +16,7 @@ from ..base.errors import ConfigError, CorpusError, unreadable
 from ..base.patterns import GPT2, SplitPattern, validate_special_tokens
 from .cuts import find_chunk_boundaries, safe_cuts
 from .inputs import Inputs, input_format, resolve_inputs
-from .units import CompressedJsonl, CompressedText, JsonlRange, ParquetRowGroup, TextRange, Unit, open_parquet
+from .units import CompressedJsonl, FileStamp, CompressedText, JsonlRange, ParquetRowGroup, TextRange, Unit, open_parquet
 
 # A unit is read whole by one worker, so its size bounds a worker's memory (bytes + decoded text
 # + pieces, a few times this); it also bounds how long one straggler can hold up the others.
@@ -47,10 +47,10 @@ def plan_units(
     """
     workers = resolve_workers(num_workers)
     with _open_corpus(path) as file:
-        size = os.fstat(file.fileno()).st_size
-        bounds = safe_cuts(file, _ranges_wanted(size, workers), special_tokens, pattern)
+        stamp = FileStamp.of(file.fileno())
+        bounds = safe_cuts(file, _ranges_wanted(stamp.size, workers), special_tokens, pattern)
     name = os.fspath(path)
-    return [TextRange(name, a, b) for a, b in zip(bounds, bounds[1:])] or [TextRange(name, 0, 0)]
+    return [TextRange(name, a, b, stamp) for a, b in zip(bounds, bounds[1:])] or [TextRange(name, 0, 0, stamp)]
 
 
 def _ranges_wanted(size: int, workers: int) -> int:
@@ -64,10 +64,11 @@ def _ranges_wanted(size: int, workers: int) -> int:
 def _plan_jsonl(path: str, size: int, workers: int, text_field: str, skip: bool) -> list[JsonlRange]:
     try:
         with open(path, "rb") as file:
-            bounds = find_chunk_boundaries(file, _ranges_wanted(size, workers), b"\n")
+            stamp = FileStamp.of(file.fileno())
+            bounds = find_chunk_boundaries(file, _ranges_wanted(stamp.size, workers), b"\n")
     except OSError as exc:
         raise unreadable(path, exc) from None
-    return [JsonlRange(path, a, b, text_field, skip) for a, b in zip(bounds, bounds[1:])]
+    return [JsonlRange(path, a, b, text_field, skip, stamp) for a, b in zip(bounds, bounds[1:])]
 
 
 def _plan_parquet(path: str, text_field: str, skip: bool) -> list[ParquetRowGroup]:
