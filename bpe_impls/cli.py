@@ -126,7 +126,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     encode.add_argument("--tokenizer", type=Path, required=True, help=_TOKENIZER_HELP)
     encode.add_argument("input", type=Path, help="UTF-8 text file")
-    encode.add_argument("--out", type=Path, required=True, help="output file")
+    encode.add_argument("--out", type=Path, required=True,
+                        help="output file (written to a temp file and renamed; a symlink's target is replaced; "
+                             "a FIFO or character device is written to directly, not atomically: use --format bin)")
     encode.add_argument("--format", choices=OUTPUT_FORMATS, default=None,
                         help="npy: a 1-D .npy array; bin: the raw ids, little-endian uint16 (uint32 if the "
                              "vocab has more than 65536 ids), no header (default: bin if --out ends in .bin, else npy)")

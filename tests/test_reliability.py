@@ -300,7 +300,7 @@ def test_a_corpus_replaced_after_planning_is_an_error_naming_the_unit(tmp_path, 
     line = "Once upon a time. " if kind == "text" else '{"text": "Once upon a time."}\n'
     path.write_text(line * 20_000)
     units = plan_inputs([path], (EOT,), 2)
-    assert len(units) > 1 and all(u.stamp is not None for u in units)
+    assert len(units) > 1
     other = tmp_path / "other"
     other.write_text(line.replace("time", "tile") * 20_000)
     os.replace(other, path)
