@@ -639,3 +639,11 @@ def test_an_unguarded_script_gets_one_line_saying_what_to_add(tmp_path, small_co
     done = subprocess.run([sys.executable, str(guarded)], capture_output=True, text=True, timeout=300,
                           env={**os.environ, **env})
     assert done.returncode == 0 and done.stdout.strip() == str(300 - 256 - 1), done.stderr  # vocab - bytes - special
+
+
+@pytest.mark.parametrize("kind", ["txt", "jsonl"])
+def test_a_huge_worker_count_plans_no_more_ranges_than_bytes(tmp_path, kind):
+    path = tmp_path / f"c.{kind}"
+    path.write_text("hello world. " * 100 if kind == "txt" else '{"text": "hello world."}\n' * 100)
+    expected = count_pretokens(path, [], num_workers=1)
+    assert count_pretokens(path, [], num_workers=2**62) == expected  # (planning 2**64 ranges never ended)

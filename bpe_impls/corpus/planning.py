@@ -58,7 +58,9 @@ def _ranges_wanted(size: int, workers: int) -> int:
     wanted = math.ceil(size / UNIT_BYTES)
     if workers > 1:
         wanted = max(wanted, workers * UNITS_PER_WORKER)
-    return max(1, wanted)
+    # No more ranges than bytes (more would only repeat cuts): the cut search steps through every
+    # range wanted, so a huge worker count (num_workers=2**62) would not end.
+    return max(1, min(wanted, size))
 
 
 def _plan_jsonl(path: str, size: int, workers: int, text_field: str, skip: bool) -> list[JsonlRange]:
