@@ -104,26 +104,27 @@ def plan_inputs(
         raise ConfigError(f"text_field must be a non-empty string, got {text_field!r}")
     workers = resolve_workers(num_workers)
     paths = resolve_inputs(inputs)
-    sizes = []
+    stamps = []
     for path in paths:
         try:
-            sizes.append(path.stat().st_size)
+            stamps.append(FileStamp.of_stat(path.stat()))
         except OSError as exc:
             raise unreadable(path, exc) from None
-    total = sum(sizes) or 1
+    total = sum(stamp.size for stamp in stamps) or 1
     units: list[Unit] = []
-    for path, size in zip(paths, sizes):
+    for path, stamp in zip(paths, stamps):
+        size = stamp.size
         name = os.fspath(path)
         fmt = input_format(path)
         share = max(1, round(workers * size / total))
         if fmt.kind == "parquet":
             units += _plan_parquet(name, text_field, skip_bad_records)
         elif fmt.kind == "jsonl" and fmt.codec:
-            units.append(CompressedJsonl(name, fmt.codec, size, text_field, skip_bad_records))
+            units.append(CompressedJsonl(name, fmt.codec, size, text_field, skip_bad_records, stamp))
         elif fmt.kind == "jsonl":
             units += _plan_jsonl(name, size, share, text_field, skip_bad_records)
         elif fmt.codec:
-            units.append(CompressedText(name, fmt.codec, specials, size, pattern))
+            units.append(CompressedText(name, fmt.codec, specials, size, pattern, stamp))
         else:
             units += plan_units(name, specials, share, pattern)
     return units

@@ -148,7 +148,11 @@ class FileStamp:
     @classmethod
     def of(cls, fd: int) -> FileStamp:
         """The stamp of the file open as `fd`."""
-        st = os.fstat(fd)
+        return cls.of_stat(os.fstat(fd))
+
+    @classmethod
+    def of_stat(cls, st: os.stat_result) -> FileStamp:
+        """The stamp of the file `st` describes (on this machine)."""
         return cls(_HOST, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
     def change(self, st: os.stat_result) -> str | None:
@@ -301,19 +305,24 @@ def _zstd_blocks(file) -> Iterator[bytes]:
         raise EOFError("the file ends inside a zstd frame (truncated?)")
 
 
-def _decompressed_blocks(path: str, codec: str) -> Iterator[bytes]:
-    """The decompressed bytes of a .gz or .zst file in blocks; errors name the file."""
+def _decompressed_blocks(path: str, codec: str, stamp: FileStamp | None = None) -> Iterator[bytes]:
+    """The decompressed bytes of a .gz or .zst file in blocks; errors name the file. With a
+    `stamp`, a file that is not that version (when opened, or at the end) is an error."""
     zstd_error: type[BaseException] = EOFError
     if codec == "zstd":
         zstd_error = _zstandard().ZstdError
     try:
         with open(path, "rb") as file:
+            if stamp is not None and (how := stamp.change(os.fstat(file.fileno()))) is not None:
+                raise _changed(path, "counting", how)
             if codec == "gzip":
                 with gzip.GzipFile(fileobj=file) as stream:  # reads every gzip member
                     while block := stream.read(PIECE_BYTES):
                         yield block
             else:
                 yield from _zstd_blocks(file)
+            if stamp is not None and (how := stamp.change(os.fstat(file.fileno()))) is not None:
+                raise _changed(path, "counting", how)
     except (EOFError, zlib.error, gzip.BadGzipFile, zstd_error) as exc:
         name = "gzip" if codec == "gzip" else "zstd"
         raise CorpusError(f"{path}: corrupt or truncated {name} data ({exc})") from None
@@ -370,6 +379,7 @@ class CompressedText:
     special_tokens: tuple[str, ...]  # where the stream may be cut into pieces
     compressed_size: int
     pattern: SplitPattern = GPT2  # its prose cuts too
+    stamp: FileStamp | None = field(default=None, compare=False)  # as TextRange's
 
     @property
     def size(self) -> int:
@@ -380,7 +390,7 @@ class CompressedText:
 
     def utf8_pieces(self) -> Iterator[tuple[int, bytes]]:
         """(decompressed offset, bytes) of pieces cut at safe cuts, so each counts independently."""
-        return _cut_pieces(_decompressed_blocks(self.path, self.codec), self.special_tokens, PIECE_BYTES, self.pattern)
+        return _cut_pieces(_decompressed_blocks(self.path, self.codec, self.stamp), self.special_tokens, PIECE_BYTES, self.pattern)
 
     def decode(self, offset: int, data: bytes) -> str:
         return decode_utf8(self.path, offset, data, "decompressed byte offset")
@@ -511,6 +521,7 @@ class CompressedJsonl:
     compressed_size: int
     text_field: str = "text"
     skip_bad_records: bool = False
+    stamp: FileStamp | None = field(default=None, compare=False)  # as TextRange's
 
     @property
     def size(self) -> int:
@@ -521,7 +532,7 @@ class CompressedJsonl:
 
     def texts(self) -> Iterator[str]:
         skips = _Skips(self.skip_bad_records)
-        lines = _lines(_decompressed_blocks(self.path, self.codec))
+        lines = _lines(_decompressed_blocks(self.path, self.codec, self.stamp))
         yield from _jsonl_documents(
             self.path, lines, self.text_field, skips, lambda index, offset: (index + 1, index + 1), True
         )
