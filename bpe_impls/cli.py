@@ -13,7 +13,9 @@ import codecs
 import dataclasses
 import json
 import resource
+import signal
 import sys
+import threading
 import time
 import warnings
 from collections.abc import Iterator, Sequence
@@ -272,8 +274,6 @@ class Terminated(KeyboardInterrupt):
     runs (temp files removed, workers stopped) instead of the process dying on the spot."""
 
     def __init__(self, signum: int):
-        import signal
-
         super().__init__(signum)
         self.signum = signum
         self.name = signal.Signals(signum).name
@@ -287,9 +287,6 @@ def _stop_on_termination(previous: dict[int, object]) -> None:
     """Make SIGTERM and SIGHUP raise Terminated, recording in `previous` the handlers they had.
     A signal already handled or ignored (nohup) is left alone, as is every signal off the main
     thread (where Python cannot set handlers)."""
-    import signal
-    import threading
-
     if threading.current_thread() is not threading.main_thread():
         return
     for signum in (signal.SIGTERM, signal.SIGHUP):
@@ -298,8 +295,6 @@ def _stop_on_termination(previous: dict[int, object]) -> None:
 
 
 def _restore_handlers(previous: dict[int, object]) -> None:
-    import signal
-
     for signum, handler in previous.items():
         signal.signal(signum, handler)
 
