@@ -1,6 +1,7 @@
 """The `bpe` command: train, encode, decode, export between formats, compare trainers, generate corpora.
 
-Errors on bad input print one line (`bpe: error: ...`) and exit 1; Ctrl-C exits 130. Outputs are
+Errors on bad input print one line (`bpe: error: ...`) and exit 1; Ctrl-C exits 130, SIGTERM and
+SIGHUP 128 + the signal's number, after the same cleanup. Outputs are
 written atomically, so a failed or interrupted command leaves no partial file. Progress bars go to
 stderr, and only when it is a terminal and --quiet is not given.
 """
@@ -12,7 +13,9 @@ import codecs
 import dataclasses
 import json
 import resource
+import signal
 import sys
+import threading
 import time
 import warnings
 from collections.abc import Iterator, Sequence
@@ -115,7 +118,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     encode.add_argument("--tokenizer", type=Path, required=True, help=_TOKENIZER_HELP)
     encode.add_argument("input", type=Path, help="UTF-8 text file")
-    encode.add_argument("--out", type=Path, required=True, help="output file")
+    encode.add_argument("--out", type=Path, required=True,
+                        help="output file (written to a temp file and renamed; a symlink's target is replaced; "
+                             "a FIFO or character device is written to directly, not atomically: use --format bin)")
     encode.add_argument("--format", choices=OUTPUT_FORMATS, default=None,
                         help="npy: a 1-D .npy array; bin: the raw ids, little-endian uint16 (uint32 if the "
                              "vocab has more than 65536 ids), no header (default: bin if --out ends in .bin, else npy)")
@@ -252,7 +257,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "compare": cmd_compare, "gen-corpus": cmd_gen_corpus, "scaling": cmd_scaling, "report": cmd_report,
         "verify": cmd_verify,
     }[args.command]
+    previous: dict[int, object] = {}
     try:
+        _stop_on_termination(previous)
         return handler(args)
     except BpeError as exc:
         print(f"bpe: error: {exc}", file=sys.stderr)
@@ -261,9 +268,44 @@ def main(argv: Sequence[str] | None = None) -> int:
         where = f"{exc.filename}: " if exc.filename else ""
         print(f"bpe: error: {where}{exc.strerror or exc}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM / SIGHUP (Terminated)
+        if isinstance(exc, Terminated):
+            print(f"bpe: terminated by {exc.name}", file=sys.stderr)
+            return 128 + exc.signum
         print("bpe: interrupted", file=sys.stderr)
         return 130
+    finally:
+        _restore_handlers(previous)
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP, raised where Ctrl-C raises KeyboardInterrupt, so that the same cleanup
+    runs (temp files removed, workers stopped) instead of the process dying on the spot."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+        self.name = signal.Signals(signum).name
+
+
+def _raise_terminated(signum: int, frame: object) -> None:
+    raise Terminated(signum)
+
+
+def _stop_on_termination(previous: dict[int, object]) -> None:
+    """Make SIGTERM and SIGHUP raise Terminated, recording in `previous` the handlers they had.
+    A signal already handled or ignored (nohup) is left alone, as is every signal off the main
+    thread (where Python cannot set handlers)."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(signum) == signal.SIG_DFL:
+            previous[signum] = signal.signal(signum, _raise_terminated)
+
+
+def _restore_handlers(previous: dict[int, object]) -> None:
+    for signum, handler in previous.items():
+        signal.signal(signum, handler)
 
 
 def cmd_train(args: argparse.Namespace) -> int:

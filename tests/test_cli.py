@@ -15,6 +15,7 @@ import re
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -549,12 +550,70 @@ def test_a_file_that_shrinks_while_read_is_named_and_nothing_is_written(gpt2_dir
     out = tmp_path / "ids.bin"
     with pytest.raises(CorpusError) as caught:
         encode_file(Tokenizer.load(gpt2_dir), source, out, "bin", threads=2, block_size=1000)
-    # the piece across the new end is named, with the bytes it got up to there
-    found = re.fullmatch(r".*in\.txt bytes (\d+)-(\d+): file changed while encoding \(read (\d+) of (\d+) bytes\)", str(caught.value))
-    assert found, str(caught.value)
-    start, end, got, size = map(int, found.groups())
-    assert start < 3000 < end and (got, size) == (3000 - start, end - start)
+    # A piece is named: one read after the file changed, with its new size (the pieces are read
+    # in parallel, so which comes first varies), or the piece across the new end, with the bytes
+    # it got up to there.
+    message = str(caught.value)
+    resized = re.fullmatch(r".*in\.txt bytes (\d+)-(\d+): file changed while encoding \(now 3000 bytes, was 5600\)", message)
+    short = re.fullmatch(r".*in\.txt bytes (\d+)-(\d+): file changed while encoding \(read (\d+) of (\d+) bytes\)", message)
+    assert resized or short, message
+    if short:
+        start, end, got, size = map(int, short.groups())
+        assert start < 3000 < end and (got, size) == (3000 - start, end - start)
     assert not out.exists() and not list(tmp_path.glob(".ids*"))
+
+
+class _ChangingBar:
+    """Stands in for the CLI's tqdm bar: on the first progress report (the first piece written, an
+    event of the run itself, not a delay) it calls `change`, once."""
+
+    change: Callable[[], None] = staticmethod(lambda: None)
+
+    def __init__(self, *args, **kwargs):
+        self.calls = 0
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        return False
+
+    def update(self, nbytes: int) -> None:
+        self.calls += 1
+        if self.calls == 1:
+            type(self).change()
+
+
+def _replace_with_other_file(source: Path) -> None:
+    other = source.with_name("other.txt")
+    other.write_bytes(source.read_bytes().replace(b"Hello", b"Jello"))  # same size, other text
+    os.replace(other, source)  # as log rotation or a sync tool does
+
+
+def _overwrite_in_place(source: Path) -> None:
+    with open(source, "r+b") as file:
+        file.write(b"Jello")  # same size, same file
+
+
+@pytest.mark.parametrize(("change", "how"), [(_replace_with_other_file, "replaced by another file"),
+                                             (_overwrite_in_place, "modified")])
+@pytest.mark.parametrize("threads", ["1", "2"])
+def test_an_input_changed_during_encode_is_an_error_and_nothing_is_written(
+        gpt2_dir, tmp_path, monkeypatch, capsys, change, how, threads):
+    source = tmp_path / "in.txt"
+    source.write_text(("Hello, world. " * 30 + EOT) * 400, encoding="utf-8")
+    past = source.stat().st_mtime_ns - 10**10
+    os.utime(source, ns=(past, past))  # so a write now changes the time, however coarse the clock
+    out = tmp_path / "ids.bin"
+    monkeypatch.setattr(_ChangingBar, "change", staticmethod(lambda: change(source)))
+    monkeypatch.setattr(cli, "tqdm", _ChangingBar)
+    code = cli.main(["encode", "--tokenizer", str(gpt2_dir), str(source), "--out", str(out),
+                     "--threads", threads, "--block-size", "4096", "--quiet"])
+    err = capsys.readouterr().err.strip()
+    assert code == 1, err
+    assert re.fullmatch(rf"bpe: error: {re.escape(str(source))}( bytes \d+-\d+)?: file changed while encoding "
+                        rf"\({how}\)", err), err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.txt"]  # no output, no temp file
 
 
 def test_a_failed_background_sync_names_the_target_and_writes_nothing(gpt2_dir, tmp_path, monkeypatch):

@@ -7,6 +7,8 @@ counting workers (children of the forkserver, so grandchildren of the CLI).
 
 from __future__ import annotations
 
+import errno
+import gzip
 import json
 import os
 import re
@@ -14,6 +16,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -31,7 +34,7 @@ from bpe_impls.base import atomic
 from bpe_impls.base.errors import BpeError, CorpusError, WorkerError
 from bpe_impls.corpus import local
 from bpe_impls.corpus.count import count_units
-from bpe_impls.corpus.planning import plan_units
+from bpe_impls.corpus.planning import plan_inputs, plan_units
 from bpe_impls.corpus.units import TextRange
 from bpe_impls.harness.generators.tinystories import write_corpus
 from bpe_impls import cli
@@ -274,16 +277,44 @@ def test_corpus_truncated_while_counting_names_the_unit(corpus, tmp_path, runs):
     code, stdout, stderr = run.finish(timeout=60)
     assert code == 1 and "trained" not in stdout
     line = one_error_line(stderr)
-    match = re.fullmatch(
-        rf"bpe: error: {re.escape(str(copy))} bytes (\d+)-(\d+): "
-        r"file changed while counting \(read (\d+) of (\d+) bytes\)",
-        line,
-    )
-    assert match, line
-    start, end, got, wanted = map(int, match.groups())
-    assert end > new_size and wanted == end - start and got == max(0, new_size - start)
+    # A unit opened after the change is named with the new size; one being read across the new
+    # end, with the bytes it got up to there.
+    prefix = rf"bpe: error: {re.escape(str(copy))} bytes (\d+)-(\d+): file changed while counting "
+    resized = re.fullmatch(rf"{prefix}\(now {new_size} bytes, was {CORPUS_BYTES}\)", line)
+    short = re.fullmatch(rf"{prefix}\(read (\d+) of (\d+) bytes\)", line)
+    assert resized or short, line
+    if short:
+        start, end, got, wanted = map(int, short.groups())
+        assert end > new_size and wanted == end - start and got == max(0, new_size - start)
     assert_no_output(out)
     assert run.survivors() == []
+
+
+@pytest.mark.parametrize("pool", ["threads", "processes"])
+@pytest.mark.parametrize("suffix", [".txt", ".jsonl", ".txt.gz", ".jsonl.gz"])
+def test_a_corpus_replaced_after_planning_is_an_error_naming_the_unit(tmp_path, monkeypatch, pool, suffix):
+    # Another file of the same size renamed over the corpus (log rotation, a sync tool) after
+    # the units were planned: without a check, the workers would count the new file's text at
+    # the old file's cuts.
+    monkeypatch.setattr(local, "POOL", pool)
+    path = tmp_path / f"c{suffix}"
+    line = "Once upon a time. " if ".txt" in suffix else '{"text": "Once upon a time."}\n'
+
+    def write(target: Path, text: str) -> None:
+        data = text.encode()
+        target.write_bytes(gzip.compress(data, mtime=0) if suffix.endswith(".gz") else data)
+
+    write(path, line * 20_000)
+    units = plan_inputs([path], (EOT,), 2)
+    assert len(units) > 1 or suffix.endswith(".gz")  # (a compressed file is one unit)
+    other = tmp_path / "other"
+    write(other, line.replace("time", "tile") * 20_000)
+    assert other.stat().st_size == path.stat().st_size
+    os.replace(other, path)
+    with pytest.raises(CorpusError) as info:
+        count_units(units, (EOT,), num_workers=2)
+    assert re.fullmatch(rf"{re.escape(str(path))}( bytes \d+-\d+)?: file changed while counting "
+                        r"\(replaced by another file\)", str(info.value)), str(info.value)
 
 
 def test_in_process_counting_also_detects_a_shrunk_file(tmp_path):
@@ -363,6 +394,77 @@ def test_ctrl_c_with_counting_threads(corpus, tmp_path, runs, delay):
     assert code == 130 and stderr.strip() == "bpe: interrupted" and stdout == ""
     assert seconds < STOP_LIMIT
     assert_no_output(out)
+    assert run.survivors() == []
+
+
+# --- SIGTERM and SIGHUP: the same cleanup as Ctrl-C --------------------------------------------
+
+
+def _terminate(run: TreeRun, signum: int) -> tuple[int, str, str]:
+    assert run.popen.poll() is None, "the run ended before the signal"
+    run.popen.send_signal(signum)  # to the CLI process only, as `kill` or a service manager does
+    return run.finish(timeout=30)
+
+
+def test_sigterm_while_counting_stops_the_workers_and_writes_nothing(corpus, tmp_path, runs):
+    out = tmp_path / "tok"
+    run = runs(*train_args(corpus, out, **ENDLESS), env=PROCESSES)
+    run.wait_for(run.workers, START_TIMEOUT, "counting workers")
+    code, stdout, stderr = _terminate(run, signal.SIGTERM)
+    assert (code, stderr.strip(), stdout) == (128 + signal.SIGTERM, "bpe: terminated by SIGTERM", "")
+    assert_no_output(out)
+    assert run.survivors() == []  # workers, forkserver and resource tracker included
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
+def test_sigterm_or_sighup_during_encode_removes_the_temp_file(saved_tokenizer, small_corpus, tmp_path, runs, signum):
+    tok = tmp_path / "tok"
+    tok.mkdir()
+    for name, data in saved_tokenizer.items():
+        (tok / name).write_bytes(data)
+    # The input is a FIFO the test writes to and keeps open, so the run cannot end before the signal.
+    source = tmp_path / "in.fifo"
+    os.mkfifo(source)
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    run = runs("encode", "--tokenizer", str(tok), str(source), "--out", str(out_dir / "ids.bin"),
+               "--threads", "1", "--block-size", "65536", "--quiet")
+    text = small_corpus.read_bytes()
+
+    def open_writer() -> list[int]:  # once the run has opened the FIFO for reading (else ENXIO)
+        try:
+            return [os.open(source, os.O_WRONLY | os.O_NONBLOCK)]
+        except OSError as exc:
+            if exc.errno == errno.ENXIO:
+                return []
+            raise
+
+    (fd,) = run.wait_for(open_writer, START_TIMEOUT, "the run to open its input")
+    os.set_blocking(fd, True)
+    writer = os.fdopen(fd, "wb")
+
+    def feed() -> None:
+        try:
+            writer.write(text)
+            writer.flush()
+        except BrokenPipeError:  # the run ended
+            pass
+
+    feeding = threading.Thread(target=feed, daemon=True)
+    feeding.start()
+    try:
+        # The event: ids reached the temp file, so the signal lands in the middle of the output.
+        run.wait_for(lambda: [p for p in out_dir.iterdir() if p.stat().st_size > 0], START_TIMEOUT, "ids written")
+        code, stdout, stderr = _terminate(run, signum)
+    finally:
+        try:
+            writer.close()
+        except BrokenPipeError:
+            pass
+        feeding.join()
+    name = signal.Signals(signum).name
+    assert (code, stderr.strip(), stdout) == (128 + signum, f"bpe: terminated by {name}", "")
+    assert list(out_dir.iterdir()) == []
     assert run.survivors() == []
 
 
@@ -544,3 +646,11 @@ def test_an_unguarded_script_gets_one_line_saying_what_to_add(tmp_path, small_co
     done = subprocess.run([sys.executable, str(guarded)], capture_output=True, text=True, timeout=300,
                           env={**os.environ, **env})
     assert done.returncode == 0 and done.stdout.strip() == str(300 - 256 - 1), done.stderr  # vocab - bytes - special
+
+
+@pytest.mark.parametrize("kind", ["txt", "jsonl"])
+def test_a_huge_worker_count_plans_no_more_ranges_than_bytes(tmp_path, kind):
+    path = tmp_path / f"c.{kind}"
+    path.write_text("hello world. " * 100 if kind == "txt" else '{"text": "hello world."}\n' * 100)
+    expected = count_pretokens(path, [], num_workers=1)
+    assert count_pretokens(path, [], num_workers=2**62) == expected  # (planning 2**64 ranges never ended)

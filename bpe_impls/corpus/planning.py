@@ -16,7 +16,7 @@ from ..base.errors import ConfigError, CorpusError, unreadable
 from ..base.patterns import GPT2, SplitPattern, validate_special_tokens
 from .cuts import find_chunk_boundaries, safe_cuts
 from .inputs import Inputs, input_format, resolve_inputs
-from .units import CompressedJsonl, CompressedText, JsonlRange, ParquetRowGroup, TextRange, Unit, open_parquet
+from .units import CompressedJsonl, FileStamp, CompressedText, JsonlRange, ParquetRowGroup, TextRange, Unit, open_parquet
 
 # A unit is read whole by one worker, so its size bounds a worker's memory (bytes + decoded text
 # + pieces, a few times this); it also bounds how long one straggler can hold up the others.
@@ -47,10 +47,10 @@ def plan_units(
     """
     workers = resolve_workers(num_workers)
     with _open_corpus(path) as file:
-        size = os.fstat(file.fileno()).st_size
-        bounds = safe_cuts(file, _ranges_wanted(size, workers), special_tokens, pattern)
+        stamp = FileStamp.of(file.fileno())
+        bounds = safe_cuts(file, _ranges_wanted(stamp.size, workers), special_tokens, pattern)
     name = os.fspath(path)
-    return [TextRange(name, a, b) for a, b in zip(bounds, bounds[1:])] or [TextRange(name, 0, 0)]
+    return [TextRange(name, a, b, stamp) for a, b in zip(bounds, bounds[1:])] or [TextRange(name, 0, 0, stamp)]
 
 
 def _ranges_wanted(size: int, workers: int) -> int:
@@ -58,16 +58,19 @@ def _ranges_wanted(size: int, workers: int) -> int:
     wanted = math.ceil(size / UNIT_BYTES)
     if workers > 1:
         wanted = max(wanted, workers * UNITS_PER_WORKER)
-    return max(1, wanted)
+    # No more ranges than bytes (more would only repeat cuts): the cut search steps through every
+    # range wanted, so a huge worker count (num_workers=2**62) would not end.
+    return max(1, min(wanted, size))
 
 
 def _plan_jsonl(path: str, size: int, workers: int, text_field: str, skip: bool) -> list[JsonlRange]:
     try:
         with open(path, "rb") as file:
-            bounds = find_chunk_boundaries(file, _ranges_wanted(size, workers), b"\n")
+            stamp = FileStamp.of(file.fileno())
+            bounds = find_chunk_boundaries(file, _ranges_wanted(stamp.size, workers), b"\n")
     except OSError as exc:
         raise unreadable(path, exc) from None
-    return [JsonlRange(path, a, b, text_field, skip) for a, b in zip(bounds, bounds[1:])]
+    return [JsonlRange(path, a, b, text_field, skip, stamp) for a, b in zip(bounds, bounds[1:])]
 
 
 def _plan_parquet(path: str, text_field: str, skip: bool) -> list[ParquetRowGroup]:
@@ -101,26 +104,27 @@ def plan_inputs(
         raise ConfigError(f"text_field must be a non-empty string, got {text_field!r}")
     workers = resolve_workers(num_workers)
     paths = resolve_inputs(inputs)
-    sizes = []
+    stamps = []
     for path in paths:
         try:
-            sizes.append(path.stat().st_size)
+            stamps.append(FileStamp.of_stat(path.stat()))
         except OSError as exc:
             raise unreadable(path, exc) from None
-    total = sum(sizes) or 1
+    total = sum(stamp.size for stamp in stamps) or 1
     units: list[Unit] = []
-    for path, size in zip(paths, sizes):
+    for path, stamp in zip(paths, stamps):
+        size = stamp.size
         name = os.fspath(path)
         fmt = input_format(path)
         share = max(1, round(workers * size / total))
         if fmt.kind == "parquet":
             units += _plan_parquet(name, text_field, skip_bad_records)
         elif fmt.kind == "jsonl" and fmt.codec:
-            units.append(CompressedJsonl(name, fmt.codec, size, text_field, skip_bad_records))
+            units.append(CompressedJsonl(name, fmt.codec, size, text_field, skip_bad_records, stamp))
         elif fmt.kind == "jsonl":
             units += _plan_jsonl(name, size, share, text_field, skip_bad_records)
         elif fmt.codec:
-            units.append(CompressedText(name, fmt.codec, specials, size, pattern))
+            units.append(CompressedText(name, fmt.codec, specials, size, pattern, stamp))
         else:
             units += plan_units(name, specials, share, pattern)
     return units

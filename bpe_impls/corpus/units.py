@@ -31,9 +31,10 @@ import gzip
 import json
 import os
 import re
+import socket
 import zlib
 from collections.abc import Generator, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 from ..base.checks import one_line
@@ -127,26 +128,99 @@ class Utf8Unit(Unit, Protocol):
 # --- plain text -------------------------------------------------------------------------------
 
 
+_HOST = socket.gethostname()
+
+
+@dataclass(frozen=True)
+class FileStamp:
+    """One version of a file, taken when its units are planned, so that a worker that opens the
+    file by path can tell whether it still is that version: the same file (device and inode) of
+    the same size and modification time. Device, inode and time are compared only on the machine
+    that took the stamp (device numbers are per machine, and a cluster's workers may read a copy
+    at the same path); elsewhere only the size is."""
+
+    host: str
+    device: int
+    inode: int
+    size: int
+    mtime_ns: int
+
+    @classmethod
+    def of(cls, fd: int) -> FileStamp:
+        """The stamp of the file open as `fd`."""
+        return cls.of_stat(os.fstat(fd))
+
+    @classmethod
+    def of_stat(cls, st: os.stat_result) -> FileStamp:
+        """The stamp of the file `st` describes (on this machine)."""
+        return cls(_HOST, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+    def change(self, st: os.stat_result) -> str | None:
+        """How the file `st` describes differs from this version (a few words), or None."""
+        here = self.host == _HOST
+        if here and (st.st_dev, st.st_ino) != (self.device, self.inode):
+            return "replaced by another file"
+        if st.st_size != self.size:
+            return f"now {st.st_size} bytes, was {self.size}"
+        if here and st.st_mtime_ns != self.mtime_ns:
+            return "modified"
+        return None
+
+
+def _changed(where: str, doing: str, how: str) -> CorpusError:
+    return CorpusError(f"{where}: file changed while {doing} ({how})")
+
+
+def check_unchanged(path: str | os.PathLike, stamp: FileStamp, where: str, doing: str = "counting") -> None:
+    """A CorpusError naming `where` unless `path` still names the version of the file `stamp` describes."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise _changed(where, doing, "removed") from None
+    except OSError as exc:
+        raise unreadable(where, exc) from None
+    how = stamp.change(st)
+    if how is not None:
+        raise _changed(where, doing, how)
+
+
 def read_range(
-    path: str | os.PathLike, start: int, size: int, where: str, block_size: int | None = None, doing: str = "counting"
+    source: str | os.PathLike | int, start: int, size: int, where: str, block_size: int | None = None,
+    doing: str = "counting", stamp: FileStamp | None = None,
 ) -> Iterator[bytes]:
     """Bytes [start, start + size) of a file, in blocks of at most block_size (default: one block).
 
-    A file that shrank since the range was planned is an error: counting (or whatever `doing`
-    names) the rest would be silently short. Errors name `where` (the range), in one line.
+    `source` is a path, or the descriptor of a file already open (read with os.pread, so threads
+    can share it: every range then comes from the one file that was opened, whatever is renamed
+    over its path). A file that shrank since the range was planned is an error: counting (or
+    whatever `doing` names) the rest would be silently short. With a `stamp`, so is a file that is
+    not the version planned, when opened or after the range was read. Errors name `where` (the
+    range), in one line.
     """
     try:
-        with open(path, "rb") as file:
-            file.seek(start)
-            left = size
-            while left:
-                block = file.read(min(block_size or left, left))
-                if not block:
-                    raise CorpusError(f"{where}: file changed while {doing} (read {size - left} of {size} bytes)")
-                left -= len(block)
-                yield block
+        if isinstance(source, int):
+            yield from _pread_range(source, start, size, where, block_size, doing, stamp)
+            return
+        with open(source, "rb") as file:
+            yield from _pread_range(file.fileno(), start, size, where, block_size, doing, stamp)
     except OSError as exc:
         raise unreadable(where, exc) from None
+
+
+def _pread_range(
+    fd: int, start: int, size: int, where: str, block_size: int | None, doing: str, stamp: FileStamp | None
+) -> Iterator[bytes]:
+    if stamp is not None and (how := stamp.change(os.fstat(fd))) is not None:
+        raise _changed(where, doing, how)
+    done = 0
+    while done < size:
+        block = os.pread(fd, min(block_size or size, size - done), start + done)
+        if not block:
+            raise _changed(where, doing, f"read {done} of {size} bytes")
+        done += len(block)
+        yield block
+    if stamp is not None and (how := stamp.change(os.fstat(fd))) is not None:
+        raise _changed(where, doing, how)
 
 
 @dataclass(frozen=True)
@@ -156,6 +230,8 @@ class TextRange:
     path: str
     start: int
     end: int
+    # The file as planned (see FileStamp); not part of what the unit is, so not compared.
+    stamp: FileStamp | None = field(default=None, compare=False)
 
     @property
     def size(self) -> int:
@@ -166,7 +242,7 @@ class TextRange:
 
     def utf8_pieces(self) -> Iterator[tuple[int, bytes]]:
         """(byte offset, bytes) of each independent piece of text: here, the whole range."""
-        yield self.start, b"".join(read_range(self.path, self.start, self.size, self.describe()))
+        yield self.start, b"".join(read_range(self.path, self.start, self.size, self.describe(), stamp=self.stamp))
 
     def decode(self, offset: int, data: bytes) -> str:
         """One piece as text; cuts are at ASCII bytes, so a decode error is a real one."""
@@ -229,19 +305,24 @@ def _zstd_blocks(file) -> Iterator[bytes]:
         raise EOFError("the file ends inside a zstd frame (truncated?)")
 
 
-def _decompressed_blocks(path: str, codec: str) -> Iterator[bytes]:
-    """The decompressed bytes of a .gz or .zst file in blocks; errors name the file."""
+def _decompressed_blocks(path: str, codec: str, stamp: FileStamp | None = None) -> Iterator[bytes]:
+    """The decompressed bytes of a .gz or .zst file in blocks; errors name the file. With a
+    `stamp`, a file that is not that version (when opened, or at the end) is an error."""
     zstd_error: type[BaseException] = EOFError
     if codec == "zstd":
         zstd_error = _zstandard().ZstdError
     try:
         with open(path, "rb") as file:
+            if stamp is not None and (how := stamp.change(os.fstat(file.fileno()))) is not None:
+                raise _changed(path, "counting", how)
             if codec == "gzip":
                 with gzip.GzipFile(fileobj=file) as stream:  # reads every gzip member
                     while block := stream.read(PIECE_BYTES):
                         yield block
             else:
                 yield from _zstd_blocks(file)
+            if stamp is not None and (how := stamp.change(os.fstat(file.fileno()))) is not None:
+                raise _changed(path, "counting", how)
     except (EOFError, zlib.error, gzip.BadGzipFile, zstd_error) as exc:
         name = "gzip" if codec == "gzip" else "zstd"
         raise CorpusError(f"{path}: corrupt or truncated {name} data ({exc})") from None
@@ -298,6 +379,7 @@ class CompressedText:
     special_tokens: tuple[str, ...]  # where the stream may be cut into pieces
     compressed_size: int
     pattern: SplitPattern = GPT2  # its prose cuts too
+    stamp: FileStamp | None = field(default=None, compare=False)  # as TextRange's
 
     @property
     def size(self) -> int:
@@ -308,7 +390,7 @@ class CompressedText:
 
     def utf8_pieces(self) -> Iterator[tuple[int, bytes]]:
         """(decompressed offset, bytes) of pieces cut at safe cuts, so each counts independently."""
-        return _cut_pieces(_decompressed_blocks(self.path, self.codec), self.special_tokens, PIECE_BYTES, self.pattern)
+        return _cut_pieces(_decompressed_blocks(self.path, self.codec, self.stamp), self.special_tokens, PIECE_BYTES, self.pattern)
 
     def decode(self, offset: int, data: bytes) -> str:
         return decode_utf8(self.path, offset, data, "decompressed byte offset")
@@ -396,6 +478,7 @@ class JsonlRange:
     end: int
     text_field: str = "text"
     skip_bad_records: bool = False
+    stamp: FileStamp | None = field(default=None, compare=False)  # as TextRange's
 
     @property
     def size(self) -> int:
@@ -405,22 +488,13 @@ class JsonlRange:
         return f"{self.path} bytes {self.start}-{self.end}"
 
     def _blocks(self) -> Iterator[bytes]:
-        return read_range(self.path, self.start, self.size, self.describe(), PIECE_BYTES)
+        return read_range(self.path, self.start, self.size, self.describe(), PIECE_BYTES, stamp=self.stamp)
 
     def _first_line(self) -> int:
         """The number of the range's first line: 1 + the newlines before it (read only on a bad record)."""
         newlines = 0
-        try:
-            with open(self.path, "rb") as file:
-                left = self.start
-                while left:
-                    block = file.read(min(PIECE_BYTES, left))
-                    if not block:
-                        break
-                    newlines += block.count(b"\n")
-                    left -= len(block)
-        except OSError as exc:
-            raise unreadable(self.describe(), exc) from None
+        for block in read_range(self.path, 0, self.start, self.describe(), PIECE_BYTES, stamp=self.stamp):
+            newlines += block.count(b"\n")
         return newlines + 1
 
     def texts(self) -> Iterator[str]:
@@ -447,6 +521,7 @@ class CompressedJsonl:
     compressed_size: int
     text_field: str = "text"
     skip_bad_records: bool = False
+    stamp: FileStamp | None = field(default=None, compare=False)  # as TextRange's
 
     @property
     def size(self) -> int:
@@ -457,7 +532,7 @@ class CompressedJsonl:
 
     def texts(self) -> Iterator[str]:
         skips = _Skips(self.skip_bad_records)
-        lines = _lines(_decompressed_blocks(self.path, self.codec))
+        lines = _lines(_decompressed_blocks(self.path, self.codec, self.stamp))
         yield from _jsonl_documents(
             self.path, lines, self.text_field, skips, lambda index, offset: (index + 1, index + 1), True
         )

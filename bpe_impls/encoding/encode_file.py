@@ -6,14 +6,17 @@ separately gives the ids of encoding the whole. The pieces are encoded on thread
 encoder runs without the GIL) and written in file order, so the output is byte for byte the same
 for any thread count and block size, and equal to `Tokenizer.encode_to_numpy` of the whole text.
 At most two pieces per thread are in flight. From a regular file each worker reads its own piece
-(bpe_impls.corpus.units.read_range, as counting does) and the calling thread reads only the bytes
-around each cut; a pipe is read in blocks on the calling thread. The output is synced to disk as
-it grows, on a thread of its own.
+(bpe_impls.corpus.units.read_range, with os.pread on the one descriptor opened) and the calling
+thread reads only the bytes around each cut; a pipe is read in blocks on the calling thread. A
+regular file that changes while it is encoded (written to, truncated, or another file renamed
+over its path) is a CorpusError, so the ids are always those of one file, the one named. The
+output is synced to disk as it grows, on a thread of its own.
 
 Formats: "npy" (a 1-D .npy array, its header rewritten with the length at the end) and "bin" (the
 raw ids, little-endian uint16 when the vocab fits in 65536 ids, else uint32: the flat layout
 nanoGPT and the CS336 training loop read with numpy.memmap). The output is written to a temp
-file and renamed into place only when complete (bpe_impls.base.atomic).
+file and renamed into place only when complete (bpe_impls.base.atomic); a FIFO or a character
+device is written through (bin only: npy rewrites its header at the end).
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from ..base.atomic import atomic_write
 from ..base.checks import require_int, resolve_workers
 from ..base.errors import ConfigError, CorpusError, EncodeError, unreadable
 from ..corpus.cuts import CutFinder
-from ..corpus.units import read_range
+from ..corpus.units import FileStamp, check_unchanged, read_range
 from .tokenizer import Tokenizer
 from .formats.npy import NpyStreamWriter
 
@@ -138,16 +141,19 @@ def encode_file(
         except EncodeError:
             raise _not_utf8(source, offset, piece) from None
 
-    def read_and_encode(start: int, end: int) -> np.ndarray:
+    def read_and_encode(start: int, end: int, stamp: FileStamp) -> np.ndarray:
         # On the worker: reading a piece (the copy into a new bytes object) costs about a
         # fifth of encoding it, so the main thread, which also writes, only finds the cuts.
         where = f"{os.fsdecode(source)} bytes {start}-{end}"
-        return encode(b"".join(read_range(source, start, end - start, where, doing="encoding")), start)
+        piece = b"".join(read_range(file.fileno(), start, end - start, where, doing="encoding"))
+        check_unchanged(source, stamp, where, "encoding")  # still the file named, as it was
+        return encode(piece, start)
 
     tokens = read = unflushed = 0
     flushing: Future | None = None
     with file, ThreadPoolExecutor(workers) as pool, ThreadPoolExecutor(1) as flusher, atomic_write(target) as out:
-        write = _writer(out, output_format, dtype)
+        write = _writer(out, output_format, dtype, target)
+        durable = stat.S_ISREG(os.fstat(out.fileno()).st_mode)  # (a FIFO or a device cannot be synced)
         pending: deque[tuple[int, Future]] = deque()
 
         def write_oldest() -> None:
@@ -162,7 +168,7 @@ def encode_file(
             # as it grows, on a thread of its own, that takes little more than the last stretch's
             # write at the end, not all of it (measured: 8 ms of 70 for a 13 MB output).
             unflushed += ids.nbytes
-            if unflushed >= _FLUSH_BYTES and (flushing is None or flushing.done()):
+            if durable and unflushed >= _FLUSH_BYTES and (flushing is None or flushing.done()):
                 if flushing is not None:
                     _synced(flushing, target)  # (an OSError from the last one)
                 out.flush()
@@ -170,9 +176,10 @@ def encode_file(
                 unflushed = 0
 
         try:
-            if _seekable(file):
+            stamp = _regular_file_stamp(file)
+            if stamp is not None:
                 for start, end in _reading(iter_piece_bounds(file, finder, block_size, workers), source):
-                    pending.append((end - start, pool.submit(read_and_encode, start, end)))
+                    pending.append((end - start, pool.submit(read_and_encode, start, end, stamp)))
                     if len(pending) > 2 * workers:
                         write_oldest()
             else:  # a pipe: read on this thread
@@ -182,6 +189,8 @@ def encode_file(
                         write_oldest()
             while pending:
                 write_oldest()
+            if stamp is not None:  # (a change after the last piece was read, before the output is in place)
+                check_unchanged(source, stamp, os.fsdecode(source), "encoding")
         finally:
             pool.shutdown(cancel_futures=True)  # on an error, the pieces not yet started
             if flushing is not None:
@@ -229,14 +238,18 @@ def _synced(flushing: Future, target: str | os.PathLike) -> None:
         raise OSError(exc.errno, exc.strerror, str(target)) from None
 
 
-def _seekable(file: BinaryIO) -> bool:
-    """A regular file, which workers can read at any offset (not a pipe or a terminal)."""
-    return stat.S_ISREG(os.fstat(file.fileno()).st_mode)
+def _regular_file_stamp(file: BinaryIO) -> FileStamp | None:
+    """The stamp of a regular file, which workers can read at any offset; None for a pipe or a terminal."""
+    return FileStamp.of(file.fileno()) if stat.S_ISREG(os.fstat(file.fileno()).st_mode) else None
 
 
-def _writer(out: BinaryIO, output_format: str, dtype: np.dtype) -> Callable[[np.ndarray | None], None]:
+def _writer(
+    out: BinaryIO, output_format: str, dtype: np.dtype, target: str | os.PathLike
+) -> Callable[[np.ndarray | None], None]:
     """write(ids) appends ids; write(None) finishes the file."""
     if output_format == "npy":
+        if not out.seekable():
+            raise ConfigError(f"{target}: npy output needs a file it can seek in (a pipe or a terminal); use --format bin")
         npy = NpyStreamWriter(out, dtype)
         return lambda ids: npy.finish() if ids is None else npy.write(ids)
     little = dtype.newbyteorder("<")  # .bin is little-endian on every machine (a no-op on x86 and ARM)

@@ -476,7 +476,6 @@ class Tokenizer:
     ) -> tuple[np.ndarray, np.ndarray]:
         threads = resolve_workers(num_threads) if num_threads is None else require_int(num_threads, "num_threads", minimum=1)
         threads = min(threads, max(1, len(datas)))  # no run is shorter than one text
-        size = len(datas)
         # More runs than threads, handed out as threads free up: equal bytes are not equal work (a
         # run of new words or another script costs several times a run of cached English), so one
         # run per thread leaves a thread idle while the other finishes. Runs stay >= _MIN_RUN_BYTES
@@ -484,6 +483,7 @@ class Tokenizer:
         # every item is a `kind`.
         bounds = _BATCH_RUNS(datas, kind, 1 if threads == 1 else threads * _RUNS_PER_THREAD, threads, _MIN_RUN_BYTES)
         runs = list(pairwise(bounds))
+        size = bounds[-1] if bounds else 0  # the length the runs were planned for (another thread may change it)
 
         def encode_run(run: tuple[int, int]) -> tuple[bytearray, bytearray]:
             return self._encoder.encode_many_buffer(datas, specials, ids, dtype.itemsize, *run)
