@@ -12,6 +12,7 @@ import argparse
 import codecs
 import dataclasses
 import json
+import os
 import resource
 import signal
 import sys
@@ -355,19 +356,30 @@ def cmd_encode(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     _make_parent(args.out)
     output_format = args.format or ("bin" if args.out.suffix == ".bin" else "npy")
+    # `--out /dev/stdout` (a pipe) carries the ids: the summary must not join them there.
+    summary_to = sys.stderr if _is_stdout(args.out) else sys.stdout
     with tqdm(total=size, unit="B", unit_scale=True, desc="encode", disable=not _progress_enabled(args)) as bar:
         encoded = encode_file(tokenizer, args.input, args.out, output_format, threads=args.threads,
                               block_size=args.block_size, on_progress=bar.update)
     seconds = time.perf_counter() - start
     mb = encoded.bytes_read / 1e6
     print(f"encoded {mb:.1f} MB into {encoded.tokens} tokens ({encoded.dtype.name}) in {seconds:.2f} s "
-          f"({mb / max(seconds, 1e-9):.2f} MB/s); wrote {args.out}")
+          f"({mb / max(seconds, 1e-9):.2f} MB/s); wrote {args.out}", file=summary_to)
     if not args.quiet:
         dtype = encoded.dtype.name
         how = (f"little-endian, no header: numpy.memmap(path, dtype=numpy.{dtype}, mode='r')"
                if output_format == "bin" else "a .npy array: numpy.load(path, mmap_mode='r')")
         print(f"bpe: ids are {dtype}, {how}", file=sys.stderr)
     return 0
+
+
+def _is_stdout(path: Path) -> bool:
+    """Whether `path` names the file this process's standard output is."""
+    try:
+        out, ours = os.stat(path), os.fstat(sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # no such file yet, or stdout is no real file
+        return False
+    return (out.st_dev, out.st_ino) == (ours.st_dev, ours.st_ino)
 
 
 def _make_parent(path: Path) -> None:

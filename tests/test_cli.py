@@ -666,3 +666,14 @@ def test_decode_of_a_bin_with_a_torn_last_id_names_the_size(corpus, tmp_path):
     # --dtype reads the same bytes as wider ids (here: not a whole number of uint32 either).
     result = run("decode", "--tokenizer", str(out), str(ids), "--dtype", "uint32", "--out", str(text))
     assert_one_line_error(result, "ids.bin", "not a whole number of uint32 ids")
+
+
+def test_encode_to_dev_stdout_writes_only_the_ids_there(corpus, tmp_path):
+    # The ids go through the pipe; the summary line must go to stderr, not into the ids.
+    out = train_dir(corpus, tmp_path / "tok")
+    result = subprocess.run([sys.executable, "-m", "bpe_impls", "encode", "--tokenizer", str(out), str(corpus),
+                             "--out", "/dev/stdout", "--format", "bin", "--quiet"], capture_output=True)
+    assert result.returncode == 0, result.stderr
+    expected = Tokenizer.load(out).encode(corpus.read_text(encoding="utf-8"), allowed_special="all")
+    assert np.frombuffer(result.stdout, dtype="<u2").tolist() == expected
+    assert b"wrote /dev/stdout" in result.stderr
