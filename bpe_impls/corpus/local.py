@@ -64,6 +64,9 @@ def _progress_bar(units: Sequence[Unit], progress: bool) -> tqdm:
     )
 
 
+_STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+
+
 def _worker_main(conn: Connection, special_tokens: tuple[str, ...], pattern: SplitPattern) -> None:
     """A counting worker: count each unit received on `conn`, reply ("ok", Tally) or ("error", BpeError).
 
@@ -72,6 +75,9 @@ def _worker_main(conn: Connection, special_tokens: tuple[str, ...], pattern: Spl
     # Ctrl-C in a terminal reaches the whole process group; stopping is the parent's decision
     # (it terminates us), and a KeyboardInterrupt here would only print a second traceback.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # The parent blocks its stop signals while it starts us, and the mask is inherited: take them
+    # back, or terminate() would not stop us.
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
     while True:
         try:
             unit = conn.recv()
@@ -126,10 +132,11 @@ class _Pool:
         context = multiprocessing.get_context("forkserver")
         context.set_forkserver_preload(["bpe_impls.corpus.local"])
         self.workers: list[_Worker] = []
-        # Ctrl-C is held back while workers start: interrupted half-way through `start()`, a new
-        # worker reads a closed pipe and prints a traceback. The blocked mask is inherited by the
-        # forkserver and its children (which ignore SIGINT anyway); a held Ctrl-C lands on unblock.
-        held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        # Ctrl-C, SIGTERM and SIGHUP are held back while workers start: interrupted half-way
+        # through `start()`, a new worker reads a closed pipe and prints a traceback. The mask is
+        # inherited by the forkserver and its children (each worker unblocks them first thing);
+        # a held signal lands on unblock.
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
         try:
             try:
                 for _ in range(size):
