@@ -85,6 +85,7 @@ _WHY = {
 }
 _INTERVAL = regex.compile(r"\{(\d*)(,?)(\d*)\}")
 _HEX_ESCAPES = {"x": 2, "u": 4}
+_MAX_REPEAT = 100_000  # Oniguruma's ONIG_MAX_REPEAT_NUM
 
 
 def _escape(text: str, i: int, in_class: bool, ignore_case: bool) -> tuple[int, str | None, str | None]:
@@ -159,11 +160,12 @@ def dialect_problem(text: str) -> str | None:
     module does, or None where every construct in it is one both read alike.
 
     An allowlist: literals, escaped punctuation, \\t \\n \\r \\f \\v \\xHH \\uHHHH, \\s \\S \\d \\D,
-    \\p{general category} and \\P{...}, \\A \\z, classes of those with ranges, `.`, groups (?: (?= (?!
-    (?<= (?<! (?>, (?i:...) holding ASCII literals only (no i, no pair one character folds to),
+    \\p{general category} and \\P{...}, \\A \\z, classes of those with ranges, `.`, groups ( (?: (?= (?!
+    (?>, (?i:...) holding ASCII literals only (no i, no pair one character folds to),
     and the quantifiers * + ? {n} {n,} {n,m}, lazy or possessive (not {n}? nor a possessive interval).
     """
     scopes: list[bool] = []  # per open group: is it case-insensitive
+    lookahead: list[bool] = []  # per open group: is it a look-ahead
     run = ""  # the literals just before, inside (?i:...): a pair of them may fold to one character
     quantifiable = False
     i = 0
@@ -183,17 +185,20 @@ def dialect_problem(text: str) -> str | None:
                 return problem
             run, quantifiable = "", True
         elif char == "(":
-            opener = regex.match(r"\((?:\?(?::|=|!|>|<=|<!|i:))?", text[i:]).group()
+            opener = regex.match(r"\((?:\?(?::|=|!|>|i:))?", text[i:]).group()
+            if text.startswith(("(?<=", "(?<!"), i):
+                return f"look-behind {text[i:i + 4]!r}: Oniguruma takes only some fixed-length ones, the regex module any"
             if text.startswith("(?", i) and opener == "(":
-                shown = regex.match(r"\(\?.[^:)]*[:)]?", text[i:]).group()
-                return f"group or flag {shown!r}: only (?: (?= (?! (?<= (?<! (?> and (?i: are read alike by both engines"
+                shown = regex.match(r"\(\?[^:)]?[:)]?", text[i:]).group()
+                return f"group or flag {shown!r}: only (?: (?= (?! (?> and (?i: are read alike by both engines"
             scopes.append(ignore_case or opener == "(?i:")
+            lookahead.append(opener in ("(?=", "(?!"))
             i += len(opener)
             quantifiable = False
         elif char == ")":
             if scopes:
                 scopes.pop()
-            i, quantifiable = i + 1, True
+            i, quantifiable = i + 1, not (lookahead and lookahead.pop())  # Oniguruma repeats no look-ahead
         elif char == "|":
             i, run, quantifiable = i + 1, "", False
         elif char in "*+?{":
@@ -207,6 +212,8 @@ def dialect_problem(text: str) -> str | None:
             i += len(modifier)
             if interval:
                 shown = interval.group() + modifier
+                if any(int(bound) > _MAX_REPEAT for bound in (interval.group(1), interval.group(3)) if bound):
+                    return f"interval {shown!r}: Oniguruma repeats at most {_MAX_REPEAT} times"
                 if not interval.group(1) and interval.group(2):
                     return f"interval {shown!r} without a lower bound: write {{0,...}}"
                 if modifier == "+":
