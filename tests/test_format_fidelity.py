@@ -11,7 +11,6 @@ with Hypothesis.
 
 from __future__ import annotations
 
-import copy
 import functools
 import json
 import unicodedata
@@ -258,7 +257,8 @@ def test_a_lone_surrogate_in_an_added_token_is_one_line(tmp_path):
     text = json.dumps(document()).replace('"content": "<|pad|>"', '"content": "<|pad\\ud800|>"')
     assert "\\ud800" in text
     path.write_text(text)
-    with pytest.raises(TokenizerFileError, match=r"added token '<\|pad\\ud800\|>' content has a lone surrogate") as info:
+    message = r"added token '<\|pad\\ud800\|>' content has a lone surrogate"
+    with pytest.raises(TokenizerFileError, match=message) as info:
         Tokenizer.load(path)
     assert "\n" not in str(info.value) and str(info.value).startswith(f"{path}: ")
 
@@ -446,7 +446,7 @@ def patterns() -> st.SearchStrategy[str]:
     return st.builds("|".join, st.lists(sequence, min_size=1, max_size=4))
 
 
-@settings(max_examples=1500, deadline=None)
+@settings(max_examples=400, deadline=None)
 @given(pattern=patterns(), data=st.data())
 def test_a_pattern_we_accept_splits_alike_in_hf(pattern, data):
     assume(hf_format.dialect_problem(pattern) is None)

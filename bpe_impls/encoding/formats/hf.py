@@ -96,7 +96,8 @@ def _escape(text: str, i: int, in_class: bool, ignore_case: bool) -> tuple[int, 
         found = regex.match(r"\{(\^?)(\w+)\}", text[i + 2:])
         shown = text[i:i + 2 + (found.end() if found else 0)]
         if not found or found.group(2) not in _GENERAL_CATEGORIES or (char == "P" and found.group(1)):
-            return i + 2, None, f"{shown!r}: only general categories (\\p{{L}}, \\p{{Nd}}, ...) are read alike by both engines"
+            return i + 2, None, (f"{shown!r}: only general categories (\\p{{L}}, \\p{{Nd}}, ...) are read alike by "
+                                 "both engines")
         if ignore_case:
             return i + 2, None, f"{shown!r} inside (?i:...): the engines case-fold a property differently"
         return i + 2 + found.end(), None, None
@@ -124,7 +125,8 @@ def _folding_problem(char: str, run: str) -> str | None:
     if char in "iI":
         return f"{char!r} inside (?i:...): Oniguruma does not fold 'İ' with it, the regex module does"
     if (run[-1:] + char).lower() in _MULTI_CHAR_FOLDS:
-        return f"{run[-1] + char!r} inside (?i:...): Oniguruma matches it to one character (e.g. 'ß', 'ﬁ'), the regex module does not"
+        return (f"{run[-1] + char!r} inside (?i:...): Oniguruma matches it to one character (e.g. 'ß', 'ﬁ'), "
+                "the regex module does not")
     return None
 
 
@@ -166,6 +168,7 @@ def dialect_problem(text: str) -> str | None:
     """
     scopes: list[bool] = []  # per open group: is it case-insensitive
     lookahead: list[bool] = []  # per open group: is it a look-ahead
+    consumes: list[bool] = []  # per open group: does it hold an atom that matches a character
     run = ""  # the literals just before, inside (?i:...): a pair of them may fold to one character
     quantifiable = False
     i = 0
@@ -187,18 +190,23 @@ def dialect_problem(text: str) -> str | None:
         elif char == "(":
             opener = regex.match(r"\((?:\?(?::|=|!|>|i:))?", text[i:]).group()
             if text.startswith(("(?<=", "(?<!"), i):
-                return f"look-behind {text[i:i + 4]!r}: Oniguruma takes only some fixed-length ones, the regex module any"
+                return (f"look-behind {text[i:i + 4]!r}: Oniguruma takes only some fixed-length ones, "
+                        "the regex module any")
             if text.startswith("(?", i) and opener == "(":
                 shown = regex.match(r"\(\?[^:)]?[:)]?", text[i:]).group()
                 return f"group or flag {shown!r}: only (?: (?= (?! (?> and (?i: are read alike by both engines"
             scopes.append(ignore_case or opener == "(?i:")
             lookahead.append(opener in ("(?=", "(?!"))
+            consumes.append(False)
             i += len(opener)
             quantifiable = False
         elif char == ")":
-            if scopes:
+            i, quantifiable = i + 1, False
+            if scopes:  # else the regex module has refused the pattern already
                 scopes.pop()
-            i, quantifiable = i + 1, not (lookahead and lookahead.pop())  # Oniguruma repeats no look-ahead
+                look, consumed = lookahead.pop(), consumes.pop()
+                # Oniguruma repeats no look-ahead, and no group that holds only anchors.
+                quantifiable = consumed and not look
         elif char == "|":
             i, run, quantifiable = i + 1, "", False
         elif char in "*+?{":
@@ -206,7 +214,7 @@ def dialect_problem(text: str) -> str | None:
             if char == "{" and not interval:
                 return "a '{' that starts no interval: escape it as \\{"
             if not quantifiable:
-                return f"a quantifier {char!r} with nothing to repeat"
+                return f"a quantifier {char!r} with nothing to repeat (Oniguruma repeats no look-ahead or anchor)"
             i = interval.end() if interval else i + 1
             modifier = text[i] if i < len(text) and text[i] in "?+" else ""
             i += len(modifier)
@@ -225,13 +233,16 @@ def dialect_problem(text: str) -> str | None:
                 return f"a quantifier {text[i]!r} right after another: put the first in a group"
             quantifiable = False
         elif char in "^$":
-            return f"anchor {char!r}: it matches at every line to Oniguruma, at the text's end (or start) to the regex module"
+            return (f"anchor {char!r}: it matches at every line to Oniguruma, at the text's end (or start) "
+                    "to the regex module")
         elif char in "]}":
             return f"an unescaped {char!r}: escape it as \\{char}"
         elif char == ".":
             i, run, quantifiable = i + 1, "", True
         else:
             i, literal, quantifiable = i + 1, char, True
+        if quantifiable and consumes:  # an atom that matches a character
+            consumes[-1] = True
         if literal is not None and ignore_case:
             problem = _folding_problem(literal, run)
             if problem:
@@ -389,7 +400,8 @@ def _added_tokens(added: object, raw_vocab: dict, path: Path) -> dict[str, int]:
         for flag in _ADDED_TOKEN_FLAGS:  # HF refuses an entry without one
             _require(isinstance(entry.get(flag), bool), path,
                      f"added token {content!r} has {flag} {json.dumps(entry.get(flag))}, not true or false")
-        _require(entry["special"], path, f"added token {content!r} is not special; only special added tokens can be loaded")
+        _require(entry["special"], path,
+                 f"added token {content!r} is not special; only special added tokens can be loaded")
         for flag in ("single_word", "lstrip", "rstrip"):
             _require(not entry[flag], path, f"added token {content!r} has {flag} true; bpe_impls has no such option")
         _require(isinstance(token_id, int) and not isinstance(token_id, bool) and token_id >= 0, path,
@@ -398,7 +410,8 @@ def _added_tokens(added: object, raw_vocab: dict, path: Path) -> dict[str, int]:
         model_id = raw_vocab.get(content)
         if model_id is None:
             _require(token_id == next_new_id, path,
-                     f"added token {content!r} has id {token_id}, but HF gives it {next_new_id} (it is not in the model vocab)")
+                     f"added token {content!r} has id {token_id}, but HF gives it {next_new_id} "
+                     "(it is not in the model vocab)")
             next_new_id += 1
         else:
             _require(model_id == token_id, path,
@@ -427,7 +440,8 @@ def load(path: str | os.PathLike) -> TokenizerData:
     # id of the whole text, so a file that asks for either is refused rather than ignored.
     for field in ("truncation", "padding"):
         _require(document.get(field) is None, path,
-                 f"{field} is {json.dumps(document.get(field))[:60]}; bpe_impls encodes whole texts and can load only null")
+                 f"{field} is {json.dumps(document.get(field))[:60]}; bpe_impls encodes whole texts and can load "
+                 "only null")
     _require(document.get("normalizer") is None, path,
              f"normalizer {json.dumps(document.get('normalizer'))[:60]} is set; bpe_impls has none")
     post = document.get("post_processor")
