@@ -20,6 +20,7 @@ import pytest
 import regex
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
+from test_cli import assert_one_line_error, run
 
 from bpe_impls import Tokenizer, TokenizerFileError, train_bpe_from_iterator
 from bpe_impls.base.patterns import PRESETS
@@ -254,13 +255,17 @@ def test_a_missing_added_token_flag_is_refused_as_hf_does(flag, tmp_path):
 
 def test_a_lone_surrogate_in_an_added_token_is_one_line(tmp_path):
     path = tmp_path / FILE
-    text = json.dumps(document()).replace('"content": "<|pad|>"', '"content": "<|pad\\ud800|>"')
-    assert "\\ud800" in text
+    # In added_tokens and in the model vocab, where our save puts each special token too.
+    text = json.dumps(document()).replace(PAD, "<|pad\\ud800|>")
+    assert text.count("\\ud800") == 2
     path.write_text(text)
     message = r"added token '<\|pad\\ud800\|>' content has a lone surrogate"
     with pytest.raises(TokenizerFileError, match=message) as info:
         Tokenizer.load(path)
     assert "\n" not in str(info.value) and str(info.value).startswith(f"{path}: ")
+    result = run("export", "--tokenizer", str(path), "--format", "gpt2", "--out", str(tmp_path / "out"))
+    assert_one_line_error(result, "lone surrogate")
+    assert not (tmp_path / "out").exists()
 
 
 # --- every field we read: HF's ids or one line ------------------------------------------------
