@@ -121,6 +121,7 @@ def build_tables(
         check_merge(left, right, ordinary, made, f"merge #{rank} {left!r} + {right!r}")
         made.add(left + right)
         checked.append((left, right))
-        pair = (ordinary[left], ordinary[right])
-        ranks.setdefault(pair, (rank, ordinary[left + right]))  # a repeated pair keeps its first rank
+        # A pair listed twice keeps its last rank, as HF `tokenizers` and GPT-2's encoder.py
+        # (`dict(zip(merges, range(len(merges))))`) read such a file.
+        ranks[(ordinary[left], ordinary[right])] = (rank, ordinary[left + right])
     return EncodingTables(table, checked, special_token_ids, [ordinary[bytes([b])] for b in range(256)], ranks)

@@ -11,16 +11,20 @@ What is written (the shape `tokenizers.Tokenizer.to_str()` gives a BPE model, ve
   order given. Each is also in the model vocab under its own text with that id: HF gives an added
   token the model's id for its text, and a new id (after the model vocab) only if it has none.
 
-HF's regex engine is Oniguruma, which reads a few constructs differently from the `regex` module:
-`X{1,3}+` is a repeated interval there, not a possessive one. cl100k's pattern is written with
-`(?>\\p{N}{1,3})` (the same thing, in both) and read back as cl100k; a custom pattern with a
-possessive interval is refused. A pattern must also match every character (as the presets do):
-text it skips is dropped by bpe_impls and tiktoken but kept as a piece by HF's Split.
+HF's regex engine is Oniguruma (Ruby syntax), which reads some constructs otherwise than the `regex`
+module: `\\w`, `\\b`, `\\h`, `^`, `$`, `X{1,3}+` (a repeated interval there, not a possessive one),
+case folding in `(?i:...)`. The presets are written in forms proven to split alike (cl100k's
+`\\p{N}{1,3}+` as `(?>\\p{N}{1,3})`) and read back as the presets; a custom pattern is written and
+read only if `dialect_problem` finds every construct in it on its allowlist, else one error names the
+construct. A pattern must also match every character (as the presets do): text it skips is dropped
+by bpe_impls and tiktoken but kept as a piece by HF's Split.
 
 Loading accepts what this module writes, and GPT-2's own tokenizer.json shape (a lone ByteLevel
 pre-tokenizer with its GPT-2 regex: the gpt2 preset); anything it cannot reproduce exactly (another
-model, a normalizer, other pre-tokenizers, byte fallback, added tokens that are not special, ...)
-is one TokenizerFileError naming the file and the field.
+model, a normalizer, other pre-tokenizers, byte fallback, truncation or padding, added tokens that
+are not special or strip, special tokens whose `normalized` flags would make HF match them in
+another order, ...) is one TokenizerFileError naming the file and the field. A merge listed twice
+keeps its last rank, as in HF.
 """
 
 from __future__ import annotations
@@ -41,8 +45,6 @@ TOKENIZER_FILE = "tokenizer.json"
 # Presets whose regex means something else to Oniguruma, written in a form that means the same to both.
 _ONIGURUMA_FORMS = {"cl100k": CL100K_PATTERN.replace(r"\p{N}{1,3}+", r"(?>\p{N}{1,3})")}
 assert all(form != PRESETS[name].regex for name, form in _ONIGURUMA_FORMS.items())
-# `{n}+`, `{n,}+`, `{n,m}+` (not after a backslash): possessive in `regex`, a repeated interval in Oniguruma.
-_POSSESSIVE_INTERVAL = regex.compile(r"(?<!\\)\{\d*(?:,\d*)?\}\+")
 
 _BYTE_LEVEL = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}
 _DECODER = {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True}
@@ -50,19 +52,203 @@ _MODEL_OPTIONS = {
     "dropout": None, "unk_token": None, "continuing_subword_prefix": None, "end_of_word_suffix": None,
     "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
 }
+_ADDED_TOKEN_FLAGS = ("single_word", "lstrip", "rstrip", "normalized", "special")
 
 
 def hf_regex(pattern: SplitPattern, where: str = "cannot save tokenizer.json") -> str:
-    """The pattern as HF's Split gets it (Oniguruma's reading of it is the `regex` module's)."""
+    """The pattern as HF's Split gets it: a preset in a form Oniguruma reads as the `regex` module
+    reads the preset (proven by tests); a custom pattern only if `dialect_problem` finds nothing."""
     if pattern.name in _ONIGURUMA_FORMS:
         return _ONIGURUMA_FORMS[pattern.name]
-    found = _POSSESSIVE_INTERVAL.search(pattern.regex)
-    if found:
-        raise TokenizerFileError(
-            f"{where}: the pattern's possessive interval {found.group()!r} is a repeated interval to HF's "
-            "regex engine (Oniguruma); write it as an atomic group, e.g. (?>\\p{N}{1,3})"
-        )
+    if PRESETS.get(pattern.name) == pattern:
+        return pattern.regex
+    problem = dialect_problem(pattern.regex)
+    if problem:
+        raise TokenizerFileError(f"{where}: the pattern has {problem}")
     return pattern.regex
+
+
+# --- the regex dialect --------------------------------------------------------------------------
+
+# General categories: both engines read \p{X} by the Unicode tables they were built with.
+_GENERAL_CATEGORIES = frozenset(
+    "L Lu Ll Lt Lm Lo M Mn Mc Me N Nd Nl No P Pc Pd Ps Pe Pi Pf Po S Sm Sc Sk So Z Zs Zl Zp C Cc Cf Co Cn".split()
+)
+# Two letters that one character folds to in full case folding (ß -> ss, ﬁ -> fi, ﬅ -> st, ...): Oniguruma
+# matches such a pair inside (?i:...) against that one character, the regex module does not.
+_MULTI_CHAR_FOLDS = frozenset({"ff", "fi", "fl", "ss", "st"})
+_WHY = {
+    "w": "takes other characters in Oniguruma (e.g. '²') than in the regex module",
+    "b": "is a word boundary, and a word is not the same to Oniguruma as to the regex module",
+    "h": "is a hex digit to Oniguruma but horizontal space to the regex module",
+    "Z": "is 'end, or before a final newline' to Oniguruma but the very end to the regex module",
+}
+_INTERVAL = regex.compile(r"\{(\d*)(,?)(\d*)\}")
+_HEX_ESCAPES = {"x": 2, "u": 4}
+_MAX_REPEAT = 100_000  # Oniguruma's ONIG_MAX_REPEAT_NUM
+
+
+def _escape(text: str, i: int, in_class: bool, ignore_case: bool) -> tuple[int, str | None, str | None]:
+    """Read the escape at text[i] == '\\': (index after it, the literal character it stands for or
+    None for a class such as \\s, the problem or None)."""
+    char = text[i + 1] if i + 1 < len(text) else ""
+    if char in "pP":
+        found = regex.match(r"\{(\^?)(\w+)\}", text[i + 2:])
+        shown = text[i:i + 2 + (found.end() if found else 0)]
+        if not found or found.group(2) not in _GENERAL_CATEGORIES or (char == "P" and found.group(1)):
+            return i + 2, None, (f"{shown!r}: only general categories (\\p{{L}}, \\p{{Nd}}, ...) are read alike by "
+                                 "both engines")
+        if ignore_case:
+            return i + 2, None, f"{shown!r} inside (?i:...): the engines case-fold a property differently"
+        return i + 2 + found.end(), None, None
+    if char in "sSdD":
+        return i + 2, None, None
+    if char in "tnrfv":
+        return i + 2, "\t\n\r\f\v"["tnrfv".index(char)], None
+    if char in _HEX_ESCAPES:
+        digits = text[i + 2:i + 2 + _HEX_ESCAPES[char]]
+        if len(digits) == _HEX_ESCAPES[char] and all(d in "0123456789abcdefABCDEF" for d in digits):
+            return i + 2 + len(digits), chr(int(digits, 16)), None
+        return i + 2, None, f"{text[i:i + 2]!r} without exactly {_HEX_ESCAPES[char]} hex digits"
+    if char in "Az" and not in_class:  # the text's start and very end, in both
+        return i + 2, None, None
+    if char.isascii() and not char.isalnum() and char:
+        return i + 2, char, None  # an escaped punctuation mark or space: that character in both
+    why = _WHY.get(char.lower(), "is not an escape both engines are known to read alike")
+    return i + 2, None, f"{text[i:i + 2]!r} {why}"
+
+
+def _folding_problem(char: str, run: str) -> str | None:
+    """Why `char`, a literal inside (?i:...) following the literal letters `run`, is read differently."""
+    if not char.isascii():
+        return f"{char!r} inside (?i:...): the engines case-fold non-ASCII characters differently"
+    if char in "iI":
+        return f"{char!r} inside (?i:...): Oniguruma does not fold 'İ' with it, the regex module does"
+    if (run[-1:] + char).lower() in _MULTI_CHAR_FOLDS:
+        return (f"{run[-1] + char!r} inside (?i:...): Oniguruma matches it to one character (e.g. 'ß', 'ﬁ'), "
+                "the regex module does not")
+    return None
+
+
+def _class(text: str, i: int, ignore_case: bool) -> tuple[int, str | None]:
+    """Read the character class at text[i] == '[': (index after it, the problem or None)."""
+    i += 1
+    if text.startswith("^", i):
+        i += 1
+    if text.startswith("]", i):
+        return i, "']' first in a character class: escape it as \\]"
+    while i < len(text) and text[i] != "]":
+        if text[i] == "[":
+            return i, "'[' inside a character class (a nested class or [:posix:] to Oniguruma): escape it as \\["
+        if text.startswith("&&", i):
+            return i, "'&&' inside a character class (an intersection to Oniguruma): escape it"
+        if text[i] == "\\":
+            i, char, problem = _escape(text, i, True, ignore_case)
+        else:
+            i, char, problem = i + 1, text[i], None
+        if problem:
+            return i, problem
+        if ignore_case and char is not None:
+            if text.startswith("-", i) and not text.startswith("-]", i):
+                return i, "a range inside (?i:...): the engines case-fold ranges differently"
+            problem = _folding_problem(char, "")
+            if problem:
+                return i, problem
+    return i + 1, None
+
+
+def dialect_problem(text: str) -> str | None:
+    """Why HF's regex engine (Oniguruma, Ruby syntax) may split with `text` otherwise than the `regex`
+    module does, or None where every construct in it is one both read alike.
+
+    An allowlist: literals, escaped punctuation, \\t \\n \\r \\f \\v \\xHH \\uHHHH, \\s \\S \\d \\D,
+    \\p{general category} and \\P{...}, \\A \\z, classes of those with ranges, `.`, groups ( (?: (?= (?!
+    (?>, (?i:...) holding ASCII literals only (no i, no pair one character folds to),
+    and the quantifiers * + ? {n} {n,} {n,m}, lazy or possessive (not {n}? nor a possessive interval).
+    """
+    scopes: list[bool] = []  # per open group: is it case-insensitive
+    lookahead: list[bool] = []  # per open group: is it a look-ahead
+    consumes: list[bool] = []  # per open group: does it hold an atom that matches a character
+    run = ""  # the literals just before, inside (?i:...): a pair of them may fold to one character
+    quantifiable = False
+    i = 0
+    while i < len(text):
+        char, ignore_case = text[i], any(scopes)
+        literal: str | None = None
+        if char == "\\":
+            i, literal, problem = _escape(text, i, False, ignore_case)
+            if problem:
+                return problem
+            quantifiable = text[i - 2:i] not in ("\\A", "\\z")  # an anchor repeats nothing
+            if literal is None:
+                run = ""
+        elif char == "[":
+            i, problem = _class(text, i, ignore_case)
+            if problem:
+                return problem
+            run, quantifiable = "", True
+        elif char == "(":
+            opener = regex.match(r"\((?:\?(?::|=|!|>|i:))?", text[i:]).group()
+            if text.startswith(("(?<=", "(?<!"), i):
+                return (f"look-behind {text[i:i + 4]!r}: Oniguruma takes only some fixed-length ones, "
+                        "the regex module any")
+            if text.startswith("(?", i) and opener == "(":
+                shown = regex.match(r"\(\?[^:)]?[:)]?", text[i:]).group()
+                return f"group or flag {shown!r}: only (?: (?= (?! (?> and (?i: are read alike by both engines"
+            scopes.append(ignore_case or opener == "(?i:")
+            lookahead.append(opener in ("(?=", "(?!"))
+            consumes.append(False)
+            i += len(opener)
+            quantifiable = False
+        elif char == ")":
+            i, quantifiable = i + 1, False
+            if scopes:  # else the regex module has refused the pattern already
+                scopes.pop()
+                look, consumed = lookahead.pop(), consumes.pop()
+                # Oniguruma repeats no look-ahead, and no group that holds only anchors.
+                quantifiable = consumed and not look
+        elif char == "|":
+            i, run, quantifiable = i + 1, "", False
+        elif char in "*+?{":
+            interval = _INTERVAL.match(text, i) if char == "{" else None
+            if char == "{" and not interval:
+                return "a '{' that starts no interval: escape it as \\{"
+            if not quantifiable:
+                return f"a quantifier {char!r} with nothing to repeat (Oniguruma repeats no look-ahead or anchor)"
+            i = interval.end() if interval else i + 1
+            modifier = text[i] if i < len(text) and text[i] in "?+" else ""
+            i += len(modifier)
+            if interval:
+                shown = interval.group() + modifier
+                if any(int(bound) > _MAX_REPEAT for bound in (interval.group(1), interval.group(3)) if bound):
+                    return f"interval {shown!r}: Oniguruma repeats at most {_MAX_REPEAT} times"
+                if not interval.group(1) and interval.group(2):
+                    return f"interval {shown!r} without a lower bound: write {{0,...}}"
+                if modifier == "+":
+                    return (f"possessive interval {shown!r}: a repeated interval to HF's regex engine (Oniguruma); "
+                            "write it as an atomic group, e.g. (?>\\p{N}{1,3})")
+                if modifier == "?" and not interval.group(2):
+                    return f"{shown!r}: optional to Oniguruma, lazy to the regex module"
+            if i < len(text) and text[i] in "*+?{":
+                return f"a quantifier {text[i]!r} right after another: put the first in a group"
+            quantifiable = False
+        elif char in "^$":
+            return (f"anchor {char!r}: it matches at every line to Oniguruma, at the text's end (or start) "
+                    "to the regex module")
+        elif char in "]}":
+            return f"an unescaped {char!r}: escape it as \\{char}"
+        elif char == ".":
+            i, run, quantifiable = i + 1, "", True
+        else:
+            i, literal, quantifiable = i + 1, char, True
+        if quantifiable and consumes:  # an atom that matches a character
+            consumes[-1] = True
+        if literal is not None and ignore_case:
+            problem = _folding_problem(literal, run)
+            if problem:
+                return problem
+            run += literal
+    return None
 
 
 # --- writing ----------------------------------------------------------------------------------
@@ -147,13 +333,17 @@ def _pattern(pre_tokenizer: object, path: Path) -> SplitPattern:
     for name, form in _ONIGURUMA_FORMS.items():
         if regex_text == form:
             return PRESETS[name]
-    found = _POSSESSIVE_INTERVAL.search(regex_text)
-    _require(not found, path, f"Split regex has {found.group() if found else ''!r}, a repeated interval to HF's "
-             "Oniguruma but a possessive one to bpe_impls")
+    # A preset's name is a preset to resolve_pattern, but only that literal text to HF.
+    _require(regex_text not in PRESETS, path, f"pre_tokenizer Split regex {regex_text!r} matches only that word in HF, "
+             "but names a preset to bpe_impls")
     try:
-        return resolve_pattern(regex_text)
+        pattern = resolve_pattern(regex_text)
     except ConfigError as exc:
-        raise TokenizerFileError(f"{path}: Split {exc}") from None
+        raise TokenizerFileError(f"{path}: pre_tokenizer Split {exc}") from None
+    if PRESETS.get(pattern.name) != pattern:
+        problem = dialect_problem(regex_text)
+        _require(problem is None, path, f"pre_tokenizer Split regex has {problem}")
+    return pattern
 
 
 def _check_model(model: object, path: Path) -> tuple[dict, list]:
@@ -184,6 +374,61 @@ def _merge(entry: object, index: int, path: Path) -> tuple[bytes, bytes]:
     return str_to_token(parts[0], where), str_to_token(parts[1], where)
 
 
+def _overlap(first: str, second: str) -> bool:
+    """Whether an occurrence of `first` and one of `second` can share a character in some text."""
+    if first in second or second in first:
+        return True
+    return any(first.endswith(second[:k]) or second.endswith(first[:k]) for k in range(1, min(len(first), len(second))))
+
+
+def _added_tokens(added: object, raw_vocab: dict, path: Path) -> dict[str, int]:
+    """The special tokens of `added_tokens`, content -> id, where bpe_impls matches them as HF does."""
+    _require(isinstance(added, list), path, "added_tokens is not a list")
+    special_token_ids: dict[str, int] = {}
+    normalized: dict[str, bool] = {}
+    next_new_id = len(raw_vocab)  # where HF puts an added token the model vocab does not have
+    for entry in added:
+        _require(isinstance(entry, dict) and isinstance(entry.get("content"), str) and entry.get("content"), path,
+                 f"added token {entry!r} has no content")
+        content, token_id = entry["content"], entry.get("id")
+        try:
+            content.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise TokenizerFileError(
+                f"{path}: added token {content!r} content has a lone surrogate at position {exc.start}"
+            ) from None
+        for flag in _ADDED_TOKEN_FLAGS:  # HF refuses an entry without one
+            _require(isinstance(entry.get(flag), bool), path,
+                     f"added token {content!r} has {flag} {json.dumps(entry.get(flag))}, not true or false")
+        _require(entry["special"], path,
+                 f"added token {content!r} is not special; only special added tokens can be loaded")
+        for flag in ("single_word", "lstrip", "rstrip"):
+            _require(not entry[flag], path, f"added token {content!r} has {flag} true; bpe_impls has no such option")
+        _require(isinstance(token_id, int) and not isinstance(token_id, bool) and token_id >= 0, path,
+                 f"added token {content!r} has id {token_id!r}, not a non-negative integer")
+        _require(content not in special_token_ids, path, f"added token {content!r} is listed twice")
+        model_id = raw_vocab.get(content)
+        if model_id is None:
+            _require(token_id == next_new_id, path,
+                     f"added token {content!r} has id {token_id}, but HF gives it {next_new_id} "
+                     "(it is not in the model vocab)")
+            next_new_id += 1
+        else:
+            _require(model_id == token_id, path,
+                     f"added token {content!r} has id {token_id}, but the model vocab gives it {model_id}")
+        special_token_ids[content] = token_id
+        normalized[content] = entry["normalized"]
+    # HF matches the tokens marked normalized: false first, then (in the text between them) those
+    # marked true; bpe_impls matches all at once, longest first. With no normalizer that is the
+    # same split unless a token of one kind can overlap one of the other in some text.
+    for plain in (token for token, flag in normalized.items() if not flag):
+        for other in (token for token, flag in normalized.items() if flag):
+            _require(not _overlap(plain, other), path,
+                     f"added token {plain!r} has normalized false and {other!r} normalized true: HF matches "
+                     f"{plain!r} first where they overlap, bpe_impls the longest; give both the same flag")
+    return special_token_ids
+
+
 def load(path: str | os.PathLike) -> TokenizerData:
     """Read a tokenizer.json (the file, or a directory holding one) that bpe_impls can reproduce exactly."""
     path = Path(path)
@@ -191,6 +436,12 @@ def load(path: str | os.PathLike) -> TokenizerData:
         path = path / TOKENIZER_FILE
     document = read_json(path)
     _require(isinstance(document, dict), path, "not a JSON object")
+    # HF applies these to each encoding (cut to max_length, pad to a length); bpe_impls returns every
+    # id of the whole text, so a file that asks for either is refused rather than ignored.
+    for field in ("truncation", "padding"):
+        _require(document.get(field) is None, path,
+                 f"{field} is {json.dumps(document.get(field))[:60]}; bpe_impls encodes whole texts and can load "
+                 "only null")
     _require(document.get("normalizer") is None, path,
              f"normalizer {json.dumps(document.get('normalizer'))[:60]} is set; bpe_impls has none")
     post = document.get("post_processor")
@@ -202,31 +453,7 @@ def load(path: str | os.PathLike) -> TokenizerData:
     pattern = _pattern(document.get("pre_tokenizer"), path)
     raw_vocab, raw_merges = _check_model(document.get("model"), path)
 
-    added = document.get("added_tokens", [])
-    _require(isinstance(added, list), path, "added_tokens is not a list")
-    special_token_ids: dict[str, int] = {}
-    next_new_id = len(raw_vocab)  # where HF puts an added token the model vocab does not have
-    for entry in added:
-        _require(isinstance(entry, dict) and isinstance(entry.get("content"), str) and entry.get("content"), path,
-                 f"added token {entry!r} has no content")
-        content, token_id = entry["content"], entry.get("id")
-        _require(entry.get("special") is True, path,
-                 f"added token {content!r} is not special; only special added tokens can be loaded")
-        for flag in ("single_word", "lstrip", "rstrip"):
-            _require(not entry.get(flag, False), path, f"added token {content!r} has {flag} true; bpe_impls has no such option")
-        _require(isinstance(token_id, int) and not isinstance(token_id, bool) and token_id >= 0, path,
-                 f"added token {content!r} has id {token_id!r}, not a non-negative integer")
-        _require(content not in special_token_ids, path, f"added token {content!r} is listed twice")
-        model_id = raw_vocab.get(content)
-        if model_id is None:
-            _require(token_id == next_new_id, path,
-                     f"added token {content!r} has id {token_id}, but HF gives it {next_new_id} (it is not in the model vocab)")
-            next_new_id += 1
-        else:
-            _require(model_id == token_id, path,
-                     f"added token {content!r} has id {token_id}, but the model vocab gives it {model_id}")
-        special_token_ids[content] = token_id
-
+    special_token_ids = _added_tokens(document.get("added_tokens", []), raw_vocab, path)
     specials_by_id = {token_id: content for content, token_id in special_token_ids.items()}
     vocab: dict[int, bytes] = {}
     for key, token_id in raw_vocab.items():
