@@ -30,7 +30,7 @@ SPECIAL_TOKENS = ["<|endoftext|>"]
 # commit's bpe_impls.harness.generators (TinyStories-style; "web" has ~25x the distinct words, which
 # is what a trainer's memory grows with), cached in bpe_impls' cache directory.
 CORPORA = ["tinystories_sample.txt", "corpus.en", "kjv.txt"]
-VOCAB_SIZES = [2048, 10000, 32000]
+VOCAB_SIZES = [10000, 32000]
 # Trainers written in Python: a merge phase of 0.1-1 s on kjv.txt, minutes for naive (see
 # _TOO_SLOW). Any other trainer (the compiled one, a new one) runs everywhere.
 PURE_PYTHON_TRAINERS = {"naive", "route_a", "route_b", "bucket"}
@@ -45,15 +45,17 @@ class Timed:
       the core while other processes run does not count. Everything timed runs in-process (one
       counting worker, one encoding thread), so CPU time is the work done.
     - Each combination is sized to take tens of milliseconds or more; asv reports the median of
-      4-20 samples per round (up to 2 s) over 2 rounds, each round in a fresh process.
+      3-10 samples per round (up to 1 s) over 4 rounds, each round in a fresh process. Several
+      short rounds rather than two long ones: asv interleaves rounds across the commits it
+      compares (A B A B ...), so a change in the machine's load falls on both.
     - No warm-up: setup re-runs before every sample (a fresh tokenizer, an empty cache), so every
       sample does the same work and the median ignores a cold first one.
     """
 
     timer = time.process_time
     number = 1
-    repeat = (4, 20, 2.0)
-    rounds = 2
+    repeat = (3, 10, 1.0)
+    rounds = 4
     warmup_time = 0.0
     timeout = 300
 
