@@ -9,8 +9,11 @@ the benchmarks raise NotImplementedError (asv's "skip") for what is missing.
 from __future__ import annotations
 
 import ast
+import gc
 import importlib.util
 import os
+import re
+import time
 from collections import Counter
 from pathlib import Path
 from collections.abc import Callable
@@ -23,8 +26,61 @@ REPO = Path(__file__).resolve().parent.parent
 os.environ.setdefault("BPE_FIXTURES", str(REPO.parent / "shared" / "fixtures"))
 
 SPECIAL_TOKENS = ["<|endoftext|>"]
-CORPORA = ["tinystories_sample.txt", "corpus.en", "kjv.txt"]  # 3.8 KB, 133 KB, 4 MB
-VOCAB_SIZES = [1000, 10000]
+# Shared fixtures (3.8 KB, 133 KB, 4.2 MB of real text) and corpora generated on first use by this
+# commit's bpe_impls.harness.generators (TinyStories-style; "web" has ~25x the distinct words, which
+# is what a trainer's memory grows with), cached in bpe_impls' cache directory.
+CORPORA = ["tinystories_sample.txt", "corpus.en", "kjv.txt"]
+VOCAB_SIZES = [10000, 32000]
+# Trainers written in Python: a merge phase of 0.1-1 s on kjv.txt, minutes for naive (see
+# _TOO_SLOW). Any other trainer (the compiled one, a new one) runs everywhere.
+PURE_PYTHON_TRAINERS = {"naive", "route_a", "route_b", "bucket"}
+PURE_PYTHON_ENCODERS = {"scan", "heap", "hybrid"}
+
+
+class Timed:
+    """Sampling shared by the time_ suites, so that two runs of identical code agree within a few
+    percent on a busy machine (asv flags a change of over 10% that its statistics call real):
+
+    - CPU time of the benchmark process (all its threads), not wall time: time spent waiting for
+      the core while other processes run does not count. Everything timed runs in-process (one
+      counting worker, one encoding thread), so CPU time is the work done.
+    - Each combination is sized to take tens of milliseconds or more; asv reports the median of
+      3-10 samples per round (up to 1 s) over 4 rounds, each round in a fresh process. Several
+      short rounds rather than two long ones: asv interleaves rounds across the commits it
+      compares (A B A B ...), so a change in the machine's load falls on both.
+    - No warm-up: setup re-runs before every sample (a fresh tokenizer, an empty cache), so every
+      sample does the same work and the median ignores a cold first one.
+    """
+
+    timer = time.process_time
+    number = 1
+    repeat = (3, 10, 1.0)
+    rounds = 4
+    warmup_time = 0.0
+    timeout = 300
+
+
+_GENERATED = re.compile(r"(tinystories|web)-(\d+)MB")
+
+
+def _generated_path(style: str, size: int) -> Path:
+    """This commit's generated corpus of `style` and `size` bytes, written once and cached."""
+    try:
+        from bpe_impls.harness.generators import tinystories
+    except ImportError:
+        skip("the corpus generators (bpe_impls.harness.generators) are not in this commit")
+    if style == "tinystories":
+        return tinystories.default_corpus(size)
+    try:
+        from bpe_impls.harness.generators import web
+    except ImportError:
+        skip("the web-style generator is not in this commit")
+    directory = tinystories.cache_dir()
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"web-v{web.GENERATOR_VERSION}-seed0-{size}B.txt"
+    if not (path.is_file() and path.stat().st_size == size):
+        web.write_corpus(path, size, 0, "web")  # atomic: concurrent writers are harmless
+    return path
 
 try:
     from bpe_impls import IMPLEMENTATIONS, count_pretokens
@@ -83,7 +139,7 @@ TRAINERS: list[str] = _registry_keys("bpe_impls/trainers/registry.py", "IMPLEMEN
 ENCODER_NAMES: list[str] = _registry_keys("bpe_impls/encoding/encoders.py", "ENCODERS") or list(ENCODERS) or ["hybrid"]
 # Peers have fixed names, so the grid (and asv's result history) does not depend on what is
 # installed; a peer that is not importable is skipped.
-PEER_TRAINERS = ["hf_tokenizers", "rustbpe"]
+PEER_TRAINERS = ["hf_tokenizers", "rustbpe", "gigatoken"]
 PEER_ENCODERS = ["tiktoken", "gigatoken", "tokie"]
 _PEER_MODULES = {"hf_tokenizers": "tokenizers", "rustbpe": "rustbpe", "tiktoken": "tiktoken", "gigatoken": "gigatoken",
                  "tokie": "tokie"}
@@ -95,7 +151,11 @@ def skip(reason: str) -> NoReturn:
 
 
 def corpus_path(name: str) -> Path:
-    """The shared fixture's path via bpe_impls.harness.fixtures (the one locator); skips if it is absent."""
+    """A generated corpus ("tinystories-4MB", "web-16MB"), or a shared fixture's path via
+    bpe_impls.harness.fixtures (the one locator); skips if it is absent."""
+    generated = _GENERATED.fullmatch(name)
+    if generated:
+        return _generated_path(generated[1], int(generated[2]) * 1_000_000)
     try:
         from bpe_impls.harness.fixtures import fixture_path
     except ImportError:  # commits before bpe_impls.harness.fixtures: same rule, env var only
@@ -125,6 +185,35 @@ _TOO_SLOW = {("naive", "kjv.txt", 1000), ("naive", "kjv.txt", 10000), ("naive", 
 
 def too_slow(impl: str, corpus: str, vocab_size: int) -> bool:
     return (impl, corpus, vocab_size) in _TOO_SLOW
+
+
+def peak_memory_or_skip() -> None:
+    """Skip where the kernel cannot reset the peak-RSS mark (anything but Linux)."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+    except OSError as exc:
+        skip(f"peak memory above a baseline needs Linux's /proc/self/clear_refs ({exc.strerror})")
+
+
+def _status_kb(field: str) -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise RuntimeError(f"no {field} in /proc/self/status")
+
+
+def peak_mb_above_baseline(run: Callable[[], Any]) -> float:
+    """MB of resident memory `run()` adds at its peak over what the process holds before it.
+
+    asv's peakmem_ is the whole process's peak, about 50 MB of interpreter and modules before any
+    work; this is the work's own share, so a change in it is not diluted. The kernel's peak mark is
+    reset (clear_refs 5) right before `run`. Rounded to 0.1 MB: allocator noise is below that.
+    """
+    gc.collect()
+    Path("/proc/self/clear_refs").write_text("5")
+    before = _status_kb("VmRSS")
+    run()
+    return round((_status_kb("VmHWM") - before) / 1024, 1)
 
 
 def fast_trainer() -> str | None:
@@ -167,7 +256,7 @@ except ImportError:
     _peers = None
 
 # Benchmark names (fixed, so asv's history keeps them) -> the adapters' names.
-_PEER_TRAINER_NAMES = {"hf_tokenizers": "huggingface", "rustbpe": "rustbpe"}
+_PEER_TRAINER_NAMES = {"hf_tokenizers": "huggingface", "rustbpe": "rustbpe", "gigatoken": "gigatoken"}
 
 
 def _peers_or_skip() -> Any:
@@ -178,7 +267,10 @@ def _peers_or_skip() -> Any:
 
 def train_peer(name: str, path: Path, vocab_size: int) -> None:
     """Train a peer end to end (reading the file itself) to the same vocab size, as `bpe compare` does."""
-    _, train = _peers_or_skip().TRAIN_PEERS[_PEER_TRAINER_NAMES[name]]
+    peers = _peers_or_skip()
+    if _PEER_TRAINER_NAMES[name] not in peers.TRAIN_PEERS:
+        skip(f"no trainer adapter for {name} in this commit's peers")
+    _, train = peers.TRAIN_PEERS[_PEER_TRAINER_NAMES[name]]
     train(str(path), vocab_size, SPECIAL_TOKENS)
 
 

