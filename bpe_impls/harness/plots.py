@@ -283,34 +283,39 @@ def plot_compare(report, path: Path) -> list[Path]:
 
 def history_figure(series: Sequence[Any]) -> Any:
     """One benchmark's history over commits (`history.Series` of one benchmark, machine and
-    environment; a line per parameter combination), asv's regressions shaded red."""
+    environment; a line per parameter combination), each regression asv found ringed in red with
+    its size."""
     plt = _pyplot()
     figure, axis = plt.subplots(figsize=(9, 3.2))
-    commits = series[0].commits
+    # The lines may cover different commits (a benchmark's parameters changed): one shared axis.
+    dated = {commit: date for line in series for commit, date in zip(line.commits, line.dates)}
+    commits = sorted(dated, key=lambda commit: (dated[commit], commit))
+    where = {commit: i for i, commit in enumerate(commits)}
     largest = max((v for line in series for v in line.values if v is not None), default=1.0)
     unit = series[0].unit
     scale, unit = ((2**20, "MiB") if unit == "bytes" else (1e-3, "ms") if unit == "seconds" and largest < 1
                    else (1, unit or "value"))
     for index, line in enumerate(series):
-        points = [(i, v / scale) for i, v in enumerate(line.values) if v is not None]
+        points = [(where[c], v / scale) for c, v in zip(line.commits, line.values) if v is not None]
         if points:
             axis.plot([i for i, _ in points], [v for _, v in points], marker=MARKERS[index % len(MARKERS)],
                       markersize=4, color=OURS[index % len(OURS)], label=line.params or line.benchmark)
         for regression in line.regressions:
-            before, after = line.commits.index(regression.before), line.commits.index(regression.after)
-            axis.axvspan(before, after, color="#d00000", alpha=0.15, linewidth=0)
-            axis.annotate(f"+{regression.value_after / regression.value_before - 1:.0%}",
-                          (after, regression.value_after / scale), color="#d00000", fontsize=8,
-                          textcoords="offset points", xytext=(3, 3))
+            after = (where[regression.after], regression.value_after / scale)
+            axis.plot(*after, marker="o", markersize=11, markerfacecolor="none", markeredgecolor="#d00000",
+                      markeredgewidth=1.5)
+            axis.annotate(f"+{regression.value_after / regression.value_before - 1:.0%}", after, color="#d00000",
+                          fontsize=8, textcoords="offset points", xytext=(6, 4))
     step = max(1, len(commits) // 12)  # at most about a dozen commit labels
     axis.set_xticks(range(0, len(commits), step), [commits[i] for i in range(0, len(commits), step)],
                     rotation=30, ha="right", fontsize=8)
-    axis.set_xlabel("commit (oldest first)")
+    axis.set_xlim(-0.5, len(commits) - 0.5)
+    axis.set_xlabel("commit (oldest first); red rings: regressions found by asv's step detection")
     axis.set_ylabel(f"{unit} (lower is better)")
     axis.set_ylim(0, largest / scale * 1.15)  # room above the top point for a regression's label
     axis.grid(alpha=0.3)
     axis.set_title(f"{series[0].benchmark}  [{series[0].machine}, {series[0].environment}]", fontsize=10)
     if len(series) > 1:
-        axis.legend(fontsize=7, loc="lower left", ncol=2)
+        axis.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     figure.tight_layout()
     return figure
