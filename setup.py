@@ -12,7 +12,7 @@ from setuptools import Extension, setup
 # The C sources live in csrc/ (MANIFEST.in ships them in the sdist); a header edit rebuilds both.
 _HEADERS = [
     "csrc/bpe_util.h", "csrc/scanner.h", "csrc/scan_kind.h", "csrc/scan_blocks.h", "csrc/counter.h", "csrc/packed.h",
-    "csrc/encoder.h", "csrc/encoder_internal.h", "csrc/trainer_internal.h",
+    "csrc/encoder.h", "csrc/encoder_internal.h", "csrc/trainer_internal.h", "csrc/u64_heap.h",
 ]
 _FLAGS = ["-O3", "-std=c11", "-Wall", "-Wextra", "-Wno-unused-parameter", "-Wno-missing-field-initializers"]
 # An optimisation level in CFLAGS wins (the sanitizer build, .ci/sanitize, asks for -O1): these

@@ -14,10 +14,10 @@ top the `bpe` command line (cli).
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
 
 from .base.errors import BpeError, ConfigError, CorpusError, EncodeError, TokenizerFileError, WorkerError
+from .base.lazy import lazy_names
 
 # Each name's subpackage is imported when the name is first used (PEP 562), so `from bpe_impls
 # import Tokenizer` does not import the trainers, the corpus layer or their dependencies.
@@ -34,17 +34,7 @@ if TYPE_CHECKING:
     from .trainers import DEFAULT_IMPL, IMPLEMENTATIONS, Merges, Trainer, Vocab, get_trainer, train_bpe, train_bpe_from_iterator
 
 
-def __getattr__(name: str) -> object:
-    package = _LAZY.get(name)
-    if package is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(package, __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_LAZY})
+__getattr__, __dir__ = lazy_names(__name__, _LAZY)
 
 
 __all__ = [

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "encoder_internal.h"
+#include "u64_heap.h"
 
 /* ---- BPE ------------------------------------------------------------------ */
 
@@ -63,51 +64,6 @@ bpe_scan(const PairMap *pm, const uint64_t *byte_pairs,
     return n;
 }
 
-/* A min-heap of (rank << 32 | position): pops the lowest rank, the leftmost
- * position on a tie. Not shared with trainer.c's heap: that one orders structs
- * through a comparison function, and plain integer comparisons keep this one,
- * run per merge of long pre-tokens, cheap. */
-static void
-heap_push(uint64_t *heap, size_t *size, uint64_t v)
-{
-    size_t k = (*size)++;
-    while (k > 0) {
-        size_t parent = (k - 1) / 2;
-        if (heap[parent] <= v) {
-            break;
-        }
-        heap[k] = heap[parent];
-        k = parent;
-    }
-    heap[k] = v;
-}
-
-static uint64_t
-heap_pop(uint64_t *heap, size_t *size)
-{
-    uint64_t top = heap[0];
-    uint64_t last = heap[--(*size)];
-    size_t k = 0, n = *size;
-    for (;;) {
-        size_t child = 2 * k + 1;
-        if (child >= n) {
-            break;
-        }
-        if (child + 1 < n && heap[child + 1] < heap[child]) {
-            child++;
-        }
-        if (last <= heap[child]) {
-            break;
-        }
-        heap[k] = heap[child];
-        k = child;
-    }
-    if (n) {
-        heap[k] = last;
-    }
-    return top;
-}
-
 #define DEAD UINT32_MAX
 
 /* BPE in O(n log n), as tokenizer.bpe_heap: a linked list over positions and a
@@ -139,12 +95,12 @@ bpe_heap(const PairMap *pm, uint32_t *ids, size_t n)
         if (k + 1 < n) {
             uint32_t rank = pair_rank(pm, ids[k], ids[k + 1], NULL);
             if (rank != NO_RANK) {
-                heap_push(heap, &size, (uint64_t)rank << 32 | k);
+                u64_heap_push(heap, &size, (uint64_t)rank << 32 | k);
             }
         }
     }
     while (size) {
-        uint64_t top = heap_pop(heap, &size);
+        uint64_t top = u64_heap_pop(heap, &size);
         uint32_t rank = (uint32_t)(top >> 32), i = (uint32_t)top, j = next[i],
                  merged = 0;
         if (j == n || ids[i] == DEAD) {
@@ -161,14 +117,14 @@ bpe_heap(const PairMap *pm, uint32_t *ids, size_t n)
             prev[k] = i;
             uint32_t r = pair_rank(pm, merged, ids[k], NULL);
             if (r != NO_RANK) {
-                heap_push(heap, &size, (uint64_t)r << 32 | i);
+                u64_heap_push(heap, &size, (uint64_t)r << 32 | i);
             }
         }
         uint32_t p = prev[i];
         if (p != DEAD) {
             uint32_t r = pair_rank(pm, ids[p], merged, NULL);
             if (r != NO_RANK) {
-                heap_push(heap, &size, (uint64_t)r << 32 | p);
+                u64_heap_push(heap, &size, (uint64_t)r << 32 | p);
             }
         }
     }

@@ -23,6 +23,7 @@
 
 #include "bpe_util.h"
 #include "encoder.h"
+#include "u64_heap.h"
 
 #define MAX_RANK 4294967294u /* encoding/tables.py's MAX_TOKEN_ID */
 #define NOT_FOUND UINT32_MAX
@@ -306,46 +307,6 @@ work_free(Work *w)
     free(w->pair2);
 }
 
-static void
-heap_push(uint64_t *heap, size_t *n, uint64_t key)
-{
-    size_t i = (*n)++;
-    while (i > 0) {
-        size_t parent = (i - 1) / 2;
-        if (heap[parent] <= key) {
-            break;
-        }
-        heap[i] = heap[parent];
-        i = parent;
-    }
-    heap[i] = key;
-}
-
-static uint64_t
-heap_pop(uint64_t *heap, size_t *n)
-{
-    uint64_t top = heap[0], last = heap[--*n];
-    size_t i = 0, count = *n;
-    for (;;) {
-        size_t child = 2 * i + 1;
-        if (child >= count) {
-            break;
-        }
-        if (child + 1 < count && heap[child + 1] < heap[child]) {
-            child++;
-        }
-        if (heap[child] >= last) {
-            break;
-        }
-        heap[i] = heap[child];
-        i = child;
-    }
-    if (count > 0) {
-        heap[i] = last;
-    }
-    return top;
-}
-
 /* The rank of s[a:b] if it is a token ranked below `below`, else NOT_FOUND. */
 static uint32_t
 rank_below(const Ranks *r, const unsigned char *s, size_t a, size_t b,
@@ -380,11 +341,11 @@ token_merge(const Ranks *r, const unsigned char *s, size_t len,
         uint32_t rank = w->pair2[s[i] << 8 | s[i + 1]];
         if (rank < below) {
             pair[i] = rank;
-            heap_push(heap, &count, (uint64_t)rank << 32 | i);
+            u64_heap_push(heap, &count, (uint64_t)rank << 32 | i);
         }
     }
     while (count > 0) {
-        uint64_t top = heap_pop(heap, &count);
+        uint64_t top = u64_heap_pop(heap, &count);
         uint32_t rank = (uint32_t)(top >> 32), i = (uint32_t)top;
         if (prev[i] == (uint32_t)len || pair[i] != rank) {
             continue; /* stale: merged away, or a neighbour merged since */
@@ -398,14 +359,14 @@ token_merge(const Ranks *r, const unsigned char *s, size_t len,
             prev[end] = i;
             pair[i] = rank_below(r, s, i, next[end], below);
             if (pair[i] != NOT_FOUND) {
-                heap_push(heap, &count, (uint64_t)pair[i] << 32 | i);
+                u64_heap_push(heap, &count, (uint64_t)pair[i] << 32 | i);
             }
         }
         uint32_t p = prev[i];
         if (p != UINT32_MAX) {
             pair[p] = rank_below(r, s, p, end, below);
             if (pair[p] != NOT_FOUND) {
-                heap_push(heap, &count, (uint64_t)pair[p] << 32 | p);
+                u64_heap_push(heap, &count, (uint64_t)pair[p] << 32 | p);
             }
         }
     }

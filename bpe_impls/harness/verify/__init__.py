@@ -13,8 +13,9 @@ reference disagree, and shrinks it. This project's own trainers and encoders are
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
+
+from ...base.lazy import lazy_names
 
 # Each name's module is imported on first use (PEP 562): PEER_NAMES (the `bpe` command's help)
 # does not import the engine and Hypothesis.
@@ -43,17 +44,7 @@ if TYPE_CHECKING:
     from .refs import ENTRY_POINT_GROUP, ImplementationError, Isolated
 
 
-def __getattr__(name: str) -> object:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_LAZY})
+__getattr__, __dir__ = lazy_names(__name__, _LAZY)
 
 
 __all__ = [
