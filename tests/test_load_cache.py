@@ -201,3 +201,84 @@ def test_a_pattern_the_compiled_encoder_does_not_scan_is_not_kept(tmp_path, cach
     tok.save(tmp_path / "saved", "gpt2")
     loaded = Tokenizer.load(tmp_path / "saved")
     assert loaded.encoder != "native" and not entries(cache)
+
+
+# --- the one-pass readers a cold load uses, against the per-token ones ------------------------
+
+from hypothesis import given  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from bpe_impls.encoding.formats import gpt2 as gpt2_format  # noqa: E402
+
+TABLE_CHARS = "".join(gpt2_format.bytes_to_unicode().values())
+
+
+@given(st.lists(st.text(st.sampled_from(TABLE_CHARS + "\n\r Ā中\x00"), max_size=6), max_size=20))
+def test_strs_to_tokens_is_str_to_token_of_each(texts):
+    try:
+        expected = [gpt2_format.str_to_token(text, "x") for text in texts]
+    except TokenizerFileError:
+        expected = None
+    assert gpt2_format.strs_to_tokens(texts) == expected
+
+
+@pytest.mark.parametrize("edit", [
+    lambda lines: lines,  # sound
+    lambda lines: [*lines[:3], "", "\r", *lines[3:]],  # blank lines are skipped
+    lambda lines: [line + "\r" for line in lines],  # CRLF
+    lambda lines: [*lines[:5], lines[5].replace(" ", "  "), *lines[6:]],
+    lambda lines: [*lines[:5], lines[5] + " x", *lines[6:]],
+    lambda lines: [*lines[:5], lines[5][:-1] + "中", *lines[6:]],
+    lambda lines: [*lines[:5], lines[5][:-1] + "\r" + lines[5][-1], *lines[6:]],
+    lambda lines: [lines[0], lines[-2], *lines[1:-2], lines[-1]],  # the last merge first: its parts are not made yet
+    lambda lines: [lines[0], lines[2], *lines[1:2], *lines[3:]],
+    lambda lines: ["#version: 0.2", *lines[1:]],
+    lambda lines: lines[1:],  # no header
+])
+def test_a_merges_file_reads_the_same_on_the_fast_path_and_the_slow_one(trained, tmp_path, edit, monkeypatch):
+    trained.save(tmp_path, "gpt2")
+    path = tmp_path / "merges.txt"
+    path.write_text("\n".join(edit(path.read_text(encoding="utf-8").split("\n"))), encoding="utf-8")
+    vocab = gpt2_format.load_vocab(tmp_path / "vocab.json")
+
+    def outcome():
+        try:
+            return gpt2_format.load_merges(path, vocab)
+        except TokenizerFileError as exc:
+            return str(exc)
+
+    fast = outcome()
+    monkeypatch.setattr(gpt2_format, "_sound_merges", lambda lines, known: None)
+    assert fast == outcome()
+
+
+@pytest.mark.parametrize("edit", [
+    lambda text: text,
+    lambda text: text.replace(": 300,", ": true,", 1),
+    lambda text: text.replace(": 300,", ": -300,", 1),
+    lambda text: text.replace(": 300,", ": 301,", 1),
+    lambda text: text.replace(": 300,", ": 3.0,", 1),
+    lambda text: text.replace('"!"', '""', 1),
+    lambda text: text.replace('"!"', '"中"', 1),
+    lambda text: text.replace('"!"', '"\\n"', 1),
+])
+def test_a_vocab_reads_the_same_on_the_fast_path_and_the_slow_one(trained, tmp_path, edit, monkeypatch):
+    from bpe_impls.encoding.formats import hf
+
+    trained.save(tmp_path / "gpt2", "gpt2")
+    trained.save(tmp_path / "hf", "hf")
+    for path, read in ((tmp_path / "gpt2" / "vocab.json", gpt2_format.load_vocab), (tmp_path / "hf" / "tokenizer.json", hf.load)):
+        text = path.read_text(encoding="utf-8")
+        path.write_text(edit(text), encoding="utf-8")
+
+        def outcome():
+            try:
+                return read(path)
+            except TokenizerFileError as exc:
+                return str(exc)
+
+        fast = outcome()
+        with monkeypatch.context() as patch:
+            patch.setattr(gpt2_format, "strs_to_tokens", lambda texts: None)
+            patch.setattr(hf, "strs_to_tokens", lambda texts: None)
+            assert fast == outcome()

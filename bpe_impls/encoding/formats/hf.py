@@ -38,7 +38,7 @@ import regex
 from ...base.errors import ConfigError, TokenizerFileError
 from ...base.patterns import CL100K_PATTERN, GPT2, PRESETS, SplitPattern, resolve_pattern
 from .common import TokenizerData, output_file, read_json, write_files
-from .gpt2 import str_to_token, token_to_str
+from .gpt2 import str_to_token, strs_to_tokens, token_to_str
 
 TOKENIZER_FILE = "tokenizer.json"
 
@@ -374,6 +374,17 @@ def _merge(entry: object, index: int, path: Path) -> tuple[bytes, bytes]:
     return str_to_token(parts[0], where), str_to_token(parts[1], where)
 
 
+def _sound_merges(entries: list) -> list[tuple[bytes, bytes]] | None:
+    """`_merge` of every entry when each is a pair of non-empty strings (a list, or "left right")
+    with characters in the table, in one translate; else None (`_merge` then names the fault)."""
+    parts = [entry if type(entry) is list else entry.split(" ") if type(entry) is str else None for entry in entries]
+    if not all(type(pair) is list and len(pair) == 2 and type(pair[0]) is str and type(pair[1]) is str
+               and pair[0] and pair[1] for pair in parts):
+        return None
+    tokens = strs_to_tokens([part for pair in parts for part in pair])
+    return None if tokens is None else list(zip(tokens[0::2], tokens[1::2]))
+
+
 def _overlap(first: str, second: str) -> bool:
     """Whether an occurrence of `first` and one of `second` can share a character in some text."""
     if first in second or second in first:
@@ -456,6 +467,11 @@ def load(path: str | os.PathLike) -> TokenizerData:
     special_token_ids = _added_tokens(document.get("added_tokens", []), raw_vocab, path)
     specials_by_id = {token_id: content for content, token_id in special_token_ids.items()}
     vocab: dict[int, bytes] = {}
+    # The keys' bytes in one go where that works (a special token's text may be outside the byte
+    # table); the loop still checks each entry in order.
+    keys = [key for key in raw_vocab if key not in special_token_ids]
+    translated = strs_to_tokens(keys) if all(keys) else None
+    tokens = dict(zip(keys, translated)) if translated is not None else {}
     for key, token_id in raw_vocab.items():
         _require(isinstance(token_id, int) and not isinstance(token_id, bool) and token_id >= 0, path,
                  f"model vocab token {key!r} has id {token_id!r}, not a non-negative integer")
@@ -464,10 +480,13 @@ def load(path: str | os.PathLike) -> TokenizerData:
             vocab[token_id] = key.encode("utf-8")
         else:
             _require(bool(key), path, f"model vocab has an empty token (id {token_id})")
-            vocab[token_id] = str_to_token(key, f"{path} (model vocab id {token_id})")
+            token = tokens.get(key)
+            vocab[token_id] = token if token is not None else str_to_token(key, f"{path} (model vocab id {token_id})")
     for content, token_id in special_token_ids.items():
         if token_id not in vocab:
             vocab[token_id] = content.encode("utf-8")
-    merges = [_merge(entry, index, path) for index, entry in enumerate(raw_merges)]
+    merges = _sound_merges(raw_merges)
+    if merges is None:
+        merges = [_merge(entry, index, path) for index, entry in enumerate(raw_merges)]
     return TokenizerData(dict(sorted(vocab.items())), merges, tuple(special_token_ids), pattern, special_token_ids)
 
