@@ -221,8 +221,8 @@ class Tokenizer:
         if format == "tiktoken":
             if set(options) <= {"encoder", "cache_size"} and options.get("encoder", "native") == "native":
                 packed = tiktoken_file.load_packed(where, pattern, special_tokens)
-                cache_size = options.get("cache_size", 2**18)
-                tokenizer = cls._from_packed(packed, cache_size) if packed is not None else None  # type: ignore[arg-type]
+                size = options.get("cache_size", 2**18)
+                tokenizer = cls._from_packed(packed, size) if packed is not None else None  # type: ignore[arg-type]
                 if tokenizer is not None:
                     return tokenizer
             data = tiktoken_file.load(where, pattern, special_tokens)
@@ -307,7 +307,8 @@ class Tokenizer:
         if found is None:
             return None
         packed = PackedTokenizer(found.tables, found.special_token_ids, found.pattern, found.max_id)
-        return cls._from_packed(packed, options.get("cache_size", 2**18), found.encoder_merges)  # type: ignore[arg-type]
+        cache_size = options.get("cache_size", 2**18)
+        return cls._from_packed(packed, cache_size, found.encoder_merges)  # type: ignore[arg-type]
 
     def _keep_tables(self, slot: table_cache.Slot) -> None:
         """Write this freshly built tokenizer's tables to `slot`, if it runs the compiled encoder."""

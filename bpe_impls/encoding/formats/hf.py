@@ -374,6 +374,23 @@ def _merge(entry: object, index: int, path: Path) -> tuple[bytes, bytes]:
     return str_to_token(parts[0], where), str_to_token(parts[1], where)
 
 
+def _sound_vocab(raw_vocab: dict, special_token_ids: dict[str, int]) -> dict[int, bytes] | None:
+    """`load`'s model vocab as id -> bytes, in one translate, when its loop would find no fault:
+    every id a distinct non-negative int, every key other than a special token's (under that
+    token's id) a non-empty string of the byte table; else None (the loop then names the fault)."""
+    ids = list(raw_vocab.values())
+    if not all(type(token_id) is int for token_id in ids) or min(ids, default=0) < 0 or len(set(ids)) != len(ids):
+        return None
+    specials = {key: token_id for key, token_id in special_token_ids.items() if raw_vocab.get(key) == token_id}
+    keys = [key for key in raw_vocab if key not in specials]
+    tokens = strs_to_tokens(keys) if all(keys) else None
+    if tokens is None:
+        return None
+    vocab = dict(zip(map(raw_vocab.__getitem__, keys), tokens))
+    vocab.update((token_id, key.encode("utf-8")) for key, token_id in specials.items())
+    return vocab
+
+
 def _sound_merges(entries: list) -> list[tuple[bytes, bytes]] | None:
     """`_merge` of every entry when each is a pair of non-empty strings (a list, or "left right")
     with characters in the table, in one translate; else None (`_merge` then names the fault)."""
@@ -466,13 +483,9 @@ def load(path: str | os.PathLike) -> TokenizerData:
 
     special_token_ids = _added_tokens(document.get("added_tokens", []), raw_vocab, path)
     specials_by_id = {token_id: content for content, token_id in special_token_ids.items()}
-    vocab: dict[int, bytes] = {}
-    # The keys' bytes in one go where that works (a special token's text may be outside the byte
-    # table); the loop still checks each entry in order.
-    keys = [key for key in raw_vocab if key not in special_token_ids]
-    translated = strs_to_tokens(keys) if all(keys) else None
-    tokens = dict(zip(keys, translated)) if translated is not None else {}
-    for key, token_id in raw_vocab.items():
+    sound = _sound_vocab(raw_vocab, special_token_ids)
+    vocab: dict[int, bytes] = sound if sound is not None else {}
+    for key, token_id in raw_vocab.items() if sound is None else ():
         _require(isinstance(token_id, int) and not isinstance(token_id, bool) and token_id >= 0, path,
                  f"model vocab token {key!r} has id {token_id!r}, not a non-negative integer")
         _require(token_id not in vocab, path, f"model vocab gives id {token_id} to two tokens")
@@ -480,8 +493,7 @@ def load(path: str | os.PathLike) -> TokenizerData:
             vocab[token_id] = key.encode("utf-8")
         else:
             _require(bool(key), path, f"model vocab has an empty token (id {token_id})")
-            token = tokens.get(key)
-            vocab[token_id] = token if token is not None else str_to_token(key, f"{path} (model vocab id {token_id})")
+            vocab[token_id] = str_to_token(key, f"{path} (model vocab id {token_id})")
     for content, token_id in special_token_ids.items():
         if token_id not in vocab:
             vocab[token_id] = content.encode("utf-8")

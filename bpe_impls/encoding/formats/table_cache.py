@@ -112,7 +112,9 @@ def pack(
     encoder = array("I")
     for (left, right), (_, merged) in sorted(ranks.items(), key=lambda item: item[1][0]):
         encoder.extend((left, right, merged))
-    sections = [ids.tobytes(), offsets.tobytes(), blob, triples.tobytes(), encoder.tobytes(), array("I", byte_ids).tobytes()]
+    sections = [
+        ids.tobytes(), offsets.tobytes(), blob, triples.tobytes(), encoder.tobytes(), array("I", byte_ids).tobytes()
+    ]
     header = json.dumps({
         "name": name, "pattern": pattern.name, "special_token_ids": list(special_token_ids.items()),
         "sizes": [len(section) for section in sections],
