@@ -283,3 +283,21 @@ def test_a_vocab_reads_the_same_on_the_fast_path_and_the_slow_one(trained, tmp_p
             patch.setattr(gpt2_format, "strs_to_tokens", lambda texts: None)
             patch.setattr(hf, "strs_to_tokens", lambda texts: None)
             assert fast == outcome()
+
+
+def test_a_load_leaves_the_garbage_collector_as_it_found_it(trained, tmp_path, cache):
+    import gc
+
+    trained.save(tmp_path / "saved", "gpt2")
+    (tmp_path / "bad").mkdir()
+    assert gc.isenabled()
+    try:
+        for enabled in (True, False):
+            gc.enable() if enabled else gc.disable()
+            Tokenizer.load(tmp_path / "saved", cache=False)
+            assert gc.isenabled() is enabled
+            with pytest.raises(TokenizerFileError):
+                Tokenizer.load(tmp_path / "bad")
+            assert gc.isenabled() is enabled
+    finally:
+        gc.enable()

@@ -22,6 +22,7 @@ import warnings
 from bisect import bisect_left
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence, Set
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from functools import cached_property, lru_cache, partial
 from itertools import accumulate, chain, pairwise
 from pathlib import Path
@@ -196,6 +197,17 @@ class Tokenizer:
         named by the files' content, and take them from there when the same files load again
         (see formats/table_cache.py); False reads and writes nothing there.
         """
+        # A load makes a few objects per token and no cycles, but each counts towards the cyclic
+        # collector's next run, which would otherwise run many times over them as they are made.
+        with _gc_paused():
+            return cls._load(path, format, merges_path, special_tokens, pattern, cache, options)
+
+    @classmethod
+    def _load(
+        cls, path: str | os.PathLike, format: str | None, merges_path: str | os.PathLike | None,
+        special_tokens: Sequence[str] | Mapping[str, int] | None, pattern: str | SplitPattern | None, cache: bool,
+        options: dict[str, object],
+    ) -> Tokenizer:
         from .formats import FORMATS, detect, gpt2, tiktoken_file  # (the formats load with the first file)
         from .formats.common import special_ids_match
 
@@ -769,6 +781,18 @@ def _split_lists(ids: np.ndarray, offsets: np.ndarray) -> list[list[int]]:
     gc.disable()
     try:
         return [flat[a:b] for a, b in pairwise(offsets.tolist())]
+    finally:
+        if collecting:
+            gc.enable()
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """The cyclic garbage collector off for the block (as it was, after)."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
     finally:
         if collecting:
             gc.enable()
