@@ -12,7 +12,9 @@ times) and each figure is the median:
   file (ours: Tokenizer.load with the o200k pattern and special tokens; tiktoken: load_tiktoken_bpe
   then tiktoken.Encoding with the same pattern and special tokens), encode one sentence;
 - load: in a process that has already imported the library, the time to load each saved format
-  (tiktoken: OpenAI's rank file with a sidecar), tiktoken's read + build, HF's from_file;
+  (tiktoken: OpenAI's rank file with a sidecar), tiktoken's read + build, HF's from_file; gpt2 and
+  hf cold (cache=False: the files parsed and checked) and cached (the tables the warm-up run kept
+  in the cache folder, here a fresh one in the temp folder);
 - long token: Tokenizer.load of a rank file whose tokens are runs of one letter up to 64 KB.
 Not a unit test: wall-clock figures on a shared machine are noisy (compare medians, or run the
 cells under a whole-process timer such as /usr/bin/time).
@@ -25,6 +27,7 @@ import base64
 import gzip
 import importlib.util
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -58,8 +61,10 @@ FIRST_TOKEN = {
 }
 _TIMED = "import time\n{setup}\nstart = time.perf_counter()\n{work}\nprint(time.perf_counter() - start)\n"
 LOAD = {
-    "ours gpt2": ("from bpe_impls import Tokenizer", "Tokenizer.load({gpt2!r})"),
-    "ours hf": ("from bpe_impls import Tokenizer", "Tokenizer.load({hf!r})"),
+    "ours gpt2, cold": ("from bpe_impls import Tokenizer", "Tokenizer.load({gpt2!r}, cache=False)"),
+    "ours gpt2, cached": ("from bpe_impls import Tokenizer", "Tokenizer.load({gpt2!r})"),
+    "ours hf, cold": ("from bpe_impls import Tokenizer", "Tokenizer.load({hf!r}, cache=False)"),
+    "ours hf, cached": ("from bpe_impls import Tokenizer", "Tokenizer.load({hf!r})"),
     "ours tiktoken": ("from bpe_impls import Tokenizer", "Tokenizer.load({tiktoken!r})"),
     "tiktoken read+build": (
         "import tiktoken\nfrom tiktoken.load import load_tiktoken_bpe",
@@ -132,6 +137,7 @@ def main() -> None:
     parser.add_argument("--json", type=Path, default=None, help="write every run's figures here")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
+        os.environ["BPE_CACHE_DIR"] = str(Path(tmp) / "cache")  # (the cells inherit it)
         fields = setup(args.vocab, Path(tmp))
         cells: dict[str, str] = {f"first token: {k}": v.format(**fields) for k, v in FIRST_TOKEN.items()}
         for name, (prelude, work) in LOAD.items():

@@ -16,16 +16,14 @@ identically. Computing that table takes a fifth of a second, so it is kept in th
 
 from __future__ import annotations
 
-import hashlib
 import os
-import tempfile
 import threading
 import unicodedata
 from pathlib import Path
 
 import regex
 
-from .cache import cache_dir
+from .cache import cache_dir, read_entry, write_entry
 from .patterns import PRESETS, SplitPattern
 
 try:
@@ -93,34 +91,23 @@ _TABLE_VERSION = 1
 
 
 def _table_path() -> Path:
-    return cache_dir() / (
-        f"char-classes-v{_TABLE_VERSION}-regex-{regex.__version__}-unicode-{unicodedata.unidata_version}.bin"
-    )
+    return cache_dir() / _table_name()
+
+
+def _table_name() -> str:
+    return f"char-classes-v{_TABLE_VERSION}-regex-{regex.__version__}-unicode-{unicodedata.unidata_version}.bin"
 
 
 def cached_char_classes() -> bytes:
     """`char_classes()`, read from the cache folder when it holds them for this `regex` (checked
     against the digest stored with them), else computed and written there for the next process. A
     cache that cannot be written is only slower."""
-    path = _table_path()
-    try:
-        stored = path.read_bytes()
-    except OSError:
-        stored = b""
-    digest, table = stored[:32], stored[32:]
-    if len(table) == _CODEPOINTS and hashlib.sha256(table).digest() == digest:
+    name = _table_name()
+    table = read_entry(name)
+    if table is not None and len(table) == _CODEPOINTS:
         return table
     table = char_classes()
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=path.parent, prefix=f".{path.name}.", delete=False) as handle:
-            handle.write(hashlib.sha256(table).digest() + table)
-        os.replace(handle.name, path)
-    except OSError:
-        try:
-            os.unlink(handle.name)
-        except (OSError, NameError):
-            pass
+    write_entry(name, table)
     return table
 
 

@@ -116,12 +116,21 @@ def build_tables(
     ranks: RankTable = {}
     made: set[bytes] = set()
     for rank, (left, right) in enumerate(merges):
-        if not isinstance(left, bytes) or not isinstance(right, bytes):
-            raise ConfigError(f"merge #{rank} is {(left, right)!r}, not a pair of bytes")
-        check_merge(left, right, ordinary, made, f"merge #{rank} {left!r} + {right!r}")
-        made.add(left + right)
+        # The checks below, inlined for the common case of a sound merge (a call per merge costs
+        # more than the checks); anything else goes the full way, which names the fault.
+        sound = type(left) is bytes and type(right) is bytes
+        merged = left + right if sound else b""
+        if not (
+            sound and left in ordinary and right in ordinary and merged in ordinary
+            and (len(left) == 1 or left in made) and (len(right) == 1 or right in made)
+        ):
+            if not isinstance(left, bytes) or not isinstance(right, bytes):
+                raise ConfigError(f"merge #{rank} is {(left, right)!r}, not a pair of bytes")
+            check_merge(left, right, ordinary, made, f"merge #{rank} {left!r} + {right!r}")
+            merged = left + right
+        made.add(merged)
         checked.append((left, right))
         # A pair listed twice keeps its last rank, as HF `tokenizers` and GPT-2's encoder.py
         # (`dict(zip(merges, range(len(merges))))`) read such a file.
-        ranks[(ordinary[left], ordinary[right])] = (rank, ordinary[left + right])
+        ranks[(ordinary[left], ordinary[right])] = (rank, ordinary[merged])
     return EncodingTables(table, checked, special_token_ids, [ordinary[bytes([b])] for b in range(256)], ranks)

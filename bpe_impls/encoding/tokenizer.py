@@ -22,6 +22,7 @@ import warnings
 from bisect import bisect_left
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence, Set
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from functools import cached_property, lru_cache, partial
 from itertools import accumulate, chain, pairwise
 from pathlib import Path
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
+    from .formats import table_cache
     from .formats import tiktoken_file
 
 _T = TypeVar("_T")
@@ -121,9 +123,12 @@ class Tokenizer:
         self._special_id_list = [self.special_token_ids[special] for special in self.special_tokens]
 
     @classmethod
-    def _from_packed(cls, packed: tiktoken_file.PackedTokenizer, cache_size: int = 2**18) -> Tokenizer | None:
+    def _from_packed(
+        cls, packed: tiktoken_file.PackedTokenizer, cache_size: int = 2**18, encoder_merges: bytes | None = None
+    ) -> Tokenizer | None:
         """The tokenizer `cls(vocab, merges, specials, pattern=...)` builds from a rank file read by
-        `tiktoken_file.load_packed`, built from its packed tables with no Python object per token
+        `tiktoken_file.load_packed` (or from tables the cache kept, whose `encoder_merges` leave
+        out a pair's earlier ranks), built from its packed tables with no Python object per token
         (the vocab and merges are made on first use), with the compiled encoder. None where that
         constructor would do more than the packed tables say (an id it refuses, an encoder other
         than the compiled one): the caller then takes the general path."""
@@ -141,7 +146,8 @@ class Tokenizer:
         self._n_vocab = max([packed.max_rank, *special_ids.values()]) + 1
         self._merge_count = len(packed.tables.merges) // 12
         self.special_token_ids = dict(special_ids)
-        self._encoder = compiled.core().Encoder(packed.tables.byte_ids, packed.tables.merges, cache_size, scanner)
+        merges = packed.tables.merges if encoder_merges is None else encoder_merges
+        self._encoder = compiled.core().Encoder(packed.tables.byte_ids, merges, cache_size, scanner)
         self._special_bytes = [special.encode("utf-8") for special in self.special_tokens]
         self._special_id_list = [special_ids[special] for special in self.special_tokens]
         return self
@@ -171,6 +177,7 @@ class Tokenizer:
         merges_path: str | os.PathLike | None = None,
         special_tokens: Sequence[str] | Mapping[str, int] | None = None,
         pattern: str | SplitPattern | None = None,
+        cache: bool = True,
         **options: object,
     ) -> Tokenizer:
         """A tokenizer from a file or directory in any format `save` writes (`format` None: told
@@ -186,14 +193,28 @@ class Tokenizer:
         .tiktoken file without sidecar, where special tokens may map text -> id); they replace a
         gpt2 directory's sidecars, and are refused for an HF file or a .tiktoken with a sidecar,
         which say it themselves. `options` go to the constructor (encoder, cache_size).
+        `cache`: keep the tables a gpt2 or hf load builds in the cache folder (base/cache.py),
+        named by the files' content, and take them from there when the same files load again
+        (see formats/table_cache.py); False reads and writes nothing there.
         """
+        # A load makes a few objects per token and no cycles, but each counts towards the cyclic
+        # collector's next run, which would otherwise run many times over them as they are made.
+        with _gc_paused():
+            return cls._load(path, format, merges_path, special_tokens, pattern, cache, options)
+
+    @classmethod
+    def _load(
+        cls, path: str | os.PathLike, format: str | None, merges_path: str | os.PathLike | None,
+        special_tokens: Sequence[str] | Mapping[str, int] | None, pattern: str | SplitPattern | None, cache: bool,
+        options: dict[str, object],
+    ) -> Tokenizer:
         from .formats import FORMATS, detect, gpt2, tiktoken_file  # (the formats load with the first file)
         from .formats.common import special_ids_match
 
         if merges_path is not None:
             if format not in (None, "gpt2"):
                 raise ConfigError(f"merges_path is for the gpt2 format, not {format!r}")
-            return cls._load_gpt2_pair(path, merges_path, special_tokens, pattern, options)
+            return cls._load_gpt2_pair(path, merges_path, special_tokens, pattern, options, cache)
         if format is None:
             format, where = detect(path)
         elif format not in FORMATS:
@@ -206,43 +227,111 @@ class Tokenizer:
             return cls._load_gpt2_pair(
                 folder / gpt2.VOCAB_FILE, folder / gpt2.MERGES_FILE,
                 list(specials) if special_tokens is None else special_tokens,
-                saved_pattern if pattern is None else pattern, options,
+                saved_pattern if pattern is None else pattern, options, cache,
             )
+        slot = None
         if format == "tiktoken":
             if set(options) <= {"encoder", "cache_size"} and options.get("encoder", "native") == "native":
                 packed = tiktoken_file.load_packed(where, pattern, special_tokens)
-                cache = options.get("cache_size", 2**18)
-                tokenizer = cls._from_packed(packed, cache) if packed is not None else None  # type: ignore[arg-type]
+                size = options.get("cache_size", 2**18)
+                tokenizer = cls._from_packed(packed, size) if packed is not None else None  # type: ignore[arg-type]
                 if tokenizer is not None:
                     return tokenizer
             data = tiktoken_file.load(where, pattern, special_tokens)
         else:
             if special_tokens is not None:
                 raise ConfigError("an HF tokenizer.json lists its own special tokens; do not pass special_tokens")
+            if cache:
+                from .formats import hf
+
+                file = where / hf.TOKENIZER_FILE if where.is_dir() else where
+                slot = cls._cache_slot("hf", [file], pattern, None, options)
+                tokenizer = cls._from_cache(slot, options) if slot is not None else None
+                if tokenizer is not None:
+                    return tokenizer
             data = FORMATS[format].load(where)
             if pattern is not None:
                 options["pattern"] = pattern
         options.setdefault("pattern", data.pattern)
         tokenizer = cls(data.vocab, data.merges, data.special_tokens, **options)  # type: ignore[arg-type]
         special_ids_match(data, tokenizer.special_token_ids, where)
+        if slot is not None:
+            tokenizer._keep_tables(slot)
         return tokenizer
 
     @classmethod
     def _load_gpt2_pair(
         cls, vocab_path: str | os.PathLike, merges_path: str | os.PathLike,
         special_tokens: Sequence[str] | Mapping[str, int] | None, pattern: str | SplitPattern | None,
-        options: dict[str, object],
+        options: dict[str, object], cache: bool = True,
     ) -> Tokenizer:
         from .formats import gpt2
 
+        specials = list(special_tokens) if special_tokens is not None else None
+        slot = None
+        if cache:
+            paths = [Path(vocab_path), Path(merges_path)]
+            slot = cls._cache_slot("gpt2", paths, pattern, specials, options)
+            tokenizer = cls._from_cache(slot, options) if slot is not None else None
+            if tokenizer is not None:
+                return tokenizer
         vocab, merges = gpt2.load_tokenizer_files(vocab_path, merges_path)
         if pattern is not None:
             options["pattern"] = pattern
-        specials = list(special_tokens) if special_tokens is not None else None
         tokenizer = cls(vocab, merges, specials, **options)  # type: ignore[arg-type]
         # After the constructor's checks, which name more basic faults (a byte with no token).
         gpt2.check_every_token_made(vocab, merges, tokenizer.special_tokens, vocab_path, merges_path)
+        if slot is not None:
+            tokenizer._keep_tables(slot)
         return tokenizer
+
+    # --- the table cache (formats/table_cache.py): only where the result is the compiled encoder's ------
+
+    @staticmethod
+    def _cache_slot(
+        kind: str, paths: list[Path], pattern: str | SplitPattern | None, specials: list[str] | None,
+        options: Mapping[str, object],
+    ) -> table_cache.Slot | None:
+        """The cache slot of a load, or None where the tokenizer it makes is not kept (another
+        encoder asked for, a pattern the compiled encoder does not scan). A pattern that does not
+        resolve is left to the load, which names it where it would without a cache."""
+        if not set(options) <= {"encoder", "cache_size"} or options.get("encoder") not in (None, "native"):
+            return None
+        chosen: list[str] | None = None
+        if pattern is not None or kind == "gpt2":
+            try:
+                resolved = resolve_pattern(pattern)
+            except ConfigError:
+                return None
+            if compiled.scanner_name(resolved) is None:
+                return None
+            chosen = [resolved.name, resolved.regex]
+        from .formats import table_cache
+
+        return table_cache.slot(kind, paths, [chosen, specials])
+
+    @classmethod
+    def _from_cache(cls, slot: table_cache.Slot, options: Mapping[str, object]) -> Tokenizer | None:
+        from .formats import table_cache
+        from .formats.tiktoken_file import PackedTokenizer
+
+        found = table_cache.lookup(slot)
+        if found is None:
+            return None
+        packed = PackedTokenizer(found.tables, found.special_token_ids, found.pattern, found.max_id)
+        cache_size = options.get("cache_size", 2**18)
+        return cls._from_packed(packed, cache_size, found.encoder_merges)  # type: ignore[arg-type]
+
+    def _keep_tables(self, slot: table_cache.Slot) -> None:
+        """Write this freshly built tokenizer's tables to `slot`, if it runs the compiled encoder."""
+        from .formats import table_cache
+
+        tables = getattr(self, "_tables", None)
+        if self._encoder_name != "native" or tables is None:
+            return
+        payload = table_cache.pack(slot.name, self._vocab, self._merges, self.special_token_ids, self.pattern,
+                                   tables.byte_ids, tables.ranks)
+        table_cache.store(slot, payload)
 
     @classmethod
     def from_files(cls, vocab_path: str | os.PathLike, merges_path: str | os.PathLike,
@@ -692,6 +781,18 @@ def _split_lists(ids: np.ndarray, offsets: np.ndarray) -> list[list[int]]:
     gc.disable()
     try:
         return [flat[a:b] for a, b in pairwise(offsets.tolist())]
+    finally:
+        if collecting:
+            gc.enable()
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """The cyclic garbage collector off for the block (as it was, after)."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
     finally:
         if collecting:
             gc.enable()

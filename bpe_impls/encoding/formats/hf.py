@@ -38,7 +38,7 @@ import regex
 from ...base.errors import ConfigError, TokenizerFileError
 from ...base.patterns import CL100K_PATTERN, GPT2, PRESETS, SplitPattern, resolve_pattern
 from .common import TokenizerData, output_file, read_json, write_files
-from .gpt2 import str_to_token, token_to_str
+from .gpt2 import str_to_token, strs_to_tokens, token_to_str
 
 TOKENIZER_FILE = "tokenizer.json"
 
@@ -374,6 +374,34 @@ def _merge(entry: object, index: int, path: Path) -> tuple[bytes, bytes]:
     return str_to_token(parts[0], where), str_to_token(parts[1], where)
 
 
+def _sound_vocab(raw_vocab: dict, special_token_ids: dict[str, int]) -> dict[int, bytes] | None:
+    """`load`'s model vocab as id -> bytes, in one translate, when its loop would find no fault:
+    every id a distinct non-negative int, every key other than a special token's (under that
+    token's id) a non-empty string of the byte table; else None (the loop then names the fault)."""
+    ids = list(raw_vocab.values())
+    if not all(type(token_id) is int for token_id in ids) or min(ids, default=0) < 0 or len(set(ids)) != len(ids):
+        return None
+    specials = {key: token_id for key, token_id in special_token_ids.items() if raw_vocab.get(key) == token_id}
+    keys = [key for key in raw_vocab if key not in specials]
+    tokens = strs_to_tokens(keys) if all(keys) else None
+    if tokens is None:
+        return None
+    vocab = dict(zip(map(raw_vocab.__getitem__, keys), tokens))
+    vocab.update((token_id, key.encode("utf-8")) for key, token_id in specials.items())
+    return vocab
+
+
+def _sound_merges(entries: list) -> list[tuple[bytes, bytes]] | None:
+    """`_merge` of every entry when each is a pair of non-empty strings (a list, or "left right")
+    with characters in the table, in one translate; else None (`_merge` then names the fault)."""
+    parts = [entry if type(entry) is list else entry.split(" ") if type(entry) is str else None for entry in entries]
+    if not all(type(pair) is list and len(pair) == 2 and type(pair[0]) is str and type(pair[1]) is str
+               and pair[0] and pair[1] for pair in parts):
+        return None
+    tokens = strs_to_tokens([part for pair in parts for part in pair])
+    return None if tokens is None else list(zip(tokens[0::2], tokens[1::2]))
+
+
 def _overlap(first: str, second: str) -> bool:
     """Whether an occurrence of `first` and one of `second` can share a character in some text."""
     if first in second or second in first:
@@ -455,8 +483,9 @@ def load(path: str | os.PathLike) -> TokenizerData:
 
     special_token_ids = _added_tokens(document.get("added_tokens", []), raw_vocab, path)
     specials_by_id = {token_id: content for content, token_id in special_token_ids.items()}
-    vocab: dict[int, bytes] = {}
-    for key, token_id in raw_vocab.items():
+    sound = _sound_vocab(raw_vocab, special_token_ids)
+    vocab: dict[int, bytes] = sound if sound is not None else {}
+    for key, token_id in raw_vocab.items() if sound is None else ():
         _require(isinstance(token_id, int) and not isinstance(token_id, bool) and token_id >= 0, path,
                  f"model vocab token {key!r} has id {token_id!r}, not a non-negative integer")
         _require(token_id not in vocab, path, f"model vocab gives id {token_id} to two tokens")
@@ -468,6 +497,8 @@ def load(path: str | os.PathLike) -> TokenizerData:
     for content, token_id in special_token_ids.items():
         if token_id not in vocab:
             vocab[token_id] = content.encode("utf-8")
-    merges = [_merge(entry, index, path) for index, entry in enumerate(raw_merges)]
+    merges = _sound_merges(raw_merges)
+    if merges is None:
+        merges = [_merge(entry, index, path) for index, entry in enumerate(raw_merges)]
     return TokenizerData(dict(sorted(vocab.items())), merges, tuple(special_token_ids), pattern, special_token_ids)
 
