@@ -705,22 +705,36 @@ many_result(const IdBuf *out, const int64_t *offsets, Py_ssize_t count,
     return result;
 }
 
+/* A list of one list of ids per text (text k's ids are
+ * out[offsets[k]:offsets[k + 1]]), with the GIL. The ints are the tables'
+ * shared objects (tables_id_object), so a token costs a load and an incref,
+ * not an allocation. */
 static PyObject *
-Encoder_encode_many_buffer(EncoderObject *self, PyObject *args,
-                           PyObject *kwds)
+many_lists(Tables *t, const IdBuf *out, const int64_t *offsets,
+           Py_ssize_t count)
 {
-    static char *kwlist[] = {"datas", "special_tokens", "special_ids",
-                             "itemsize", "start", "stop", NULL};
-    PyObject *datas_arg, *specials_arg, *ids_arg;
-    int itemsize = 4, failed = 0;
-    Py_ssize_t start = 0, stop = PY_SSIZE_T_MAX;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOO|inn:encode_many_buffer",
-                                     kwlist, &datas_arg, &specials_arg,
-                                     &ids_arg, &itemsize, &start, &stop) ||
-        check_itemsize(itemsize) < 0 || encoder_tables(self) == NULL)
-    {
+    PyObject *lists = PyList_New(count);
+    if (lists == NULL) {
         return NULL;
     }
+    for (Py_ssize_t k = 0; k < count; k++) {
+        PyObject *one = ids_to_list(t, out->ids + offsets[k],
+                                    (size_t)(offsets[k + 1] - offsets[k]));
+        if (one == NULL) {
+            Py_DECREF(lists); /* (its items not yet set are NULL) */
+            return NULL;
+        }
+        PyList_SET_ITEM(lists, k, one);
+    }
+    return lists;
+}
+
+/* encode_many_buffer and encode_many_lists: itemsize 0 for lists. */
+static PyObject *
+encode_many(EncoderObject *self, PyObject *datas_arg, PyObject *specials_arg,
+            PyObject *ids_arg, int itemsize, Py_ssize_t start, Py_ssize_t stop)
+{
+    int failed = 0;
     Call call;
     PyObject *result = NULL, *held = NULL;
     PyObject **items = NULL; /* our own references: the list may change */
@@ -755,7 +769,10 @@ Encoder_encode_many_buffer(EncoderObject *self, PyObject *args,
     if (!failed && call_start(&call, self) == 0 &&
         many_encode(&call, texts, count, offsets, start) == 0)
     {
-        result = many_result(&call.out, offsets, count, itemsize);
+        /* (the lists' ints come from the tables: they stay until
+         * call_close) */
+        result = itemsize ? many_result(&call.out, offsets, count, itemsize)
+                          : many_lists(call.tables, &call.out, offsets, count);
     }
 done:
     call_close(&call);
@@ -767,6 +784,50 @@ done:
     PyMem_Free(offsets);
     Py_XDECREF(held);
     return result;
+}
+
+static PyObject *
+Encoder_encode_many_buffer(EncoderObject *self, PyObject *args,
+                           PyObject *kwds)
+{
+    static char *kwlist[] = {"datas", "special_tokens", "special_ids",
+                             "itemsize", "start", "stop", NULL};
+    PyObject *datas_arg, *specials_arg, *ids_arg;
+    int itemsize = 4;
+    Py_ssize_t start = 0, stop = PY_SSIZE_T_MAX;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOO|inn:encode_many_buffer",
+                                     kwlist, &datas_arg, &specials_arg,
+                                     &ids_arg, &itemsize, &start, &stop) ||
+        check_itemsize(itemsize) < 0 || encoder_tables(self) == NULL)
+    {
+        return NULL;
+    }
+    return encode_many(self, datas_arg, specials_arg, ids_arg, itemsize,
+                       start, stop);
+}
+
+/* encode_many_lists(datas, special_tokens, special_ids, start=0,
+ * stop=len(datas)): encode_many_buffer's encoding (one GIL-free pass over
+ * the range), then a list of ids per text, as encode_utf8 gives it. A
+ * batch's threads each call it on their runs: one builds its lists with the
+ * GIL while the others encode. */
+static PyObject *
+Encoder_encode_many_lists(EncoderObject *self, PyObject *args,
+                          PyObject *kwds)
+{
+    static char *kwlist[] = {"datas", "special_tokens", "special_ids",
+                             "start", "stop", NULL};
+    PyObject *datas_arg, *specials_arg, *ids_arg;
+    Py_ssize_t start = 0, stop = PY_SSIZE_T_MAX;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOO|nn:encode_many_lists",
+                                     kwlist, &datas_arg, &specials_arg,
+                                     &ids_arg, &start, &stop) ||
+        encoder_tables(self) == NULL)
+    {
+        return NULL;
+    }
+    return encode_many(self, datas_arg, specials_arg, ids_arg, 0, start,
+                       stop);
 }
 
 static PyObject *
@@ -866,6 +927,12 @@ static PyMethodDef Encoder_methods[] = {
      "(ids, offsets), ids as encode_utf8_buffer gives them back to back, and "
      "stop - start + 1 native int64 offsets (datas[start + i]'s ids are "
      "ids[offsets[i]:offsets[i + 1]])."},
+    {"encode_many_lists", (PyCFunction)(void (*)(void))Encoder_encode_many_lists,
+     METH_VARARGS | METH_KEYWORDS,
+     "encode_many_lists(datas, special_tokens, special_ids, start=0, "
+     "stop=len(datas))\n--\n\nEach bytes (or str) of datas[start:stop] "
+     "encoded as encode_utf8 would, without the GIL, then a list of its ids "
+     "(one list per item)."},
     {"bpe", (PyCFunction)Encoder_bpe, METH_O,
      "bpe(token_bytes)\n--\n\nThe ids BPE gives one pre-token's bytes (no "
      "cache)."},
