@@ -705,13 +705,14 @@ many_result(const IdBuf *out, const int64_t *offsets, Py_ssize_t count,
     return result;
 }
 
-/* A list of one list of ids per text (text k's ids are
- * out[offsets[k]:offsets[k + 1]]), with the GIL. The ints are the tables'
- * shared objects (tables_id_object), so a token costs a load and an incref,
- * not an allocation. */
+/* From this many ids a run's lists are filled without the GIL (below it the
+ * GIL round trips would cost more than the fill). */
+#define LISTS_NOGIL_MIN_IDS 8192
+
+/* many_lists with the GIL all along: a load and an incref per id. */
 static PyObject *
-many_lists(Tables *t, const IdBuf *out, const int64_t *offsets,
-           Py_ssize_t count)
+many_lists_gil(Tables *t, const IdBuf *out, const int64_t *offsets,
+               Py_ssize_t count)
 {
     PyObject *lists = PyList_New(count);
     if (lists == NULL) {
@@ -727,6 +728,171 @@ many_lists(Tables *t, const IdBuf *out, const int64_t *offsets,
         PyList_SET_ITEM(lists, k, one);
     }
     return lists;
+}
+
+/* Every id's int object in the table, made once (with the GIL; no Python
+ * code runs: an int is not tracked by the collector). 0, or -1 with
+ * MemoryError set. */
+static int
+tables_fill_id_objects(Tables *t)
+{
+    for (size_t id = 0; !t->id_objects_full && id < t->id_objects_len; id++) {
+        if (t->id_objects[id] == NULL) {
+            t->id_objects[id] = PyLong_FromSize_t(id);
+            if (t->id_objects[id] == NULL) {
+                return -1;
+            }
+        }
+    }
+    t->id_objects_full = 1;
+    return 0;
+}
+
+/* A slot fill_lists left NULL: its id is beyond the table (a special
+ * token's, typically). */
+typedef struct {
+    Py_ssize_t list, at;
+} Miss;
+
+/* What fill_lists reads and writes: the run's ids, its new lists (each
+ * untracked by the collector and referenced only here, so no other code can
+ * see them) and the arrays below, all the call's own; and the table, which
+ * no code changes once full. */
+typedef struct {
+    const IdBuf *out;
+    const int64_t *offsets;
+    Py_ssize_t count;
+    PyObject **lists;
+    PyObject *const *objects;
+    size_t objects_len;
+    uint32_t *uses; /* per id, the slots given its int: references to count */
+    Miss *misses;
+    size_t misses_len, misses_cap;
+} Fill;
+
+/* Without the GIL: each list's slots get the table's int of their id,
+ * borrowed (the table holds them; their references are counted after, with
+ * the GIL, from uses). 0, or -1 if out of memory. */
+static int
+fill_lists(Fill *f)
+{
+    for (Py_ssize_t k = 0; k < f->count; k++) {
+        PyObject **slots = ((PyListObject *)f->lists[k])->ob_item;
+        const uint32_t *ids = f->out->ids + f->offsets[k];
+        Py_ssize_t n = (Py_ssize_t)(f->offsets[k + 1] - f->offsets[k]);
+        for (Py_ssize_t i = 0; i < n; i++) {
+            uint32_t id = ids[i];
+            if (id < f->objects_len) {
+                slots[i] = f->objects[id];
+                f->uses[id]++;
+                continue;
+            }
+            if (bpe_reserve(&f->misses, &f->misses_cap, f->misses_len + 1,
+                            sizeof(Miss), 16) < 0)
+            {
+                return -1;
+            }
+            f->misses[f->misses_len++] = (Miss){k, i};
+        }
+    }
+    return 0;
+}
+
+/* After fill_lists, with the GIL: each slot's reference counted, the missed
+ * slots made, the lists tracked again and gathered in one list. NULL with
+ * an exception set if out of memory (the lists are freed). */
+static PyObject *
+fill_finish(Tables *t, Fill *f)
+{
+    for (size_t id = 0; id < f->objects_len; id++) {
+        PyObject *v = f->objects[id];
+        for (uint32_t c = f->uses[id]; c; c--) {
+            Py_INCREF(v);
+        }
+    }
+    int failed = 0;
+    for (size_t m = 0; m < f->misses_len && !failed; m++) {
+        Miss miss = f->misses[m];
+        uint32_t id = f->out->ids[f->offsets[miss.list] + miss.at];
+        PyObject *v = tables_id_object(t, id);
+        failed = v == NULL;
+        PyList_SET_ITEM(f->lists[miss.list], miss.at, v);
+    }
+    /* (complete before the collector may see them: creating the outer list
+     * may run a collection) */
+    for (Py_ssize_t k = 0; k < f->count && !failed; k++) {
+        PyObject_GC_Track(f->lists[k]);
+    }
+    PyObject *lists = failed ? NULL : PyList_New(f->count);
+    for (Py_ssize_t k = 0; k < f->count; k++) {
+        if (lists != NULL) {
+            PyList_SET_ITEM(lists, k, f->lists[k]);
+        }
+        else {
+            Py_DECREF(f->lists[k]); /* (a slot still NULL is skipped) */
+        }
+    }
+    return lists;
+}
+
+/* A list of one list of ids per text (text k's ids are
+ * out[offsets[k]:offsets[k + 1]]). The ints are the tables' shared objects,
+ * so a token costs a store and a reference, not an allocation. A long run's
+ * lists are made with the GIL (the allocations), filled without it, and
+ * their references counted with it, id by id: the part that holds the GIL,
+ * while a batch's other threads wait for it, is a small share of the work. */
+static PyObject *
+many_lists(Tables *t, const IdBuf *out, const int64_t *offsets,
+           Py_ssize_t count)
+{
+    if (out->len < LISTS_NOGIL_MIN_IDS || out->len > UINT32_MAX) {
+        return many_lists_gil(t, out, offsets, count);
+    }
+    if (tables_fill_id_objects(t) < 0) {
+        return NULL;
+    }
+    Fill f = {.out = out, .offsets = offsets, .count = count,
+              .objects = t->id_objects, .objects_len = t->id_objects_len};
+    PyObject *result = NULL;
+    Py_ssize_t made = 0;
+    f.lists = PyMem_Calloc((size_t)count + 1, sizeof(PyObject *));
+    f.uses = PyMem_Calloc(f.objects_len, sizeof(uint32_t));
+    if (f.lists == NULL || f.uses == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (; made < count; made++) {
+        f.lists[made] = PyList_New(offsets[made + 1] - offsets[made]);
+        if (f.lists[made] == NULL) {
+            goto done;
+        }
+        PyObject_GC_UnTrack(f.lists[made]);
+    }
+    int err;
+    Py_BEGIN_ALLOW_THREADS
+    err = fill_lists(&f);
+    Py_END_ALLOW_THREADS
+    if (err < 0) {
+        PyErr_NoMemory();
+        for (Py_ssize_t k = 0; k < count; k++) { /* (none is counted yet) */
+            Py_ssize_t n = (Py_ssize_t)(offsets[k + 1] - offsets[k]);
+            if (n) {
+                memset(((PyListObject *)f.lists[k])->ob_item, 0,
+                       (size_t)n * sizeof(PyObject *));
+            }
+        }
+        goto done;
+    }
+    result = fill_finish(t, &f);
+    made = 0; /* (fill_finish gave them to result, or freed them) */
+done:
+    for (Py_ssize_t k = 0; k < made; k++) {
+        Py_DECREF(f.lists[k]);
+    }
+    free(f.misses);
+    PyMem_Free(f.lists);
+    PyMem_Free(f.uses);
+    return result;
 }
 
 /* encode_many_buffer and encode_many_lists: itemsize 0 for lists. */

@@ -338,3 +338,23 @@ def test_encode_many_lists_while_another_thread_reinitialises_the_encoder(gpt2_p
 
     race_reinit(encoder, identity, (merges_b, [(1, 2)], merges_a), encode_once, threads=3, rounds=100)
     assert seen <= {"a", "b"}
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_long_runs_lists_equal_the_twin_special_tokens_included(gpt2_parts, threads):
+    """Runs of many ids have their lists filled without the GIL from the table of ints; a special
+    token's id (beyond the merges' ids: not in the table) is made with the GIL after. Every list
+    equals the pure-Python encoder's, and reusing the lists (appending, comparing) is sound."""
+    native = Tokenizer(*gpt2_parts, SPECIALS, encoder="native")
+    twin = Tokenizer(*gpt2_parts, SPECIALS, encoder="hybrid")
+    lines = fixture_text("corpus.en").splitlines(keepends=True)
+    batch = [f"{line}{EOT}" if k % 3 == 0 else line for k, line in enumerate(lines)] + ["", EOT * 3, "x"]
+    special_id = native.special_token_ids[EOT]
+    assert special_id > 255 + len(native.merges)  # beyond every merged id: not in the table
+    got = native.encode_batch(batch, threads)
+    assert got == twin._encoder.encode_many_lists(batch, [s.encode() for s in SPECIALS], list(native.special_token_ids.values()))
+    assert got == [twin.encode(text) for text in batch]
+    assert sum(map(len, got)) > 8192 and sum(ids.count(special_id) for ids in got) > 100
+    for ids in got:
+        ids.append(special_id)  # each list is a list of its own
+    assert got[0][-1] == special_id and got[1][-1] == special_id
