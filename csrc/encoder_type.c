@@ -770,29 +770,42 @@ typedef struct {
     size_t misses_len, misses_cap;
 } Fill;
 
+/* Notes slot `at` of list `list` as missed. 0, or -1 if out of memory. */
+static int
+fill_miss(Fill *f, Py_ssize_t list, Py_ssize_t at)
+{
+    if (bpe_reserve(&f->misses, &f->misses_cap, f->misses_len + 1,
+                    sizeof(Miss), 16) < 0)
+    {
+        return -1;
+    }
+    f->misses[f->misses_len++] = (Miss){list, at};
+    return 0;
+}
+
 /* Without the GIL: each list's slots get the table's int of their id,
  * borrowed (the table holds them; their references are counted after, with
  * the GIL, from uses). 0, or -1 if out of memory. */
 static int
 fill_lists(Fill *f)
 {
+    /* (locals: the loop keeps them in registers) */
+    PyObject *const *objects = f->objects;
+    const size_t objects_len = f->objects_len;
+    uint32_t *uses = f->uses;
     for (Py_ssize_t k = 0; k < f->count; k++) {
         PyObject **slots = ((PyListObject *)f->lists[k])->ob_item;
         const uint32_t *ids = f->out->ids + f->offsets[k];
-        Py_ssize_t n = (Py_ssize_t)(f->offsets[k + 1] - f->offsets[k]);
+        const Py_ssize_t n = (Py_ssize_t)(f->offsets[k + 1] - f->offsets[k]);
         for (Py_ssize_t i = 0; i < n; i++) {
-            uint32_t id = ids[i];
-            if (id < f->objects_len) {
-                slots[i] = f->objects[id];
-                f->uses[id]++;
-                continue;
+            const uint32_t id = ids[i];
+            if (id < objects_len) {
+                slots[i] = objects[id];
+                uses[id]++;
             }
-            if (bpe_reserve(&f->misses, &f->misses_cap, f->misses_len + 1,
-                            sizeof(Miss), 16) < 0)
-            {
+            else if (fill_miss(f, k, i) < 0) {
                 return -1;
             }
-            f->misses[f->misses_len++] = (Miss){k, i};
         }
     }
     return 0;
