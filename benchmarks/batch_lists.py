@@ -59,6 +59,7 @@ def main() -> None:
     parser.add_argument("--vocab", default="gpt2", help="gpt2 (GPT-2's files) or a saved tokenizer's directory")
     parser.add_argument("--repeat", type=int, default=7)
     parser.add_argument("--no-whole", action="store_true", help="skip encode vs tiktoken's encode on the whole text")
+    parser.add_argument("--no-before", dest="before", action="store_false", help="skip the lists built from numpy")
     args = parser.parse_args()
     if args.vocab == "gpt2":
         vocab, merges = load_tokenizer_files(*gpt2_files())
@@ -71,9 +72,11 @@ def main() -> None:
     mb = sum(len(doc.encode("utf-8")) for doc in docs) / 1e6
     tok = Tokenizer(vocab, merges, [EOT])
     calls: dict[str, Callable[[], object]] = {}
-    for threads in (1, 2):
+    for threads in (1, 2):  # (1 then 2 within each kind: a round's pair runs back to back)
         calls[f"encode_batch, {threads} thread(s)"] = lambda t=threads: tok.encode_batch(docs, t)
+    for threads in (1, 2):
         calls[f"encode_batch_to_numpy, {threads} thread(s)"] = lambda t=threads: tok.encode_batch_to_numpy(docs, t)
+    for threads in (1, 2) if args.before else ():
         calls[f"lists from numpy (before), {threads} thread(s)"] = lambda t=threads: lists_from_numpy(tok, docs, t)
     if not args.no_whole:
         calls["encode whole text, 1 thread"] = lambda: tok.encode(text)
@@ -102,8 +105,15 @@ def main() -> None:
     def ratio(slow: str, fast: str) -> str:
         return f"{statistics.median(rows[slow]) / statistics.median(rows[fast]):.2f}x" if slow in rows and fast in rows else "-"
 
+    def paired(slow: str, fast: str) -> str:
+        """The median of each round's own ratio: a round's two runs share that moment's load."""
+        if slow not in rows or fast not in rows:
+            return "-"
+        return f"{statistics.median(a / b for a, b in zip(rows[slow], rows[fast])):.2f}x"
+
     for kind in ("encode_batch", "encode_batch_to_numpy", "lists from numpy (before)"):
-        print(f"{kind}: 2 vs 1 thread {ratio(f'{kind}, 1 thread(s)', f'{kind}, 2 thread(s)')}")
+        one, two = f"{kind}, 1 thread(s)", f"{kind}, 2 thread(s)"
+        print(f"{kind}: 2 vs 1 thread {ratio(one, two)} (medians), {paired(one, two)} (median of each round's ratio)")
     print(f"encode_batch vs lists from numpy, 1 thread: "
           f"{ratio('lists from numpy (before), 1 thread(s)', 'encode_batch, 1 thread(s)')}; 2 threads: "
           f"{ratio('lists from numpy (before), 2 thread(s)', 'encode_batch, 2 thread(s)')}")
