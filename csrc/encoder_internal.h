@@ -165,9 +165,12 @@ typedef struct {
     Cache **pool;
     size_t pool_len, pool_cap;
     /* The int object of each id below id_objects_len, made on first use (with
-     * the GIL), so filling a list is a store and an INCREF per id. */
+     * the GIL), so filling a list is a store and an INCREF per id. Once
+     * id_objects_full, every one is made and none changes again: a batch's
+     * lists are then filled from it without the GIL. */
     PyObject **id_objects;
     size_t id_objects_len;
+    int id_objects_full;
     /* The output buffer of the last call, kept for the next (with the GIL,
      * as the caches): a warm call then writes to memory already mapped. */
     IdBuf spare;

@@ -705,22 +705,215 @@ many_result(const IdBuf *out, const int64_t *offsets, Py_ssize_t count,
     return result;
 }
 
+/* From this many ids a run's lists are filled without the GIL (below it the
+ * GIL round trips would cost more than the fill). */
+#define LISTS_NOGIL_MIN_IDS 8192
+
+/* many_lists with the GIL all along: a load and an incref per id. */
 static PyObject *
-Encoder_encode_many_buffer(EncoderObject *self, PyObject *args,
-                           PyObject *kwds)
+many_lists_gil(Tables *t, const IdBuf *out, const int64_t *offsets,
+               Py_ssize_t count)
 {
-    static char *kwlist[] = {"datas", "special_tokens", "special_ids",
-                             "itemsize", "start", "stop", NULL};
-    PyObject *datas_arg, *specials_arg, *ids_arg;
-    int itemsize = 4, failed = 0;
-    Py_ssize_t start = 0, stop = PY_SSIZE_T_MAX;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOO|inn:encode_many_buffer",
-                                     kwlist, &datas_arg, &specials_arg,
-                                     &ids_arg, &itemsize, &start, &stop) ||
-        check_itemsize(itemsize) < 0 || encoder_tables(self) == NULL)
-    {
+    PyObject *lists = PyList_New(count);
+    if (lists == NULL) {
         return NULL;
     }
+    for (Py_ssize_t k = 0; k < count; k++) {
+        PyObject *one = ids_to_list(t, out->ids + offsets[k],
+                                    (size_t)(offsets[k + 1] - offsets[k]));
+        if (one == NULL) {
+            Py_DECREF(lists); /* (its items not yet set are NULL) */
+            return NULL;
+        }
+        PyList_SET_ITEM(lists, k, one);
+    }
+    return lists;
+}
+
+/* Every id's int object in the table, made once (with the GIL; no Python
+ * code runs: an int is not tracked by the collector). 0, or -1 with
+ * MemoryError set. */
+static int
+tables_fill_id_objects(Tables *t)
+{
+    for (size_t id = 0; !t->id_objects_full && id < t->id_objects_len; id++) {
+        if (t->id_objects[id] == NULL) {
+            t->id_objects[id] = PyLong_FromSize_t(id);
+            if (t->id_objects[id] == NULL) {
+                return -1;
+            }
+        }
+    }
+    t->id_objects_full = 1;
+    return 0;
+}
+
+/* A slot fill_lists left NULL: its id is beyond the table (a special
+ * token's, typically). */
+typedef struct {
+    Py_ssize_t list, at;
+} Miss;
+
+/* What fill_lists reads and writes: the run's ids, its new lists (each
+ * untracked by the collector and referenced only here, so no other code can
+ * see them) and the arrays below, all the call's own; and the table, which
+ * no code changes once full. */
+typedef struct {
+    const IdBuf *out;
+    const int64_t *offsets;
+    Py_ssize_t count;
+    PyObject **lists;
+    PyObject *const *objects;
+    size_t objects_len;
+    uint32_t *uses; /* per id, the slots given its int: references to count */
+    Miss *misses;
+    size_t misses_len, misses_cap;
+} Fill;
+
+/* Notes slot `at` of list `list` as missed. 0, or -1 if out of memory. */
+static int
+fill_miss(Fill *f, Py_ssize_t list, Py_ssize_t at)
+{
+    if (bpe_reserve(&f->misses, &f->misses_cap, f->misses_len + 1,
+                    sizeof(Miss), 16) < 0)
+    {
+        return -1;
+    }
+    f->misses[f->misses_len++] = (Miss){list, at};
+    return 0;
+}
+
+/* Without the GIL: each list's slots get the table's int of their id,
+ * borrowed (the table holds them; their references are counted after, with
+ * the GIL, from uses). 0, or -1 if out of memory. */
+static int
+fill_lists(Fill *f)
+{
+    /* (locals: the loop keeps them in registers) */
+    PyObject *const *objects = f->objects;
+    const size_t objects_len = f->objects_len;
+    uint32_t *uses = f->uses;
+    for (Py_ssize_t k = 0; k < f->count; k++) {
+        PyObject **slots = ((PyListObject *)f->lists[k])->ob_item;
+        const uint32_t *ids = f->out->ids + f->offsets[k];
+        const Py_ssize_t n = (Py_ssize_t)(f->offsets[k + 1] - f->offsets[k]);
+        for (Py_ssize_t i = 0; i < n; i++) {
+            const uint32_t id = ids[i];
+            if (id < objects_len) {
+                slots[i] = objects[id];
+                uses[id]++;
+            }
+            else if (fill_miss(f, k, i) < 0) {
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+
+/* After fill_lists, with the GIL: each slot's reference counted, the missed
+ * slots made, the lists tracked again and gathered in one list. NULL with
+ * an exception set if out of memory (the lists are freed). */
+static PyObject *
+fill_finish(Tables *t, Fill *f)
+{
+    for (size_t id = 0; id < f->objects_len; id++) {
+        PyObject *v = f->objects[id];
+        for (uint32_t c = f->uses[id]; c; c--) {
+            Py_INCREF(v);
+        }
+    }
+    int failed = 0;
+    for (size_t m = 0; m < f->misses_len && !failed; m++) {
+        Miss miss = f->misses[m];
+        uint32_t id = f->out->ids[f->offsets[miss.list] + miss.at];
+        PyObject *v = tables_id_object(t, id);
+        failed = v == NULL;
+        PyList_SET_ITEM(f->lists[miss.list], miss.at, v);
+    }
+    /* (complete before the collector may see them: creating the outer list
+     * may run a collection) */
+    for (Py_ssize_t k = 0; k < f->count && !failed; k++) {
+        PyObject_GC_Track(f->lists[k]);
+    }
+    PyObject *lists = failed ? NULL : PyList_New(f->count);
+    for (Py_ssize_t k = 0; k < f->count; k++) {
+        if (lists != NULL) {
+            PyList_SET_ITEM(lists, k, f->lists[k]);
+        }
+        else {
+            Py_DECREF(f->lists[k]); /* (a slot still NULL is skipped) */
+        }
+    }
+    return lists;
+}
+
+/* A list of one list of ids per text (text k's ids are
+ * out[offsets[k]:offsets[k + 1]]). The ints are the tables' shared objects,
+ * so a token costs a store and a reference, not an allocation. A long run's
+ * lists are made with the GIL (the allocations), filled without it, and
+ * their references counted with it, id by id: the part that holds the GIL,
+ * while a batch's other threads wait for it, is a small share of the work. */
+static PyObject *
+many_lists(Tables *t, const IdBuf *out, const int64_t *offsets,
+           Py_ssize_t count)
+{
+    if (out->len < LISTS_NOGIL_MIN_IDS || out->len > UINT32_MAX) {
+        return many_lists_gil(t, out, offsets, count);
+    }
+    if (tables_fill_id_objects(t) < 0) {
+        return NULL;
+    }
+    Fill f = {.out = out, .offsets = offsets, .count = count,
+              .objects = t->id_objects, .objects_len = t->id_objects_len};
+    PyObject *result = NULL;
+    Py_ssize_t made = 0;
+    f.lists = PyMem_Calloc((size_t)count + 1, sizeof(PyObject *));
+    f.uses = PyMem_Calloc(f.objects_len, sizeof(uint32_t));
+    if (f.lists == NULL || f.uses == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (; made < count; made++) {
+        f.lists[made] = PyList_New(offsets[made + 1] - offsets[made]);
+        if (f.lists[made] == NULL) {
+            goto done;
+        }
+        PyObject_GC_UnTrack(f.lists[made]);
+    }
+    int err;
+    Py_BEGIN_ALLOW_THREADS
+    err = fill_lists(&f);
+    Py_END_ALLOW_THREADS
+    if (err < 0) {
+        PyErr_NoMemory();
+        for (Py_ssize_t k = 0; k < count; k++) { /* (none is counted yet) */
+            Py_ssize_t n = (Py_ssize_t)(offsets[k + 1] - offsets[k]);
+            if (n) {
+                memset(((PyListObject *)f.lists[k])->ob_item, 0,
+                       (size_t)n * sizeof(PyObject *));
+            }
+        }
+        goto done;
+    }
+    result = fill_finish(t, &f);
+    made = 0; /* (fill_finish gave them to result, or freed them) */
+done:
+    for (Py_ssize_t k = 0; k < made; k++) {
+        Py_DECREF(f.lists[k]);
+    }
+    free(f.misses);
+    PyMem_Free(f.lists);
+    PyMem_Free(f.uses);
+    return result;
+}
+
+/* encode_many_buffer and encode_many_lists: itemsize 0 for lists. */
+static PyObject *
+encode_many(EncoderObject *self, PyObject *datas_arg, PyObject *specials_arg,
+            PyObject *ids_arg, int itemsize, Py_ssize_t start, Py_ssize_t stop)
+{
+    int failed = 0;
     Call call;
     PyObject *result = NULL, *held = NULL;
     PyObject **items = NULL; /* our own references: the list may change */
@@ -755,7 +948,10 @@ Encoder_encode_many_buffer(EncoderObject *self, PyObject *args,
     if (!failed && call_start(&call, self) == 0 &&
         many_encode(&call, texts, count, offsets, start) == 0)
     {
-        result = many_result(&call.out, offsets, count, itemsize);
+        /* (the lists' ints come from the tables: they stay until
+         * call_close) */
+        result = itemsize ? many_result(&call.out, offsets, count, itemsize)
+                          : many_lists(call.tables, &call.out, offsets, count);
     }
 done:
     call_close(&call);
@@ -767,6 +963,50 @@ done:
     PyMem_Free(offsets);
     Py_XDECREF(held);
     return result;
+}
+
+static PyObject *
+Encoder_encode_many_buffer(EncoderObject *self, PyObject *args,
+                           PyObject *kwds)
+{
+    static char *kwlist[] = {"datas", "special_tokens", "special_ids",
+                             "itemsize", "start", "stop", NULL};
+    PyObject *datas_arg, *specials_arg, *ids_arg;
+    int itemsize = 4;
+    Py_ssize_t start = 0, stop = PY_SSIZE_T_MAX;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOO|inn:encode_many_buffer",
+                                     kwlist, &datas_arg, &specials_arg,
+                                     &ids_arg, &itemsize, &start, &stop) ||
+        check_itemsize(itemsize) < 0 || encoder_tables(self) == NULL)
+    {
+        return NULL;
+    }
+    return encode_many(self, datas_arg, specials_arg, ids_arg, itemsize,
+                       start, stop);
+}
+
+/* encode_many_lists(datas, special_tokens, special_ids, start=0,
+ * stop=len(datas)): encode_many_buffer's encoding (one GIL-free pass over
+ * the range), then a list of ids per text, as encode_utf8 gives it. A
+ * batch's threads each call it on their runs: one builds its lists with the
+ * GIL while the others encode. */
+static PyObject *
+Encoder_encode_many_lists(EncoderObject *self, PyObject *args,
+                          PyObject *kwds)
+{
+    static char *kwlist[] = {"datas", "special_tokens", "special_ids",
+                             "start", "stop", NULL};
+    PyObject *datas_arg, *specials_arg, *ids_arg;
+    Py_ssize_t start = 0, stop = PY_SSIZE_T_MAX;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOO|nn:encode_many_lists",
+                                     kwlist, &datas_arg, &specials_arg,
+                                     &ids_arg, &start, &stop) ||
+        encoder_tables(self) == NULL)
+    {
+        return NULL;
+    }
+    return encode_many(self, datas_arg, specials_arg, ids_arg, 0, start,
+                       stop);
 }
 
 static PyObject *
@@ -866,6 +1106,12 @@ static PyMethodDef Encoder_methods[] = {
      "(ids, offsets), ids as encode_utf8_buffer gives them back to back, and "
      "stop - start + 1 native int64 offsets (datas[start + i]'s ids are "
      "ids[offsets[i]:offsets[i + 1]])."},
+    {"encode_many_lists", (PyCFunction)(void (*)(void))Encoder_encode_many_lists,
+     METH_VARARGS | METH_KEYWORDS,
+     "encode_many_lists(datas, special_tokens, special_ids, start=0, "
+     "stop=len(datas))\n--\n\nEach bytes (or str) of datas[start:stop] "
+     "encoded as encode_utf8 would, without the GIL, then a list of its ids "
+     "(one list per item)."},
     {"bpe", (PyCFunction)Encoder_bpe, METH_O,
      "bpe(token_bytes)\n--\n\nThe ids BPE gives one pre-token's bytes (no "
      "cache)."},

@@ -86,7 +86,12 @@ def test_encoder_buffer_methods_equal_encode_utf8(tok, text, specials, itemsize)
     datas = [data, b"", data[: len(data) // 2].decode("utf-8", "ignore").encode()]
     ids, offsets = encoder.encode_many_buffer(datas, special_bytes, special_ids, itemsize)
     flat, bounds = np.frombuffer(ids, dtype).tolist(), np.frombuffer(offsets, np.int64).tolist()
-    assert [flat[a:b] for a, b in zip(bounds, bounds[1:])] == [encoder.encode_utf8(d, special_bytes, special_ids) for d in datas]
+    each = [encoder.encode_utf8(d, special_bytes, special_ids) for d in datas]
+    assert [flat[a:b] for a, b in zip(bounds, bounds[1:])] == each
+    assert encoder.encode_many_lists(datas, special_bytes, special_ids) == each
+    for start, stop in ((0, 0), (1, 3), (2, 3), (0, 2)):
+        assert encoder.encode_many_lists(datas, special_bytes, special_ids, start, stop) == each[start:stop]
+    assert encoder.encode_many_lists([text, text], special_bytes, special_ids) == [want, want]  # str items
 
 
 @pytest.mark.parametrize("name", list(ENCODERS))
@@ -101,6 +106,16 @@ def test_encoder_buffer_errors_name_the_id_and_the_index(name, gpt2_parts):
         encoder.encode_many_buffer([b"a", b"b", 3], [], [])
     with pytest.raises(ValueError):
         encoder.encode_many_buffer([b"a", b"\xff"], [], [])
+    assert encoder.encode_many_lists([b"a<|x|>"], [b"<|x|>"], [70000]) == [encoder.encode_utf8(b"a<|x|>", [b"<|x|>"], [70000])]
+    with pytest.raises(TypeError, match="2"):
+        encoder.encode_many_lists([b"a", b"b", 3], [], [])
+    with pytest.raises(ValueError):
+        encoder.encode_many_lists([b"a", b"\xff"], [], [])
+    with pytest.raises(UnicodeEncodeError):
+        encoder.encode_many_lists(["a", "\udc80"], [], [])
+    for start, stop in ((-1, 1), (2, 1), (0, 3)):
+        with pytest.raises(ValueError, match=f"start {start} and stop {stop} are not a range of datas' 2 items"):
+            encoder.encode_many_lists([b"a", b"b"], [], [], start, stop)
 
 
 @pytest.mark.parametrize("name", list(ENCODERS))
@@ -124,6 +139,7 @@ def test_threads_share_one_encoder_safely(name, cache, gpt2_parts, reference):
             ids, offsets = encoder.encode_many_buffer(datas, specials, special_ids, 4)
             flat, bounds = np.frombuffer(ids, np.uint32).tolist(), np.frombuffer(offsets, np.int64).tolist()
             results.append([flat[a:b] for a, b in zip(bounds, bounds[1:])])
+            results.append(encoder.encode_many_lists(datas, specials, special_ids))
         return results
 
     with ThreadPoolExecutor(3) as pool:
@@ -267,3 +283,78 @@ def test_a_list_changed_by_another_thread_while_encoded_gives_old_or_new_items(g
         assert len(offsets) == len(old) + 1
         for k in range(len(old)):
             assert ids[offsets[k] : offsets[k + 1]].tolist() in (want[old[k]], want[new[k]])
+    for cut_short in (False, True):  # the same for lists
+        batch = list(old)
+        outcome, swaps = while_running(lambda: tok.encode_batch(batch, num_threads=2), swap)
+        assert swaps and not [s for s in swaps if isinstance(s, Exception)]
+        if isinstance(outcome, RuntimeError) and cut_short:
+            assert str(outcome).startswith("the batch changed size while it was encoded (3000 items, now 2000)")
+            continue
+        assert not isinstance(outcome, Exception), outcome
+        assert len(outcome) == len(old)
+        for k, ids in enumerate(outcome):
+            assert ids in (want[old[k]], want[new[k]])
+
+
+@pytest.mark.skipif(not compiled.AVAILABLE, reason="the compiled core is not built")
+def test_batch_lists_share_one_int_object_per_id(gpt2_parts):
+    """encode_batch's lists hold the encoder's one int object per id (as encode's list does), not
+    a new int per token: building them is a load and a reference count, the cheap part of a batch
+    that one thread does while the others encode."""
+    tok = Tokenizer(*gpt2_parts, [EOT], encoder="native")
+    lines = fixture_text("corpus.en").splitlines(keepends=True)[:400]
+    for threads in (1, 2):
+        lists = tok.encode_batch(lines, threads)
+        first: dict[int, int] = {}
+        for ids in lists:
+            for token in ids:
+                assert first.setdefault(token, id(token)) == id(token)
+        assert any(token > 256 for token in first)  # (ints below 257 are shared by CPython anyway)
+        one = tok.encode(lines[0])
+        assert all(a is b for a, b in zip(one, lists[0], strict=True))
+
+
+@pytest.mark.skipif(not compiled.AVAILABLE, reason="the compiled core is not built")
+def test_encode_many_lists_while_another_thread_reinitialises_the_encoder(gpt2_parts):
+    """Each call's lists come whole from the tables it started with: the old ones or the new."""
+    from conftest import race_reinit
+
+    encoder = Tokenizer(*gpt2_parts, [EOT], encoder="native")._encoder
+    identity = list(range(256))  # tiny tables of its own: byte b is id b
+    merges_a = [(97, 98, 256), (256, 99, 257)]
+    merges_b = [(98, 99, 256)]
+    datas = ["abc abcabc ab " * 20, "bc a", "", "abc"] * 25
+
+    def twin(merges):
+        other = compiled.core().Encoder(identity, merges)
+        return other.encode_many_lists(datas, [], [])
+
+    outcomes = {repr(twin(merges_a)): "a", repr(twin(merges_b)): "b"}
+    seen: set[str] = set()
+    encoder.__init__(identity, merges_a)
+
+    def encode_once() -> None:
+        seen.add(outcomes[repr(encoder.encode_many_lists(datas, [], []))])
+
+    race_reinit(encoder, identity, (merges_b, [(1, 2)], merges_a), encode_once, threads=3, rounds=100)
+    assert seen <= {"a", "b"}
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_long_runs_lists_equal_the_twin_special_tokens_included(gpt2_parts, threads):
+    """Runs of many ids have their lists filled without the GIL from the table of ints; a special
+    token's id (beyond the merges' ids: not in the table) is made with the GIL after. Every list
+    equals the pure-Python encoder's, and reusing the lists (appending, comparing) is sound."""
+    native = Tokenizer(*gpt2_parts, SPECIALS, encoder="native")
+    twin = Tokenizer(*gpt2_parts, SPECIALS, encoder="hybrid")
+    lines = fixture_text("corpus.en").splitlines(keepends=True)
+    batch = [f"{line}{EOT}" if k % 3 == 0 else line for k, line in enumerate(lines)] + ["", EOT * 3, "x"]
+    special_id = native.special_token_ids[EOT]
+    assert special_id > 255 + len(native.merges)  # beyond every merged id: not in the table
+    got = native.encode_batch(batch, threads)
+    assert got == twin._encoder.encode_many_lists(batch, [s.encode() for s in SPECIALS], list(native.special_token_ids.values()))
+    assert got == [twin.encode(text) for text in batch]
+    assert sum(map(len, got)) > 8192 and sum(ids.count(special_id) for ids in got) > 100
+    for ids in got:
+        ids.append(special_id)  # each list is a list of its own
+    assert got[0][-1] == special_id and got[1][-1] == special_id

@@ -21,6 +21,9 @@ integers of `itemsize` bytes (2 or 4) in a bytearray, for numpy.frombuffer:
     encode_many_buffer(datas, special_tokens, special_ids, itemsize=4, start=0, stop=len(datas))
         -> (ids buffer of each text of datas[start:stop] in turn, int64 offsets: stop - start + 1)
 
+and `encode_many_lists(datas, special_tokens, special_ids, start=0, stop=len(datas))` gives each
+text's list of ids, as `encode_utf8` does, from the same one pass over the range.
+
 An id that does not fit in 2 bytes is a ValueError naming it; an item of `datas` that is neither
 bytes nor str is a TypeError naming its index. The compiled core runs them without the GIL
 (encode_many_buffer once for the whole list), so several threads may encode with one encoder at once.
@@ -73,6 +76,11 @@ class Encoder(Protocol):
         start: int = 0, stop: int | None = None,
     ) -> tuple[bytearray, bytearray]: ...
 
+    def encode_many_lists(
+        self, datas: Sequence[bytes | str], special_tokens: Sequence[bytes], special_ids: Sequence[int],
+        start: int = 0, stop: int | None = None,
+    ) -> list[list[int]]: ...
+
     def cache_len(self) -> int:
         """How many pre-tokens the cache holds now."""
         ...
@@ -115,18 +123,27 @@ class BufferFromLists:
         self, datas: Sequence[bytes | str], special_tokens: Sequence[bytes], special_ids: Sequence[int], itemsize: int = 4,
         start: int = 0, stop: int | None = None,
     ) -> tuple[bytearray, bytearray]:
+        ids: list[int] = []
+        offsets = array("q", [0])
+        for one in self.encode_many_lists(datas, special_tokens, special_ids, start, stop):
+            ids += one
+            offsets.append(len(ids))
+        return ids_to_buffer(ids, itemsize), bytearray(offsets)
+
+    def encode_many_lists(
+        self, datas: Sequence[bytes | str], special_tokens: Sequence[bytes], special_ids: Sequence[int],
+        start: int = 0, stop: int | None = None,
+    ) -> list[list[int]]:
         stop = len(datas) if stop is None else stop
         if not 0 <= start <= stop <= len(datas):
             raise ValueError(f"start {start} and stop {stop} are not a range of datas' {len(datas)} items")
-        ids: list[int] = []
-        offsets = array("q", [0])
+        lists = []
         for index in range(start, stop):
             data = datas[index]
             if not isinstance(data, (bytes, str)):
                 raise TypeError(f"item {index}: expected bytes or str, got {type(data).__name__}")
-            ids += self.encode_utf8(data, special_tokens, special_ids)
-            offsets.append(len(ids))
-        return ids_to_buffer(ids, itemsize), bytearray(offsets)
+            lists.append(self.encode_utf8(data, special_tokens, special_ids))
+        return lists
 
 
 class PythonEncoder(BufferFromLists):
@@ -281,6 +298,9 @@ def native_encoder(byte_ids: Sequence[int], ranks: RankTable, cache_size: int, p
             -> (ids, offsets): each bytes of datas[start:stop] encoded, ids back to back, and
                stop - start + 1 native int64 offsets (datas[start + i]'s ids are
                ids[offsets[i]:offsets[i + 1]])
+        encode_many_lists(datas, special_tokens, special_ids, start=0, stop=len(datas))
+            -> the same encoding, then one list of ids per text, built with the GIL from one shared
+               int object per id (no allocation per token)
     """
     scanner = compiled.scanner_name(pattern)
     if scanner is None:

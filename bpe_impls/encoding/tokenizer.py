@@ -512,9 +512,18 @@ class Tokenizer:
     ) -> list[list[int]]:
         """`[encode(text) for text in texts]`, on `num_threads` threads (None: every core available
         to this process; 1: this thread only). tiktoken's encode_batch."""
-        return _split_lists(*self.encode_batch_to_numpy(
-            texts, num_threads, allowed_special=allowed_special, disallowed_special=disallowed_special
-        ))
+        datas, kind, specials, ids = self._batch_args(texts, allowed_special, disallowed_special)
+        encoder = self._encoder
+
+        def encode_run(run: tuple[int, int]) -> list[list[int]]:
+            # Each thread turns its run into lists (with the GIL) as soon as it has encoded it, while
+            # the other threads still encode theirs without the GIL.
+            return encoder.encode_many_lists(datas, specials, ids, *run)
+
+        # Lists hold no cycles, but each one counts towards the cyclic collector's next run, which
+        # would otherwise run many times over a large batch's lists (see docs/design-notes.md).
+        with _gc_paused():
+            return _join_lists(self._encode_runs(datas, kind, num_threads, encode_run))
 
     def encode_batch_to_numpy(
         self, texts: Sequence[Text], num_threads: int | None = None, dtype: npt.DTypeLike | None = None, *,
@@ -529,14 +538,7 @@ class Tokenizer:
         or invalid UTF-8 an EncodeError, each naming the batch index.
         """
         chosen = self.id_dtype(dtype)  # before the work: a bad dtype fails at once
-        datas = _as_list(texts)
-        kind = bytes if datas and type(datas[0]) is bytes else str
-        specials, ids = self._specials(allowed_special, disallowed_special, None)
-        if disallowed_special:
-            disallowed = self._disallowed(self._special_set(allowed_special, "allowed_special"), disallowed_special)
-            if disallowed:
-                for index, data in enumerate(datas):
-                    _refuse_disallowed(data, disallowed, index)
+        datas, kind, specials, ids = self._batch_args(texts, allowed_special, disallowed_special)
         return self._encode_utf8_batch(datas, kind, num_threads, chosen, specials, ids)
 
     def encode_utf8_to_numpy(self, data: bytes, dtype: npt.DTypeLike | None = None) -> np.ndarray:
@@ -559,10 +561,37 @@ class Tokenizer:
         _deprecated("encode_ordinary_batch(texts)", "encode_batch(texts, allowed_special=set())")
         return self.encode_batch(texts, num_threads, allowed_special=set())
 
+    def _batch_args(
+        self, texts: Sequence[Text], allowed_special: AllowedSpecial, disallowed_special: DisallowedSpecial,
+    ) -> tuple[list, type, Sequence[bytes], Sequence[int]]:
+        """The batch as a list, its kind (str or bytes), and the special tokens and ids to encode
+        it with; a disallowed special token in any text is an EncodeError naming its index."""
+        datas = _as_list(texts)
+        kind = bytes if datas and type(datas[0]) is bytes else str
+        specials, ids = self._specials(allowed_special, disallowed_special, None)
+        if disallowed_special:
+            disallowed = self._disallowed(self._special_set(allowed_special, "allowed_special"), disallowed_special)
+            if disallowed:
+                for index, data in enumerate(datas):
+                    _refuse_disallowed(data, disallowed, index)
+        return datas, kind, specials, ids
+
     def _encode_utf8_batch(
         self, datas: list[bytes] | list[str], kind: type, num_threads: int | None, dtype: np.dtype,
         specials: Sequence[bytes], ids: Sequence[int],
     ) -> tuple[np.ndarray, np.ndarray]:
+        encoder = self._encoder
+
+        def encode_run(run: tuple[int, int]) -> tuple[bytearray, bytearray]:
+            return encoder.encode_many_buffer(datas, specials, ids, dtype.itemsize, *run)
+
+        return _join_runs(self._encode_runs(datas, kind, num_threads, encode_run), dtype)
+
+    def _encode_runs(
+        self, datas: list[bytes] | list[str], kind: type, num_threads: int | None,
+        encode_run: Callable[[tuple[int, int]], _T],
+    ) -> list[_T]:
+        """encode_run of each run of the batch, in order, on up to `num_threads` threads."""
         threads = resolve_workers(num_threads) if num_threads is None else require_int(num_threads, "num_threads", minimum=1)
         threads = min(threads, max(1, len(datas)))  # no run is shorter than one text
         # More runs than threads, handed out as threads free up: equal bytes are not equal work (a
@@ -573,10 +602,6 @@ class Tokenizer:
         bounds = _BATCH_RUNS(datas, kind, 1 if threads == 1 else threads * _RUNS_PER_THREAD, threads, _MIN_RUN_BYTES)
         runs = list(pairwise(bounds))
         size = bounds[-1] if bounds else 0  # the length the runs were planned for (another thread may change it)
-
-        def encode_run(run: tuple[int, int]) -> tuple[bytearray, bytearray]:
-            return self._encoder.encode_many_buffer(datas, specials, ids, dtype.itemsize, *run)
-
         try:
             if len(runs) <= 1:
                 results = [encode_run(run) for run in runs]
@@ -594,7 +619,7 @@ class Tokenizer:
                 ) from None
             _raise_invalid_utf8(datas)
             raise
-        return _join_runs(results, dtype)
+        return results
 
     # --- special tokens ---------------------------------------------------------------------
 
@@ -773,17 +798,11 @@ def _join_runs(results: Sequence[tuple[bytearray, bytearray]], dtype: np.dtype) 
     return np.concatenate(ids), joined
 
 
-def _split_lists(ids: np.ndarray, offsets: np.ndarray) -> list[list[int]]:
-    flat = ids.tolist()
-    # Lists hold no cycles, but each one counts towards the cyclic collector's next run, which
-    # would otherwise run many times over a large batch's lists (see docs/design-notes.md).
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        return [flat[a:b] for a, b in pairwise(offsets.tolist())]
-    finally:
-        if collecting:
-            gc.enable()
+def _join_lists(runs: Sequence[list[list[int]]]) -> list[list[int]]:
+    """Each run's lists, in order, in one list."""
+    if len(runs) == 1:
+        return runs[0]
+    return list(chain.from_iterable(runs))
 
 
 @contextmanager
