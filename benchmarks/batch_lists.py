@@ -24,9 +24,8 @@ from collections.abc import Callable
 from itertools import pairwise
 
 from bpe_impls import Tokenizer
-from bpe_impls.encoding.formats.gpt2 import load_tokenizer_files
 from bpe_impls.harness import peers
-from bpe_impls.harness.fixtures import gpt2_files
+from bpe_impls.harness.fixtures import vocab_and_merges
 
 EOT = "<|endoftext|>"
 
@@ -61,11 +60,7 @@ def main() -> None:
     parser.add_argument("--no-whole", action="store_true", help="skip encode vs tiktoken's encode on the whole text")
     parser.add_argument("--no-before", dest="before", action="store_false", help="skip the lists built from numpy")
     args = parser.parse_args()
-    if args.vocab == "gpt2":
-        vocab, merges = load_tokenizer_files(*gpt2_files())
-    else:
-        loaded = Tokenizer.load(args.vocab)
-        vocab, merges = dict(loaded.vocab), loaded.merges
+    vocab, merges = vocab_and_merges(args.vocab)
     with open(args.corpus, encoding="utf-8", newline="") as file:
         text = file.read()
     docs = [doc for doc in text.split(EOT) if doc] if args.split == "eot" else text.splitlines(keepends=True)

