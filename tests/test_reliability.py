@@ -418,10 +418,7 @@ def test_sigterm_while_counting_stops_the_workers_and_writes_nothing(corpus, tmp
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
 def test_sigterm_or_sighup_during_encode_removes_the_temp_file(saved_tokenizer, small_corpus, tmp_path, runs, signum):
-    tok = tmp_path / "tok"
-    tok.mkdir()
-    for name, data in saved_tokenizer.items():
-        (tok / name).write_bytes(data)
+    tok = _write_tokenizer(saved_tokenizer, tmp_path / "tok")
     # The input is a FIFO the test writes to and keeps open, so the run cannot end before the signal.
     source = tmp_path / "in.fifo"
     os.mkfifo(source)
@@ -504,6 +501,14 @@ def saved_tokenizer(tmp_path_factory: pytest.TempPathFactory, small_corpus: Path
     assert cli.main(["train", str(small_corpus), "--vocab-size", "400", "--special-token", EOT,
                      "--impl", "bucket", "--workers", "1", "--out", str(out), "--quiet"]) == 0
     return {p.name: p.read_bytes() for p in out.iterdir()}
+
+
+def _write_tokenizer(files: dict[str, bytes], folder: Path) -> Path:
+    """The saved tokenizer's files written into a new `folder`."""
+    folder.mkdir()
+    for name, data in files.items():
+        (folder / name).write_bytes(data)
+    return folder
 
 
 def _mutate(data: bytes, edits: list[tuple[int, int, bytes]]) -> bytes:
@@ -607,10 +612,7 @@ def test_vocab_json_without_every_byte_is_a_one_line_error(saved_tokenizer, tmp_
     ],
 )
 def test_decode_of_a_malformed_npy_is_one_line_and_writes_nothing(saved_tokenizer, tmp_path, capsys, content, needle):
-    tok_dir = tmp_path / "tok"
-    tok_dir.mkdir()
-    for file_name, data in saved_tokenizer.items():
-        (tok_dir / file_name).write_bytes(data)
+    tok_dir = _write_tokenizer(saved_tokenizer, tmp_path / "tok")
     ids = tmp_path / "ids.npy"
     if isinstance(content, bytes):
         ids.write_bytes(content)
