@@ -30,7 +30,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bpe_impls import count_pretokens, train_bpe
-from bpe_impls.base import compiled
+from bpe_impls.base import char_classes, compiled
 from bpe_impls.base.errors import ConfigError
 from bpe_impls.base.patterns import GPT2_REGEX, PRESETS, SplitPattern
 from bpe_impls.corpus.tally import RegexCounter, count_text, has_compiled_counter, pretoken_counter
@@ -87,7 +87,7 @@ def test_pretokenize_real_text(name):
 
 
 def test_class_table_has_the_size_and_values_the_scanner_needs():
-    table = compiled.char_classes()
+    table = char_classes.pinned_table()
     assert len(table) == 0x110000
     # other, number, whitespace; Lu/Lt, Ll, Lm/Lo (letters: base 1, in o200k's upper and/or lower
     # set); marks (base other, in both sets)
@@ -289,7 +289,7 @@ def test_first_use_of_the_core_from_many_threads_at_once():
     # Counting threads may be the first to load the class table; each must see it loaded once.
     code = """
 import threading
-from bpe_impls.base import compiled
+from bpe_impls.base import char_classes, compiled
 results = []
 def count():
     counter = compiled.core().PretokenCounter()
@@ -325,7 +325,7 @@ def test_without_the_core_everything_falls_back_to_pure_python_with_identical_re
     code = f"""
 import json
 from bpe_impls import train_bpe, Tokenizer
-from bpe_impls.base import compiled
+from bpe_impls.base import char_classes, compiled
 from bpe_impls.corpus import local
 from bpe_impls.encoding import encoders
 from bpe_impls.trainers import registry

@@ -19,12 +19,12 @@ from functools import lru_cache
 
 import regex
 
+from .char_classes import PinnedRegex
 from .errors import ConfigError
 
 GPT2_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}++| ?\p{N}++| ?[^\s\p{L}\p{N}]++|\s++$|\s+(?!\S)|\s"""
 # GPT-2's pattern as published with GPT-2 (tiktoken's r50k string above is its faster equivalent).
 GPT2_CLASSIC_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
-GPT2_REGEX = regex.compile(GPT2_PATTERN)
 CL100K_PATTERN = (
     r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|"""
     r"""\s+(?!\S)|\s"""
@@ -38,6 +38,8 @@ O200K_PATTERN = "|".join([
     r"""\s+(?!\S)""",
     r"""\s+""",
 ])
+
+_PRESET_REGEXES = frozenset({GPT2_PATTERN, CL100K_PATTERN, O200K_PATTERN})
 
 
 @dataclass(frozen=True)
@@ -61,10 +63,14 @@ class SplitPattern:
     prose_cuts: str | None = None
     settle_margin: int | None = None
     settle_run: str | None = None
-    compiled: regex.Pattern = field(init=False, repr=False, compare=False)
+    # The presets' regexes match by Unicode 16.0's classes, as tiktoken does (char_classes.py).
+    compiled: regex.Pattern | PinnedRegex = field(init=False, repr=False, compare=False)
+    settle_run_compiled: PinnedRegex | None = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "compiled", _compile(self.regex))
+        pinned = self.regex in _PRESET_REGEXES
+        object.__setattr__(self, "compiled", PinnedRegex(self.regex) if pinned else _compile(self.regex))
+        object.__setattr__(self, "settle_run_compiled", PinnedRegex(self.settle_run) if self.settle_run else None)
 
     def __reduce__(self):
         # To worker processes: a preset as its name, so it arrives as the same object (tests of
@@ -104,6 +110,7 @@ PRESETS: dict[str, SplitPattern] = {
     ),
 }
 GPT2 = PRESETS["gpt2"]
+GPT2_REGEX = GPT2.compiled
 
 
 def resolve_pattern(pattern: str | SplitPattern | None) -> SplitPattern:

@@ -158,7 +158,7 @@ class PythonEncoder(BufferFromLists):
     ):
         self._pattern = pattern
         self._split = pattern.compiled
-        self._settle_run = regex.compile(pattern.settle_run) if pattern.settle_run else None
+        self._settle_run = pattern.settle_run_compiled
         self._bpe = bpe
         self._byte_ids = list(byte_ids)
         self._ranks = ranks
