@@ -60,11 +60,12 @@ class Timed:
     timeout = 300
 
 
-_GENERATED = re.compile(r"(tinystories|web)-(\d+)MB")
+_GENERATED = re.compile(r"(tinystories|web|intl)-(\d+)MB")
 
 
 def _generated_path(style: str, size: int) -> Path:
-    """This commit's generated corpus of `style` and `size` bytes, written once and cached."""
+    """This commit's generated corpus of `style` (tinystories, or web's styles: web, intl) and
+    `size` bytes, written once and cached."""
     try:
         from bpe_impls.harness.generators import tinystories
     except ImportError:
@@ -75,11 +76,13 @@ def _generated_path(style: str, size: int) -> Path:
         from bpe_impls.harness.generators import web
     except ImportError:
         skip("the web-style generator is not in this commit")
+    if style not in getattr(web, "STYLES", ("web",)):
+        skip(f"the {style} style is not in this commit's web generator")
     directory = tinystories.cache_dir()
     directory.mkdir(parents=True, exist_ok=True)
-    path = directory / f"web-v{web.GENERATOR_VERSION}-seed0-{size}B.txt"
+    path = directory / f"{style}-v{web.GENERATOR_VERSION}-seed0-{size}B.txt"
     if not (path.is_file() and path.stat().st_size == size):
-        web.write_corpus(path, size, 0, "web")  # atomic: concurrent writers are harmless
+        web.write_corpus(path, size, 0, style)  # atomic: concurrent writers are harmless
     return path
 
 try:
