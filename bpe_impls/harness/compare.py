@@ -501,8 +501,8 @@ def format_report(report: Report) -> str:
             [[r.name, _fmt(r.seconds), _fmt(r.mb_per_s), _fmt(r.mb_per_s / encode_rows[0].mb_per_s),
               yes[r.identical]] for r in encode_rows],
         ))
-        if notes[table]:
-            out += ["", *notes[table]]
+        if notes[table]:  # indented, under the table they concern
+            out += ["", *(f"  {line[len(table) + 2:]}" for line in notes[table])]
     return "\n".join(out)
 
 

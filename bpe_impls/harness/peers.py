@@ -225,14 +225,23 @@ def tokie_tokenizer(vocab: Vocab, merges: Merges, special_tokens: Sequence[str],
 
 def fastokens_tokenizer(vocab: Vocab, merges: Merges, special_tokens: Sequence[str], pattern: SplitPattern = GPT2) -> Any:
     """fastokens' Tokenizer of our vocab, built offline: our rank file (rank_file) loaded with our
-    pattern and special tokens' ids. (Its tokenizer.json loader reads GPT-2's but
-    refuses cl100k_base and o200k_base saved as HF saves them: "unsupported model type: Other".)
-    `encode(text).ids` is a list, special tokens encoded as specials; `encode_batch_flat(texts)`
-    gives (uint32 ids, uint64 offsets) as bytes, on its rayon pool (RAYON_NUM_THREADS)."""
+    pattern and special tokens' ids; where it refuses that (ranks must start at 0, so not a vocab
+    with its special tokens first, as ours are trained), our tokenizer.json (from_tokenizer_json),
+    which it reads for GPT-2's pattern but not for cl100k's and o200k's ("unsupported model type");
+    VocabRefused when both are refused. `encode(text).ids` is a list, special tokens encoded as
+    specials; `encode_batch_flat(texts)` gives (uint32 ids, uint64 offsets) as bytes, on its rayon
+    pool (RAYON_NUM_THREADS)."""
     import fastokens
 
-    with rank_file(vocab, special_tokens) as (path, specials):
-        return fastokens.Tokenizer.from_tiktoken(str(path), pattern=pattern.regex, special_tokens=specials)
+    try:
+        with rank_file(vocab, special_tokens) as (path, specials):
+            return fastokens.Tokenizer.from_tiktoken(str(path), pattern=pattern.regex, special_tokens=specials)
+    except ValueError as ranks_refused:
+        try:
+            return from_tokenizer_json(fastokens.Tokenizer.from_file, vocab, merges, special_tokens, pattern)
+        except ValueError as json_refused:
+            raise VocabRefused(f"fastokens refuses this vocab as a rank file ({ranks_refused}) and as a "
+                               f"tokenizer.json ({json_refused})") from None
 
 
 # quicktok's built-in encodings by our pattern's name: it compiles each split pattern by hand and
