@@ -15,13 +15,14 @@ Three parts, each the measurement of another script of this folder, imported (no
    fastokens, quicktok and tiktoken, on English (kjv.txt, a fixture) and multilingual text (the
    generated intl corpus: zh, ru, ja, el, fr, ko, de, es, ar, pl and some English; the fixtures
    hold no multilingual text beyond 594 bytes of German), cold (a fresh encoder) and warm (the
-   same encoder, second pass); best of --repeat; the ids of every peer compared with ours;
+   same encoder, second pass); best of 3 (--quick: 2); the ids of every peer compared with ours;
 3. batches (batch_lists.measure), GPT-2's vocab, the generated web-style corpus of 22 MB (17,080
-   documents of prose, code, posts, listings and other languages) cut at <|endoftext|>: encode_batch (lists) and encode_batch_to_numpy on 2 threads
-   against 1 (target >= 1.8x for the lists), and Tokenizer.encode of the whole text against
-   tiktoken's encode (target >= 4x); medians of each round's own ratio.
+   documents of prose, code, posts, listings and other languages) cut at <|endoftext|>:
+   encode_batch (lists) and encode_batch_to_numpy on 2 threads against 1 (target >= 1.8x for the
+   lists), and Tokenizer.encode of the whole text against tiktoken's encode (target >= 4x);
+   medians of each round's own ratio.
 
-About 4-5 minutes on 2 cores (--quick: about 2). Not a unit test: on a shared machine the figures
+About 4-5 minutes on 2 cores (--quick: about 2.5). Not a unit test: on a shared machine the figures
 are indicative; the load average is printed with them.
 """
 
@@ -60,8 +61,10 @@ def _met(ok: bool | None) -> str:
 
 def _table(header: list[str], rows: list[list[str]]) -> str:
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
-    return "\n".join("  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths)))
-                     for row in [header, *rows])
+    def line(row: list[str]) -> str:
+        return "  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths)))
+
+    return "\n".join(line(row) for row in [header, *rows])
 
 
 def first_token_part(runs: int) -> tuple[str, dict[str, list[float]]]:
@@ -77,13 +80,15 @@ def first_token_part(runs: int) -> tuple[str, dict[str, list[float]]]:
             target, ok = f"<= {LOAD_TARGET} s", seconds <= LOAD_TARGET
         spread = f"{min(figures[name]):.3f}-{max(figures[name]):.3f}"
         rows.append([name, f"{seconds:.3f} s", spread, target, _met(ok)])
-    out = _table(["o200k_base (first token: whole process; load: in process)", "median", "range", "target", "met"], rows)
+    header = ["o200k_base (first token: whole process; load: in process)", "median", "range", "target", "met"]
+    out = _table(header, rows)
     return out, figures
 
 
 def _one_thread_child(vocab: str, paths: list[str], repeat: int) -> tuple[list[dict[str, Any]], list[str]]:
     results, left_out = encode_one_core.measure(vocab, paths, repeat)
-    return [{"text": r.text, "mb": r.mb, "mb_per_s": {f"{n} {m}": v for (n, m), v in r.mb_per_s.items()}, "same": r.same}
+    return [{"text": r.text, "mb": r.mb, "same": r.same,
+             "mb_per_s": {f"{name} {mode}": value for (name, mode), value in r.mb_per_s.items()}}
             for r in results], left_out
 
 
@@ -122,8 +127,8 @@ def batch_part(corpus: str, repeat: int) -> tuple[str, dict[str, Any]]:
     rows, mb, described = batch_lists.measure(corpus, "eot", "gpt2", repeat, whole=True, before=False)
     cells = [
         ("encode_batch (lists), 2 threads / 1", "encode_batch, 1 thread(s)", "encode_batch, 2 thread(s)", LISTS_TARGET),
-        ("encode_batch_to_numpy, 2 threads / 1", "encode_batch_to_numpy, 1 thread(s)", "encode_batch_to_numpy, 2 thread(s)",
-         None),
+        ("encode_batch_to_numpy, 2 threads / 1", "encode_batch_to_numpy, 1 thread(s)",
+         "encode_batch_to_numpy, 2 thread(s)", None),
         ("Tokenizer.encode / tiktoken encode (whole text)", "tiktoken encode whole text, 1 thread",
          "encode whole text, 1 thread", ENCODE_TARGET),
     ]
@@ -141,15 +146,16 @@ def batch_part(corpus: str, repeat: int) -> tuple[str, dict[str, Any]]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="fewer runs and a smaller multilingual text (about 2 minutes)")
+    parser.add_argument("--quick", action="store_true",
+                        help="fewer runs and a smaller multilingual text (about 2.5 minutes)")
     parser.add_argument("--json", type=Path, default=None, help="write every figure here")
     args = parser.parse_args()
     runs, repeat, batch_repeat, intl = (2, 2, 3, "intl-2MB") if args.quick else (5, 3, 5, "intl-4MB")
     texts = {"English kjv.txt": str(corpus_path("kjv.txt")), f"multilingual {intl}": str(corpus_path(intl))}
     batch = str(corpus_path("web-22MB"))
     started = time.perf_counter()
-    print(f"production scorecard: {os.cpu_count()} cores, load average {os.getloadavg()}, python {sys.version.split()[0]}",
-          flush=True)
+    print(f"production scorecard: {os.cpu_count()} cores, load average {os.getloadavg()}, "
+          f"python {sys.version.split()[0]}", flush=True)
     parts = {}
     for key, title, run in (
         ("first_token", f"1. time to first token and load ({runs} alternating runs)", lambda: first_token_part(runs)),

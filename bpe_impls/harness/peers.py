@@ -9,8 +9,8 @@ by design (their own tie-breaks), so only time and memory are compared for train
 
 Encoders are built from one of our (vocab, merges) pairs, offline, keeping our special tokens' ids,
 so their ids can be compared with ours; quicktok, which loads only its built-in vocabs, is used
-where its built-in one equals ours (OpenAI's cl100k_base and o200k_base). None of the peers is required by the package: each is
-imported only when used, and `installed` says which are there.
+where its built-in one equals ours (OpenAI's cl100k_base and o200k_base). None of the peers is
+required by the package: each is imported only when used, and `installed` says which are there.
 """
 
 from __future__ import annotations
