@@ -60,11 +60,12 @@ class Timed:
     timeout = 300
 
 
-_GENERATED = re.compile(r"(tinystories|web)-(\d+)MB")
+_GENERATED = re.compile(r"(tinystories|web|intl)-(\d+)MB")
 
 
 def _generated_path(style: str, size: int) -> Path:
-    """This commit's generated corpus of `style` and `size` bytes, written once and cached."""
+    """This commit's generated corpus of `style` (tinystories, or web's styles: web, intl) and
+    `size` bytes, written once and cached."""
     try:
         from bpe_impls.harness.generators import tinystories
     except ImportError:
@@ -75,11 +76,13 @@ def _generated_path(style: str, size: int) -> Path:
         from bpe_impls.harness.generators import web
     except ImportError:
         skip("the web-style generator is not in this commit")
+    if style not in getattr(web, "STYLES", ("web",)):
+        skip(f"the {style} style is not in this commit's web generator")
     directory = tinystories.cache_dir()
     directory.mkdir(parents=True, exist_ok=True)
-    path = directory / f"web-v{web.GENERATOR_VERSION}-seed0-{size}B.txt"
+    path = directory / f"{style}-v{web.GENERATOR_VERSION}-seed0-{size}B.txt"
     if not (path.is_file() and path.stat().st_size == size):
-        web.write_corpus(path, size, 0, "web")  # atomic: concurrent writers are harmless
+        web.write_corpus(path, size, 0, style)  # atomic: concurrent writers are harmless
     return path
 
 try:
@@ -140,9 +143,9 @@ ENCODER_NAMES: list[str] = _registry_keys("bpe_impls/encoding/encoders.py", "ENC
 # Peers have fixed names, so the grid (and asv's result history) does not depend on what is
 # installed; a peer that is not importable is skipped.
 PEER_TRAINERS = ["hf_tokenizers", "rustbpe", "gigatoken"]
-PEER_ENCODERS = ["tiktoken", "gigatoken", "tokie"]
+PEER_ENCODERS = ["tiktoken", "gigatoken", "tokie", "fastokens", "quicktok"]
 _PEER_MODULES = {"hf_tokenizers": "tokenizers", "rustbpe": "rustbpe", "tiktoken": "tiktoken", "gigatoken": "gigatoken",
-                 "tokie": "tokie"}
+                 "tokie": "tokie", "fastokens": "fastokens", "quicktok": "quicktok"}
 
 
 def skip(reason: str) -> NoReturn:
@@ -279,36 +282,48 @@ def tiktoken_encoding(vocab: dict[int, bytes], special_tokens: list[str] = SPECI
     return _peers_or_skip().tiktoken_encoding(vocab, special_tokens, "bpe_impls_bench")
 
 
+def _peer_tokenizer(name: str, vocab: dict[int, bytes], merges: list[tuple[bytes, bytes]],
+                    special_tokens: list[str]) -> Any:
+    """The peer's own tokenizer from this commit's adapter; skips when the adapter is missing or
+    the peer cannot take this vocab (quicktok loads only its built-in ones)."""
+    peers = _peers_or_skip()
+    if not hasattr(peers, f"{name}_tokenizer"):
+        skip(f"no adapter for {name} in this commit's peers")
+    try:
+        return getattr(peers, f"{name}_tokenizer")(vocab, merges, special_tokens)
+    except getattr(peers, "VocabRefused", ()) as refused:
+        skip(f"{name}: {refused}")
+
+
 def peer_encode(name: str, vocab: dict[int, bytes], merges: list[tuple[bytes, bytes]],
                 special_tokens: list[str] = SPECIAL_TOKENS) -> Callable[[str], Any]:
     """A peer's encode of one text (special tokens as specials), built offline from our vocab and
     merges as `bpe compare` builds it; skips when the peer or its adapter is missing."""
     peer_or_skip(name)
-    peers = _peers_or_skip()
     if name == "tiktoken":
         encoding = tiktoken_encoding(vocab, special_tokens)
         return lambda text: encoding.encode(text, allowed_special="all")
-    if not hasattr(peers, f"{name}_tokenizer"):
-        skip(f"no adapter for {name} in this commit's peers")
-    tokenizer = getattr(peers, f"{name}_tokenizer")(vocab, merges, special_tokens)
-    return tokenizer.encode if name == "gigatoken" else lambda text: tokenizer.encode(text).ids
+    tokenizer = _peer_tokenizer(name, vocab, merges, special_tokens)
+    if name in ("gigatoken", "quicktok"):  # numpy ids; a list
+        return tokenizer.encode
+    return lambda text: tokenizer.encode(text).ids
 
 
 def peer_encode_batch(name: str, vocab: dict[int, bytes], merges: list[tuple[bytes, bytes]], threads: int,
                       special_tokens: list[str] = SPECIAL_TOKENS) -> Callable[[list[str]], Any]:
     """A peer's batch encode on `threads` threads: tiktoken's encode_batch(num_threads); gigatoken's
-    encode_batch on its rayon pool (parallel=True), or serially for one thread; tokie's
-    encode_batch_flat (its own pool: every core, whatever `threads` says)."""
+    encode_batch on its rayon pool (parallel=True), or serially for one thread; quicktok's
+    encode_batch(threads); tokie's and fastokens' encode_batch_flat (their own pools: every core,
+    whatever `threads` says, unless RAYON_NUM_THREADS was set before they started)."""
     peer_or_skip(name)
-    peers = _peers_or_skip()
     if name == "tiktoken":
         encoding = tiktoken_encoding(vocab, special_tokens)
         return lambda texts: encoding.encode_batch(texts, num_threads=threads, allowed_special="all")
-    if not hasattr(peers, f"{name}_tokenizer"):
-        skip(f"no adapter for {name} in this commit's peers")
-    tokenizer = getattr(peers, f"{name}_tokenizer")(vocab, merges, special_tokens)
+    tokenizer = _peer_tokenizer(name, vocab, merges, special_tokens)
     if name == "gigatoken":
         return lambda texts: tokenizer.encode_batch(texts, parallel=threads > 1)
+    if name == "quicktok":
+        return lambda texts: tokenizer.encode_batch(texts, threads)
     if threads == 1:
-        skip("tokie's batch runs on every core: no one-thread row")
+        skip(f"{name}'s batch runs on every core: no one-thread row")
     return tokenizer.encode_batch_flat

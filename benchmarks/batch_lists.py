@@ -51,19 +51,14 @@ def lists_from_numpy(tok: Tokenizer, docs: list[str], threads: int) -> list[list
             gc.enable()
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("corpus")
-    parser.add_argument("--split", choices=("eot", "lines"), default="eot")
-    parser.add_argument("--vocab", default="gpt2", help="gpt2 (GPT-2's files) or a saved tokenizer's directory")
-    parser.add_argument("--repeat", type=int, default=7)
-    parser.add_argument("--no-whole", action="store_true", help="skip encode vs tiktoken's encode on the whole text")
-    parser.add_argument("--no-before", dest="before", action="store_false", help="skip the lists built from numpy")
-    args = parser.parse_args()
-    vocab, merges = vocab_and_merges(args.vocab)
-    with open(args.corpus, encoding="utf-8", newline="") as file:
+def measure(corpus: str, split: str = "eot", vocab_source: str = "gpt2", repeat: int = 7, whole: bool = True,
+            before: bool = True) -> tuple[dict[str, list[float]], float, str]:
+    """Every row's seconds, `repeat` alternating runs each (after a warm-up run of each), the
+    batch's MB, and a line describing it; the paths' lists are checked equal first."""
+    vocab, merges = vocab_and_merges(vocab_source)
+    with open(corpus, encoding="utf-8", newline="") as file:
         text = file.read()
-    docs = [doc for doc in text.split(EOT) if doc] if args.split == "eot" else text.splitlines(keepends=True)
+    docs = [doc for doc in text.split(EOT) if doc] if split == "eot" else text.splitlines(keepends=True)
     mb = sum(len(doc.encode("utf-8")) for doc in docs) / 1e6
     tok = Tokenizer(vocab, merges, [EOT])
     calls: dict[str, Callable[[], object]] = {}
@@ -71,9 +66,9 @@ def main() -> None:
         calls[f"encode_batch, {threads} thread(s)"] = lambda t=threads: tok.encode_batch(docs, t)
     for threads in (1, 2):
         calls[f"encode_batch_to_numpy, {threads} thread(s)"] = lambda t=threads: tok.encode_batch_to_numpy(docs, t)
-    for threads in (1, 2) if args.before else ():
+    for threads in (1, 2) if before else ():
         calls[f"lists from numpy (before), {threads} thread(s)"] = lambda t=threads: lists_from_numpy(tok, docs, t)
-    if not args.no_whole:
+    if whole:
         calls["encode whole text, 1 thread"] = lambda: tok.encode(text)
         if peers.installed("tiktoken"):
             enc = peers.tiktoken_encoding(vocab, [EOT], "batch_lists")
@@ -84,13 +79,33 @@ def main() -> None:
     del expected
     for run in calls.values():
         timed(run)  # warm-up
-    print(f"corpus {args.corpus}: {mb:.1f} MB in {len(docs)} documents ({args.split}), {tokens} tokens; "
-          f"load average before {os.getloadavg()}")
+    described = (f"corpus {corpus}: {mb:.1f} MB in {len(docs)} documents ({split}), {tokens} tokens; "
+                 f"load average before {os.getloadavg()}")
     rows: dict[str, list[float]] = {name: [] for name in calls}
-    for _ in range(args.repeat):  # alternating: a change of load hits every row alike
+    for _ in range(repeat):  # alternating: a change of load hits every row alike
         for name, run in calls.items():
             rows[name].append(timed(run))
-    print(f"load average after {os.getloadavg()}")
+    return rows, mb, f"{described}, after {os.getloadavg()}"
+
+
+def paired(rows: dict[str, list[float]], slow: str, fast: str) -> float | None:
+    """The median of each round's own ratio slow / fast: a round's two runs share that moment's load."""
+    if slow not in rows or fast not in rows:
+        return None
+    return statistics.median(a / b for a, b in zip(rows[slow], rows[fast]))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("corpus")
+    parser.add_argument("--split", choices=("eot", "lines"), default="eot")
+    parser.add_argument("--vocab", default="gpt2", help="gpt2 (GPT-2's files) or a saved tokenizer's directory")
+    parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--no-whole", action="store_true", help="skip encode vs tiktoken's encode on the whole text")
+    parser.add_argument("--no-before", dest="before", action="store_false", help="skip the lists built from numpy")
+    args = parser.parse_args()
+    rows, mb, described = measure(args.corpus, args.split, args.vocab, args.repeat, not args.no_whole, args.before)
+    print(described)
     width = max(map(len, rows))
     for name, seconds in rows.items():
         median = statistics.median(seconds)
@@ -100,15 +115,13 @@ def main() -> None:
     def ratio(slow: str, fast: str) -> str:
         return f"{statistics.median(rows[slow]) / statistics.median(rows[fast]):.2f}x" if slow in rows and fast in rows else "-"
 
-    def paired(slow: str, fast: str) -> str:
-        """The median of each round's own ratio: a round's two runs share that moment's load."""
-        if slow not in rows or fast not in rows:
-            return "-"
-        return f"{statistics.median(a / b for a, b in zip(rows[slow], rows[fast])):.2f}x"
+    def ratio_of_rounds(slow: str, fast: str) -> str:
+        found = paired(rows, slow, fast)
+        return "-" if found is None else f"{found:.2f}x"
 
     for kind in ("encode_batch", "encode_batch_to_numpy", "lists from numpy (before)"):
         one, two = f"{kind}, 1 thread(s)", f"{kind}, 2 thread(s)"
-        print(f"{kind}: 2 vs 1 thread {ratio(one, two)} (medians), {paired(one, two)} (median of each round's ratio)")
+        print(f"{kind}: 2 vs 1 thread {ratio(one, two)} (medians), {ratio_of_rounds(one, two)} (median of each round's ratio)")
     print(f"encode_batch vs lists from numpy, 1 thread: "
           f"{ratio('lists from numpy (before), 1 thread(s)', 'encode_batch, 1 thread(s)')}; 2 threads: "
           f"{ratio('lists from numpy (before), 2 thread(s)', 'encode_batch, 2 thread(s)')}")

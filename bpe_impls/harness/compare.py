@@ -196,6 +196,17 @@ def _encode_tokie(path, vocab, merges, special_tokens, pattern=GPT2):
                       lambda tokenizer, text: tokenizer.encode(text).ids)
 
 
+def _encode_fastokens(path, vocab, merges, special_tokens, pattern=GPT2):
+    return _on_sample(path, lambda: peer_adapters.fastokens_tokenizer(vocab, merges, special_tokens, pattern),
+                      lambda tokenizer, text: tokenizer.encode(text).ids)
+
+
+def _encode_quicktok(path, vocab, merges, special_tokens, pattern=GPT2):
+    # Its built-in vocab (refused unless it is ours); encode_ordinary between special tokens.
+    return _on_sample(path, lambda: peer_adapters.quicktok_tokenizer(vocab, merges, special_tokens, pattern),
+                      lambda tokenizer, text: tokenizer.encode(text))
+
+
 def _on_one_core(run: Callable, *args):
     peer_adapters.use_one_core()
     return run(*args)
@@ -235,6 +246,18 @@ def _batch_gigatoken(threads: int, path, vocab, merges, special_tokens, pattern=
 def _batch_tokie(threads: int, path, vocab, merges, special_tokens, pattern=GPT2):
     return _on_sample(path, lambda: peer_adapters.tokie_tokenizer(vocab, merges, special_tokens, pattern),
                       lambda tokenizer, lines: tokenizer.encode_batch_flat(lines)[0], np.ndarray.tolist, lines=True)
+
+
+def _batch_fastokens(threads: int, path, vocab, merges, special_tokens, pattern=GPT2):
+    # Its rayon pool, sized by RAYON_NUM_THREADS (_on_threads); the ids come as little-endian uint32 bytes.
+    return _on_sample(path, lambda: peer_adapters.fastokens_tokenizer(vocab, merges, special_tokens, pattern),
+                      lambda tokenizer, lines: tokenizer.encode_batch_flat(lines)[0],
+                      lambda ids: np.frombuffer(ids, "<u4").tolist(), lines=True)
+
+
+def _batch_quicktok(threads: int, path, vocab, merges, special_tokens, pattern=GPT2):
+    return _on_sample(path, lambda: peer_adapters.quicktok_tokenizer(vocab, merges, special_tokens, pattern),
+                      lambda tokenizer, lines: tokenizer.encode_batch(lines, threads)[0], np.ndarray.tolist, lines=True)
 
 
 def _on_threads(threads: int, run: Callable, *args):
@@ -302,14 +325,17 @@ def _count_seconds(path: str, special_tokens: list[str], workers: int, pattern: 
 ENCODE_PEERS = {
     "tiktoken": ("tiktoken", _encode_tiktoken), "huggingface": ("tokenizers", _encode_huggingface),
     "gigatoken": ("gigatoken", _encode_gigatoken), "tokie": ("tokie", _encode_tokie),
+    "fastokens": ("fastokens", _encode_fastokens), "quicktok": ("quicktok", _encode_quicktok),
 }
 BATCH_PEERS = {
     "tiktoken encode_batch": ("tiktoken", _batch_tiktoken),
     "huggingface encode_batch": ("tokenizers", _batch_huggingface),
     "gigatoken encode_batch": ("gigatoken", _batch_gigatoken),
     "tokie encode_batch_flat": ("tokie", _batch_tokie),
+    "fastokens encode_batch_flat": ("fastokens", _batch_fastokens),
+    "quicktok encode_batch": ("quicktok", _batch_quicktok),
 }
-# Every module --peers imports (each is also its package's name on PyPI).
+# Every module --peers imports (each is its package's name on PyPI, but quicktok's: quicktok-v1).
 PEER_MODULES = sorted({module for module, _ in [*peer_adapters.TRAIN_PEERS.values(), *ENCODE_PEERS.values(),
                                                  *BATCH_PEERS.values()]})
 
@@ -406,11 +432,16 @@ def run_compare(
 
 def _encode_rows(report: Report, table: str, runs: dict[str, Callable], args: tuple, log,
                  note: str = "first {mb:.1f} MB of the corpus") -> None:
-    """One row per run, each in a fresh child process; `same ids` compares with the first."""
+    """One row per run, each in a fresh child process; `same ids` compares with the first. A peer
+    that cannot take the vocab (VocabRefused) is left out, with its reason in report.left_out."""
     first = None
     for name, run in runs.items():
         log(f"{table}: {name}")
-        ids, nbytes, seconds = measure_in_child(run, *args).result
+        try:
+            ids, nbytes, seconds = measure_in_child(run, *args).result
+        except peer_adapters.VocabRefused as refused:
+            report.left_out.append(f"{table}: {name} left out: {refused}")
+            continue
         first = ids if first is None else first
         report.rows.append(Row(table, name, seconds, mb_per_s=nbytes / 1e6 / max(seconds, 1e-9),
                                identical=ids == first, note=note.format(mb=nbytes / 1e6)))
@@ -445,8 +476,10 @@ def format_report(report: Report) -> str:
     out += [
         "",
         "merge phase, from the same word counts (peak MB: above the process's baseline)",
-        *report.left_out,
     ]
+    tables = {r.table for r in report.rows}
+    notes = {table: [line for line in report.left_out if line.startswith(f"{table}: ")] for table in tables}
+    out += [line for line in report.left_out if not any(line in lines for lines in notes.values())]
     merge_rows = [r for r in report.rows if r.table == "merge"]
     out.append(_table(
         ["impl", "merge s", "peak MB", "merges", f"identical to {report.reference}"],
@@ -468,6 +501,8 @@ def format_report(report: Report) -> str:
             [[r.name, _fmt(r.seconds), _fmt(r.mb_per_s), _fmt(r.mb_per_s / encode_rows[0].mb_per_s),
               yes[r.identical]] for r in encode_rows],
         ))
+        if notes[table]:  # indented, under the table they concern
+            out += ["", *(f"  {line[len(table) + 2:]}" for line in notes[table])]
     return "\n".join(out)
 
 

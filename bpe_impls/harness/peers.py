@@ -8,12 +8,14 @@ text). Their merges differ from ours
 by design (their own tie-breaks), so only time and memory are compared for training.
 
 Encoders are built from one of our (vocab, merges) pairs, offline, keeping our special tokens' ids,
-so their ids can be compared with ours. None of the peers is required by the package: each is
-imported only when used, and `installed` says which are there.
+so their ids can be compared with ours; quicktok, which loads only its built-in vocabs, is used
+where its built-in one equals ours (OpenAI's cl100k_base and o200k_base). None of the peers is
+required by the package: each is imported only when used, and `installed` says which are there.
 """
 
 from __future__ import annotations
 
+import base64
 import importlib.util
 import os
 import sys
@@ -28,6 +30,10 @@ from ..encoding.formats.gpt2 import token_to_str
 
 Vocab = Mapping[int, bytes]
 Merges = Sequence[tuple[bytes, bytes]]
+
+
+class VocabRefused(ValueError):
+    """A peer cannot be built with the given vocab (quicktok: not one of its built-in vocabs)."""
 
 
 def installed(module: str) -> bool:
@@ -166,25 +172,141 @@ def huggingface_tokenizer(vocab: Vocab, merges: Merges, special_tokens: Sequence
     return tokenizer
 
 
+# gigatoken's names for the split patterns it knows besides GPT-2's: it matches a tokenizer.json's
+# Split regex against its own strings, which are not ours (tiktoken's) for these.
+GIGATOKEN_PRETOKENIZERS = {"cl100k": "gpt4", "o200k": "o200k"}
+
+
 def gigatoken_tokenizer(vocab: Vocab, merges: Merges, special_tokens: Sequence[str], pattern: SplitPattern = GPT2) -> Any:
-    """gigatoken's Tokenizer of our vocab and merges, built from the HF tokenizer above. Its
-    `encode(text)` gives numpy uint32 ids, special tokens encoded as specials; `encode_batch` and
-    `encode_batch_list` use its rayon pool when given parallel=True (it runs serially by default
-    in a worker process, such as `bpe compare`'s children)."""
+    """gigatoken's Tokenizer of our vocab and merges: built from the HF tokenizer above for GPT-2's
+    pattern, from our rank file (rank_file) with its own pretokenizer of that name for cl100k's and
+    o200k's. Its `encode(text)` gives numpy uint32 ids, special tokens encoded as specials;
+    `encode_batch` and `encode_batch_list` use its rayon pool when given parallel=True (it runs
+    serially by default in a worker process, such as `bpe compare`'s children)."""
     import gigatoken
 
+    if pattern.name in GIGATOKEN_PRETOKENIZERS:
+        with rank_file(vocab, special_tokens) as (path, specials):
+            return gigatoken.Tokenizer.from_tiktoken(str(path), GIGATOKEN_PRETOKENIZERS[pattern.name], specials)
     return gigatoken.Tokenizer(huggingface_tokenizer(vocab, merges, special_tokens, pattern))
 
 
-def tokie_tokenizer(vocab: Vocab, merges: Merges, special_tokens: Sequence[str], pattern: SplitPattern = GPT2) -> Any:
-    """tokie's Tokenizer of our vocab and merges: it loads a HF tokenizer.json, so the HF tokenizer
-    above is saved to a temporary directory and read back (nothing is downloaded)."""
-    import tokie
+@contextmanager
+def rank_file(vocab: Vocab, special_tokens: Sequence[str]) -> Iterator[tuple[Path, dict[str, int]]]:
+    """(a .tiktoken file of our ordinary tokens, ranks = ids, in a temporary directory; the special
+    tokens' ids), for peers that load rank files. Ranks = ids gives our ids under the condition
+    tiktoken_encoding states."""
+    specials = special_ids(vocab, special_tokens)
+    ordinary = sorted((i, token) for i, token in vocab.items() if i not in specials.values())
+    with tempfile.TemporaryDirectory(prefix="bpe_impls_peer_") as folder:
+        path = Path(folder) / "ours.tiktoken"
+        path.write_text("".join(f"{base64.b64encode(token).decode('ascii')} {i}\n" for i, token in ordinary),
+                        encoding="ascii")
+        yield path, specials
 
-    with tempfile.TemporaryDirectory(prefix="bpe_impls_tokie_") as folder:
+
+def from_tokenizer_json(
+    load: Callable[[str], Any], vocab: Vocab, merges: Merges, special_tokens: Sequence[str], pattern: SplitPattern = GPT2
+) -> Any:
+    """load(path) of the HF tokenizer above saved as tokenizer.json in a temporary directory (for
+    peers that read only files; nothing is downloaded)."""
+    with tempfile.TemporaryDirectory(prefix="bpe_impls_peer_") as folder:
         path = Path(folder) / "tokenizer.json"
         huggingface_tokenizer(vocab, merges, special_tokens, pattern).save(str(path))
-        return tokie.Tokenizer.from_json(str(path))
+        return load(str(path))
+
+
+def tokie_tokenizer(vocab: Vocab, merges: Merges, special_tokens: Sequence[str], pattern: SplitPattern = GPT2) -> Any:
+    """tokie's Tokenizer of our vocab and merges, from our tokenizer.json (from_tokenizer_json)."""
+    import tokie
+
+    return from_tokenizer_json(tokie.Tokenizer.from_json, vocab, merges, special_tokens, pattern)
+
+
+def fastokens_tokenizer(vocab: Vocab, merges: Merges, special_tokens: Sequence[str], pattern: SplitPattern = GPT2) -> Any:
+    """fastokens' Tokenizer of our vocab, built offline: our rank file (rank_file) loaded with our
+    pattern and special tokens' ids; where it refuses that (ranks must start at 0, so not a vocab
+    with its special tokens first, as ours are trained), our tokenizer.json (from_tokenizer_json),
+    which it reads for GPT-2's pattern but not for cl100k's and o200k's ("unsupported model type");
+    VocabRefused when both are refused. `encode(text).ids` is a list, special tokens encoded as
+    specials; `encode_batch_flat(texts)` gives (uint32 ids, uint64 offsets) as bytes, on its rayon
+    pool (RAYON_NUM_THREADS)."""
+    import fastokens
+
+    try:
+        with rank_file(vocab, special_tokens) as (path, specials):
+            return fastokens.Tokenizer.from_tiktoken(str(path), pattern=pattern.regex, special_tokens=specials)
+    except ValueError as ranks_refused:
+        try:
+            return from_tokenizer_json(fastokens.Tokenizer.from_file, vocab, merges, special_tokens, pattern)
+        except ValueError as json_refused:
+            raise VocabRefused(f"fastokens refuses this vocab as a rank file ({ranks_refused}) and as a "
+                               f"tokenizer.json ({json_refused})") from None
+
+
+# quicktok's built-in encodings by our pattern's name: it compiles each split pattern by hand and
+# refuses any other (GPT-2's included).
+QUICKTOK_BUILT_IN = {"cl100k": "cl100k_base", "o200k": "o200k_base"}
+
+
+class QuicktokEncoder:
+    """quicktok over one of its built-in vocabs, with tiktoken's `encode(text, allowed_special=
+    "all")` ids: the text is split at our special tokens and each piece goes to its
+    `encode_ordinary`, the specials' ids between them. Its own special-token path gives the same ids
+    but is superlinear (about 3x the time per doubling of a text with special tokens), so whole
+    texts go through encode_ordinary, as the issue's measurement did."""
+
+    def __init__(self, native: Any, special_tokens: Mapping[str, int]) -> None:
+        self.native = native
+        self._specials = dict(special_tokens)
+        self._splitter = special_token_regex(tuple(special_tokens))
+
+    def fresh(self) -> QuicktokEncoder:
+        """A new encoder over a newly loaded copy of the same built-in vocab (already checked)."""
+        return QuicktokEncoder(type(self.native)(self.native.name, ""), self._specials)
+
+    def encode(self, text: str) -> list[int]:
+        if self._splitter is None:
+            return self.native.encode_ordinary(text)
+        ids: list[int] = []
+        end = 0
+        for match in self._splitter.finditer(text):
+            ids += self.native.encode_ordinary(text[end:match.start()])
+            ids.append(self._specials[match.group()])
+            end = match.end()
+        ids += self.native.encode_ordinary(text[end:])
+        return ids
+
+    def encode_batch(self, texts: list[str], threads: int) -> tuple[Any, Any]:
+        """(uint32 ids, int64 offsets) of every text, special tokens as specials, on `threads` threads."""
+        return self.native.encode_batch(texts, threads, True)
+
+
+def quicktok_tokenizer(vocab: Vocab, merges: Merges, special_tokens: Sequence[str], pattern: SplitPattern = GPT2) -> QuicktokEncoder:
+    """quicktok (package quicktok-v1) knows only its built-in vocabs (OpenAI's real cl100k_base and
+    o200k_base here), not ours: the built-in one for our pattern, used only if its tokens and ranks
+    equal our vocab and its special tokens include ours with the same ids; VocabRefused otherwise
+    (GPT-2's vocab, a trained one)."""
+    import quicktok
+
+    if pattern.name not in QUICKTOK_BUILT_IN:
+        raise VocabRefused(f"quicktok has no built-in vocab with the {pattern.name!r} split pattern "
+                         f"(only {', '.join(QUICKTOK_BUILT_IN.values())})")
+    name = QUICKTOK_BUILT_IN[pattern.name]
+    native = quicktok.Tokenizer(name, "")  # its get_encoding would hand out one shared object
+    specials = special_ids(vocab, special_tokens)
+    ordinary = {token: i for i, token in vocab.items() if i not in specials.values()}
+    def same(token: bytes | str, i: int) -> bool:
+        try:
+            return native.encode_single_token(token) == i
+        except KeyError:
+            return False
+
+    if len(native.token_byte_values()) != len(ordinary) or not all(same(token, i) for token, i in ordinary.items()):
+        raise VocabRefused(f"quicktok's built-in {name} is not this vocab (it loads no other)")
+    if not all(same(special, i) for special, i in specials.items()):
+        raise VocabRefused(f"quicktok's built-in {name} gives other ids to our special tokens")
+    return QuicktokEncoder(native, specials)
 
 
 def use_one_core() -> None:

@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import tempfile
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 from ...base.errors import ConfigError
@@ -20,14 +18,7 @@ from .. import peers
 
 def _from_tokenizer_json(load: Callable[[str], Any]) -> Callable[..., Any]:
     """A builder for a library that reads HF tokenizer.json files: ours, written as HF writes it."""
-
-    def build(vocab: dict[int, bytes], merges: list, special_tokens: list[str]) -> Any:
-        with tempfile.TemporaryDirectory(prefix="bpe_verify_") as folder:
-            path = Path(folder) / "tokenizer.json"
-            peers.huggingface_tokenizer(vocab, merges, special_tokens).save(str(path))
-            return load(str(path))
-
-    return build
+    return lambda vocab, merges, special_tokens: peers.from_tokenizer_json(load, vocab, merges, special_tokens)
 
 
 def _bpe_openai(vocab: dict[int, bytes], merges: list, special_tokens: list[str]) -> Any:

