@@ -20,7 +20,7 @@ from bpe_impls import Tokenizer
 from bpe_impls.base.errors import ConfigError, EncodeError
 from bpe_impls.encoding.encoders import ENCODERS
 from bpe_impls.base import compiled
-from bpe_impls.encoding.tokenizer import _batch_runs
+from bpe_impls.encoding.tokenizer import _MIN_RUN_BYTES, _RUNS_PER_THREAD, _batch_runs
 
 EOT = "<|endoftext|>"
 SPECIALS = [EOT, EOT + EOT, "<|e", "x"]  # overlapping, one a prefix of another, one a single letter
@@ -384,8 +384,11 @@ def test_batch_lists_young_collection_runs_on_the_batch_threads(gpt2_parts, name
     them runs on the batch's threads, each after its run (while the others still encode), not on
     the calling thread alone once the collector resumes."""
     tok = Tokenizer(*gpt2_parts, [EOT], encoder=name)
-    lines = fixture_text("corpus.en").splitlines(keepends=True)
+    lines = [line[:30] for line in fixture_text("corpus.en").splitlines(keepends=True)]
     batch = (lines * (4 * gc.get_threshold()[0] // len(lines) + 1))[:4 * gc.get_threshold()[0]]
+    # Two runs, each of more lists than the collector's threshold: each run's lists are collected
+    # on a batch thread (by its own thread, or by the other's collection), whatever the timing.
+    assert len(_batch_runs(batch, str, 2 * _RUNS_PER_THREAD, 2, _MIN_RUN_BYTES)) == 3
     want = tok.encode_batch(batch, 1)
     gc.collect()
     caller = threading.get_ident()
