@@ -3,9 +3,11 @@ the pure-Python scan encoder text by text (and tiktoken's on GPT-2's vocab); bad
 
 from __future__ import annotations
 
-from functools import partial
-
+import gc
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from functools import partial
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -18,7 +20,7 @@ from bpe_impls import Tokenizer
 from bpe_impls.base.errors import ConfigError, EncodeError
 from bpe_impls.encoding.encoders import ENCODERS
 from bpe_impls.base import compiled
-from bpe_impls.encoding.tokenizer import _batch_runs
+from bpe_impls.encoding.tokenizer import _MIN_RUN_BYTES, _RUNS_PER_THREAD, _batch_runs
 
 EOT = "<|endoftext|>"
 SPECIALS = [EOT, EOT + EOT, "<|e", "x"]  # overlapping, one a prefix of another, one a single letter
@@ -358,3 +360,55 @@ def test_long_runs_lists_equal_the_twin_special_tokens_included(gpt2_parts, thre
     for ids in got:
         ids.append(special_id)  # each list is a list of its own
     assert got[0][-1] == special_id and got[1][-1] == special_id
+
+
+@contextmanager
+def collections_seen() -> Iterator[list[tuple[int, int]]]:
+    """(generation, thread id) of each collection the cyclic collector starts in the block."""
+    seen: list[tuple[int, int]] = []
+
+    def note(phase: str, info: dict) -> None:
+        if phase == "start":
+            seen.append((info["generation"], threading.get_ident()))
+
+    gc.callbacks.append(note)
+    try:
+        yield seen
+    finally:
+        gc.callbacks.remove(note)
+
+
+@pytest.mark.parametrize("name", ["native", "scan"])
+def test_batch_lists_young_collection_runs_on_the_batch_threads(gpt2_parts, name):
+    """The collector is paused while a batch's lists are made; the young generation's pass over
+    them runs on the batch's threads, each after its run (while the others still encode), not on
+    the calling thread alone once the collector resumes."""
+    tok = Tokenizer(*gpt2_parts, [EOT], encoder=name)
+    lines = [line[:30] for line in fixture_text("corpus.en").splitlines(keepends=True)]
+    batch = (lines * (4 * gc.get_threshold()[0] // len(lines) + 1))[:4 * gc.get_threshold()[0]]
+    # Two runs, each of more lists than the collector's threshold: each run's lists are collected
+    # on a batch thread (by its own thread, or by the other's collection), whatever the timing.
+    assert len(_batch_runs(batch, str, 2 * _RUNS_PER_THREAD, 2, _MIN_RUN_BYTES)) == 3
+    want = tok.encode_batch(batch, 1)
+    gc.collect()
+    caller = threading.get_ident()
+    with collections_seen() as seen:
+        got = tok.encode_batch(batch, 2)
+        made = [[] for _ in range(10)]  # allocations after the call: a collection due would start here
+    assert got == want and made
+    assert seen and all(generation == 0 and thread != caller for generation, thread in seen), seen
+
+
+def test_batch_lists_start_no_collection_when_the_collector_is_off(gpt2_parts):
+    """A caller that turned the collector off gets no collection from encode_batch."""
+    tok = Tokenizer(*gpt2_parts, [EOT])
+    batch = fixture_text("corpus.en").splitlines(keepends=True) * 4
+    gc.disable()
+    try:
+        with collections_seen() as seen:
+            for threads in (1, 2):
+                tok.encode_batch(batch, threads)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+    assert seen == []

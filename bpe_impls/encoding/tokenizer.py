@@ -518,11 +518,14 @@ class Tokenizer:
         def encode_run(run: tuple[int, int]) -> list[list[int]]:
             # Each thread turns its run into lists (with the GIL) as soon as it has encoded it, while
             # the other threads still encode theirs without the GIL.
-            return encoder.encode_many_lists(datas, specials, ids, *run)
+            lists = encoder.encode_many_lists(datas, specials, ids, *run)
+            if collecting:
+                _collect_young()
+            return lists
 
         # Lists hold no cycles, but each one counts towards the cyclic collector's next run, which
         # would otherwise run many times over a large batch's lists (see docs/design-notes.md).
-        with _gc_paused():
+        with _gc_paused() as collecting:
             return _join_lists(self._encode_runs(datas, kind, num_threads, encode_run))
 
     def encode_batch_to_numpy(
@@ -806,15 +809,24 @@ def _join_lists(runs: Sequence[list[list[int]]]) -> list[list[int]]:
 
 
 @contextmanager
-def _gc_paused() -> Iterator[None]:
-    """The cyclic garbage collector off for the block (as it was, after)."""
+def _gc_paused() -> Iterator[bool]:
+    """The cyclic garbage collector off for the block (as it was, after); yields whether it was on."""
     collecting = gc.isenabled()
     gc.disable()
     try:
-        yield
+        yield collecting
     finally:
         if collecting:
             gc.enable()
+
+
+def _collect_young() -> None:
+    """The young generation's collection, if the collector would run it at its next allocation once
+    resumed: run by each batch thread after its run, while the other threads still encode, rather
+    than by the caller's thread alone after the batch (a pass over every list of the batch)."""
+    threshold = gc.get_threshold()[0]
+    if threshold and gc.get_count()[0] > threshold:
+        gc.collect(0)
 
 
 def _require_str(text: object) -> None:
