@@ -67,47 +67,60 @@ typedef struct {
     uint64_t white_after; /* 1 if s[64] is whitespace */
 } BlockMasks;
 
-/* The bits of the bytes of v in [lo, lo + count) (v ASCII). */
-BPE_ALWAYS_INLINE unsigned
+/* 0xFF for the bytes of v in [lo, lo + count) (v ASCII), else 0. */
+BPE_ALWAYS_INLINE __m128i
 bpe_block_in_range(__m128i v, char lo, char count)
 {
-    return (unsigned)_mm_movemask_epi8(
-        _mm_cmplt_epi8(_mm_add_epi8(v, _mm_set1_epi8((char)(0x80 - lo))),
-                       _mm_set1_epi8((char)(-128 + count))));
+    return _mm_cmplt_epi8(_mm_add_epi8(v, _mm_set1_epi8((char)(0x80 - lo))),
+                          _mm_set1_epi8((char)(-128 + count)));
 }
 
-/* The bits of the bytes of v equal to c. */
-BPE_ALWAYS_INLINE unsigned
+/* 0xFF for the bytes of v equal to c, else 0. */
+BPE_ALWAYS_INLINE __m128i
 bpe_block_equal(__m128i v, char c)
 {
-    return (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8(c)));
+    return _mm_cmpeq_epi8(v, _mm_set1_epi8(c));
 }
 
-/* The class masks of s[0:64] into *m, where s[0:BLOCK_READ] is text (none of
- * it past the end): 1, or 0 if a byte of s[0:BLOCK_READ] is not ASCII, with
- * the offset of the first such byte in *high_at. (Inlined, a pattern's
- * function computes only the masks it reads.) */
-BPE_ALWAYS_INLINE int
-bpe_block_masks(const unsigned char *s, BlockMasks *m, size_t *high_at)
+/* One bit a byte of a vector's bytes of 0xFF or 0, at bit `shift` on. */
+BPE_ALWAYS_INLINE uint64_t
+bpe_block_bits(__m128i is, unsigned shift)
 {
-    uint64_t high = 0;
-    *m = (BlockMasks){0};
+    return (uint64_t)(unsigned)_mm_movemask_epi8(is) << shift;
+}
+
+/* The class masks of s[0:64] that `pattern` reads (GPT-2's: no newline, slash
+ * or upper case) into *m, where s[0:BLOCK_READ] is text (none of it past the
+ * end): 1, or 0 if a byte of s[0:BLOCK_READ] is not ASCII, with the offset of
+ * the first such byte in *high_at. */
+BPE_ALWAYS_INLINE int
+bpe_block_masks(const unsigned char *s, int pattern, BlockMasks *m,
+                size_t *high_at)
+{
+    uint64_t high = 0, letter = 0, upper = 0, digit = 0, white = 0, space = 0,
+             newline = 0, apostrophe = 0, slash = 0;
     for (int k = 0; k < BLOCK_BYTES / 16; k++) {
         __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(s + 16 * k));
         unsigned shift = 16u * (unsigned)k;
-        unsigned sp = bpe_block_equal(v, ' ');
-        unsigned nl = bpe_block_equal(v, '\n') | bpe_block_equal(v, '\r');
-        high |= (uint64_t)(unsigned)_mm_movemask_epi8(v) << shift;
-        m->letter |= (uint64_t)bpe_block_in_range(
-                         _mm_or_si128(v, _mm_set1_epi8(0x20)), 'a', 26)
-                     << shift;
-        m->upper |= (uint64_t)bpe_block_in_range(v, 'A', 26) << shift;
-        m->digit |= (uint64_t)bpe_block_in_range(v, '0', 10) << shift;
-        m->white |= (uint64_t)(sp | bpe_block_in_range(v, '\t', 5)) << shift;
-        m->space |= (uint64_t)sp << shift;
-        m->newline |= (uint64_t)nl << shift;
-        m->apostrophe |= (uint64_t)bpe_block_equal(v, '\'') << shift;
-        m->slash |= (uint64_t)bpe_block_equal(v, '/') << shift;
+        __m128i sp = bpe_block_equal(v, ' ');
+        high |= bpe_block_bits(v, shift);
+        letter |= bpe_block_bits(
+            bpe_block_in_range(_mm_or_si128(v, _mm_set1_epi8(0x20)), 'a', 26),
+            shift);
+        digit |= bpe_block_bits(bpe_block_in_range(v, '0', 10), shift);
+        white |= bpe_block_bits(
+            _mm_or_si128(sp, bpe_block_in_range(v, '\t', 5)), shift);
+        space |= bpe_block_bits(sp, shift);
+        apostrophe |= bpe_block_bits(bpe_block_equal(v, '\''), shift);
+        if (pattern != PAT_GPT2) {
+            newline |= bpe_block_bits(_mm_or_si128(bpe_block_equal(v, '\n'),
+                                                   bpe_block_equal(v, '\r')),
+                                      shift);
+        }
+        if (pattern == PAT_O200K) {
+            upper |= bpe_block_bits(bpe_block_in_range(v, 'A', 26), shift);
+            slash |= bpe_block_bits(bpe_block_equal(v, '/'), shift);
+        }
     }
     unsigned tail = (unsigned)_mm_movemask_epi8(
         _mm_loadu_si128((const __m128i *)(const void *)(s + BLOCK_BYTES)));
@@ -117,7 +130,11 @@ bpe_block_masks(const unsigned char *s, BlockMasks *m, size_t *high_at)
         return 0;
     }
     unsigned char after = s[BLOCK_BYTES];
-    m->white_after = after == ' ' || (unsigned)(after - '\t') < 5u;
+    *m = (BlockMasks){
+        .letter = letter, .upper = upper, .digit = digit, .white = white,
+        .space = space, .newline = newline, .apostrophe = apostrophe,
+        .slash = slash,
+        .white_after = after == ' ' || (unsigned)(after - '\t') < 5u};
     return 1;
 }
 
@@ -225,7 +242,7 @@ BPE_ALWAYS_INLINE uint64_t
 bpe_gpt2_block_starts(const unsigned char *s, size_t *high_at)
 {
     BlockMasks m;
-    if (!bpe_block_masks(s, &m, high_at)) {
+    if (!bpe_block_masks(s, PAT_GPT2, &m, high_at)) {
         return 0;
     }
     uint64_t other = ~(m.letter | m.digit | m.white);
@@ -279,7 +296,7 @@ BPE_ALWAYS_INLINE uint64_t
 bpe_cl100k_block_starts(const unsigned char *s, size_t *high_at)
 {
     BlockMasks m;
-    if (!bpe_block_masks(s, &m, high_at)) {
+    if (!bpe_block_masks(s, PAT_CL100K, &m, high_at)) {
         return 0;
     }
     uint64_t other = ~(m.letter | m.digit | m.white);
@@ -328,7 +345,7 @@ BPE_ALWAYS_INLINE uint64_t
 bpe_o200k_block_starts(const unsigned char *s, int padded_end, size_t *high_at)
 {
     BlockMasks m;
-    if (!bpe_block_masks(s, &m, high_at)) {
+    if (!bpe_block_masks(s, PAT_O200K, &m, high_at)) {
         return 0;
     }
     uint64_t other = ~(m.letter | m.digit | m.white);
