@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, settings
 
 from bpe_impls import Tokenizer
 from bpe_impls.base import compiled
-from bpe_impls.harness.fixtures import fixture_path, fixtures_dir, gpt2_files
+from bpe_impls.harness.fixtures import OPENAI_PATTERNS, OPENAI_SPECIALS, fixture_path, fixtures_dir, gpt2_files
 
 # "ci" keeps the whole suite to a few minutes on 2 cores; "thorough" is for hunting bugs:
 #   pytest --hypothesis-profile thorough
@@ -66,6 +66,21 @@ def require_gpt2_files() -> tuple[Path, Path]:
             pytest.fail(message)
         pytest.skip(message)
     return files
+
+
+def openai_and_tiktoken(name: str, path: Path) -> tuple[Tokenizer, object]:
+    """Ours and tiktoken's Encoding of OpenAI's rank file `name` at `path` (openai_rank_file), with
+    its pattern and special tokens: the oracle built offline."""
+    tiktoken = pytest.importorskip("tiktoken")
+    from tiktoken.load import load_tiktoken_bpe
+
+    from bpe_impls.base.patterns import PRESETS
+
+    pattern, specials = OPENAI_PATTERNS[name], OPENAI_SPECIALS[name]
+    ours = Tokenizer.load(path, pattern=pattern, special_tokens=specials)
+    theirs = tiktoken.Encoding(name, pat_str=PRESETS[pattern].regex, mergeable_ranks=load_tiktoken_bpe(str(path)),
+                               special_tokens=specials)
+    return ours, theirs
 
 
 def load_gpt2(special_tokens: Sequence[str] = ("<|endoftext|>",), **options: object) -> Tokenizer:

@@ -21,7 +21,7 @@ from bpe_impls.encoding.formats import tiktoken_file
 from bpe_impls.encoding.formats.tiktoken_file import RankTables, bpe_pieces, rank_tables_py, recover_merges
 from bpe_impls.harness import peers
 from bpe_impls.harness.fixtures import OPENAI_PATTERNS, OPENAI_SPECIALS, openai_rank_file
-from conftest import examples, fixture_text
+from conftest import examples, fixture_text, openai_and_tiktoken
 
 native = pytest.mark.skipif(not compiled.AVAILABLE, reason="the compiled core is not built")
 
@@ -263,15 +263,7 @@ def test_openai_files_read_by_c_equal_the_python_twin(openai_file):
 
 
 def test_openai_files_encode_as_tiktoken(openai_file):
-    tiktoken = pytest.importorskip("tiktoken")
-    from tiktoken.load import load_tiktoken_bpe
-
-    from bpe_impls.base.patterns import PRESETS
-
-    name, path = openai_file
-    ours = Tokenizer.load(path, pattern=PATTERNS[name], special_tokens=SPECIALS[name])
-    theirs = tiktoken.Encoding(name, pat_str=PRESETS[PATTERNS[name]].regex, mergeable_ranks=load_tiktoken_bpe(str(path)),
-                               special_tokens=SPECIALS[name])
+    ours, theirs = openai_and_tiktoken(*openai_file)
     assert ours.n_vocab == theirs.n_vocab
     for fixture in ("german.txt", "address.txt"):
         text = fixture_text(fixture)[:200_000] + "<|endoftext|> x<|endofprompt|>"

