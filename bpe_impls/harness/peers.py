@@ -15,7 +15,6 @@ required by the package: each is imported only when used, and `installed` says w
 
 from __future__ import annotations
 
-import base64
 import importlib.util
 import os
 import sys
@@ -27,6 +26,7 @@ from typing import Any
 
 from ..base.patterns import GPT2, SplitPattern, special_token_regex
 from ..encoding.formats.gpt2 import token_to_str
+from ..encoding.formats.tiktoken_file import ranks_text
 
 Vocab = Mapping[int, bytes]
 Merges = Sequence[tuple[bytes, bytes]]
@@ -197,11 +197,10 @@ def rank_file(vocab: Vocab, special_tokens: Sequence[str]) -> Iterator[tuple[Pat
     tokens' ids), for peers that load rank files. Ranks = ids gives our ids under the condition
     tiktoken_encoding states."""
     specials = special_ids(vocab, special_tokens)
-    ordinary = sorted((i, token) for i, token in vocab.items() if i not in specials.values())
+    ordinary = {token: i for i, token in vocab.items() if i not in specials.values()}
     with tempfile.TemporaryDirectory(prefix="bpe_impls_peer_") as folder:
         path = Path(folder) / "ours.tiktoken"
-        path.write_text("".join(f"{base64.b64encode(token).decode('ascii')} {i}\n" for i, token in ordinary),
-                        encoding="ascii")
+        path.write_text(ranks_text(ordinary), encoding="ascii")
         yield path, specials
 
 

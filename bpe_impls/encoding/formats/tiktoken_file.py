@@ -169,12 +169,17 @@ def mergeable_ranks(data: TokenizerData, where: str = "cannot save .tiktoken") -
     return ordinary
 
 
+def ranks_text(ranks: Mapping[bytes, int]) -> str:
+    """A .tiktoken file's text: a line of base64 token and rank for each token, in rank order."""
+    return "".join(f"{base64.b64encode(token).decode('ascii')} {rank}\n"
+                   for token, rank in sorted(ranks.items(), key=lambda item: item[1]))
+
+
 def save(path: str | os.PathLike, data: TokenizerData) -> tuple[Path, ...]:
     """Write NAME.tiktoken and NAME.tiktoken.json at `path` (a file ending in .tiktoken, or a
     directory to hold tokenizer.tiktoken); the name tiktoken is given is NAME."""
     ranks_path = output_file(path, RANKS_SUFFIX, RANKS_FILE)
     ranks = mergeable_ranks(data, f"cannot save {ranks_path.name}")
-    lines = [f"{base64.b64encode(token).decode('ascii')} {rank}\n" for token, rank in sorted(ranks.items(), key=lambda x: x[1])]
     sidecar = {
         "name": ranks_path.name[: -len(RANKS_SUFFIX)],
         "pat_str": data.pattern.regex,
@@ -182,7 +187,7 @@ def save(path: str | os.PathLike, data: TokenizerData) -> tuple[Path, ...]:
         "explicit_n_vocab": len(data.vocab),
     }
     return write_files([
-        (ranks_path, "".join(lines)),
+        (ranks_path, ranks_text(ranks)),
         (sidecar_path(ranks_path), json.dumps(sidecar, ensure_ascii=False, indent=2) + "\n"),
     ])
 
