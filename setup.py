@@ -12,7 +12,7 @@ from setuptools import Extension, setup
 # The C sources live in csrc/ (MANIFEST.in ships them in the sdist); a header edit rebuilds both.
 _HEADERS = [
     "csrc/bpe_util.h", "csrc/scanner.h", "csrc/scan_kind.h", "csrc/scan_blocks.h", "csrc/counter.h", "csrc/packed.h",
-    "csrc/encoder.h", "csrc/encoder_internal.h", "csrc/trainer_internal.h", "csrc/u64_heap.h",
+    "csrc/encoder.h", "csrc/encoder_internal.h", "csrc/trainer_internal.h", "csrc/u64_heap.h", "csrc/ranks.h",
 ]
 _FLAGS = ["-O3", "-std=c11", "-Wall", "-Wextra", "-Wno-unused-parameter", "-Wno-missing-field-initializers"]
 # An optimisation level in CFLAGS wins (the sanitizer build, .ci/sanitize, asks for -O1): these
@@ -34,7 +34,7 @@ setup(
             [
                 "csrc/native_module.c", "csrc/scanner.c", "csrc/utf8.c", "csrc/specials.c", "csrc/bytes_map.c",
                 "csrc/counter.c", "csrc/encoder_cache.c", "csrc/encoder_bpe.c", "csrc/encoder_loop.c",
-                "csrc/encoder_type.c", "csrc/rank_file.c",
+                "csrc/encoder_type.c", "csrc/rank_file.c", "csrc/vocab_files.c",
             ],
             include_dirs=["csrc"],
             depends=_HEADERS,

@@ -335,6 +335,23 @@ static PyMethodDef module_methods[] = {
      "bytes read into (blob, offsets, ranks, merges, byte_ids, "
      "special_ranks), the merges rebuilt from the ranks; None if the file "
      "is not of the plain form or has a fault (see csrc/rank_file.c)."},
+    {"gpt2_tables", bpe_gpt2_tables, METH_VARARGS,
+     "gpt2_tables(vocab_json, merges_txt, specials)\n--\n\nA GPT-2 "
+     "vocab.json and merges.txt (bytes) with the special tokens (bytes) "
+     "read into (blob, offsets, ids, merges, byte_ids, special_ids, "
+     "encoder_merges, keys, key_ids); None where the Python path would "
+     "refuse them or read them otherwise (see csrc/vocab_files.c)."},
+    {"hf_tables", bpe_hf_tables, METH_VARARGS,
+     "hf_tables(vocab, merges, specials, special_ids)\n--\n\nA "
+     "tokenizer.json's model vocab object and merges list (bytes), with its "
+     "special tokens (bytes) and their ids, read as gpt2_tables reads its "
+     "files; keys is the number of vocab keys, key_ids the id of the key "
+     "equal to each special token (-1: none)."},
+    {"hf_model_spans", bpe_hf_model_spans, METH_O,
+     "hf_model_spans(document)\n--\n\nThe (start, end) byte offsets of "
+     "the values of model.vocab and model.merges in a tokenizer.json's "
+     "bytes, as (vocab_start, vocab_end, merges_start, merges_end); None if "
+     "the document is not of that shape."},
     {NULL, NULL, 0, NULL},
 };
 

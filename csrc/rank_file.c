@@ -23,83 +23,8 @@
 
 #include "bpe_util.h"
 #include "encoder.h"
+#include "ranks.h"
 #include "u64_heap.h"
-
-#define MAX_RANK 4294967294u /* encoding/tables.py's MAX_TOKEN_ID */
-#define NOT_FOUND UINT32_MAX
-
-typedef struct {
-    unsigned char *blob; /* the tokens' bytes, back to back in rank order */
-    size_t *off;         /* n + 1 offsets into blob */
-    uint32_t *rank;      /* ascending */
-    size_t n;
-    uint64_t *slots; /* hash map: hash's high half << 32 | entry + 1; 0 free */
-    size_t mask;
-} Ranks;
-
-static void
-ranks_free(Ranks *r)
-{
-    free(r->blob);
-    free(r->off);
-    free(r->rank);
-    free(r->slots);
-    memset(r, 0, sizeof(*r));
-}
-
-/* The entry holding bytes s[0:len], or NOT_FOUND. */
-static uint32_t
-ranks_find(const Ranks *r, const unsigned char *s, size_t len)
-{
-    uint64_t h = bpe_hash_bytes(s, len);
-    uint64_t tag = h >> 32 << 32;
-    size_t at = (size_t)h & r->mask;
-    for (;;) {
-        uint64_t slot = r->slots[at];
-        if (slot == 0) {
-            return NOT_FOUND;
-        }
-        if ((slot & 0xFFFFFFFF00000000ull) == tag) {
-            uint32_t k = (uint32_t)(slot & 0xFFFFFFFFu) - 1;
-            if (r->off[k + 1] - r->off[k] == len &&
-                memcmp(r->blob + r->off[k], s, len) == 0)
-            {
-                return k;
-            }
-        }
-        at = (at + 1) & r->mask;
-    }
-}
-
-/* Index every entry: 0, 1 if two entries hold the same bytes, -1 if out of
- * memory (no exception set). */
-static int
-ranks_index(Ranks *r)
-{
-    size_t cap = 16;
-    while (cap < r->n * 2 + 2) {
-        cap *= 2;
-    }
-    r->slots = calloc(cap, sizeof(uint64_t));
-    if (r->slots == NULL) {
-        return -1;
-    }
-    r->mask = cap - 1;
-    for (size_t k = 0; k < r->n; k++) {
-        const unsigned char *s = r->blob + r->off[k];
-        size_t len = r->off[k + 1] - r->off[k];
-        if (ranks_find(r, s, len) != NOT_FOUND) {
-            return 1;
-        }
-        uint64_t h = bpe_hash_bytes(s, len);
-        size_t at = (size_t)h & r->mask;
-        while (r->slots[at] != 0) {
-            at = (at + 1) & r->mask;
-        }
-        r->slots[at] = (h >> 32 << 32) | (uint64_t)(k + 1);
-    }
-    return 0;
-}
 
 static signed char b64_value[256];
 
@@ -149,19 +74,7 @@ b64_decode(const unsigned char *s, size_t len, unsigned char *out)
     return (Py_ssize_t)n;
 }
 
-typedef struct {
-    uint32_t rank;
-    uint32_t entry;
-} RankEntry;
-
-static int
-by_rank(const void *a, const void *b)
-{
-    uint32_t x = ((const RankEntry *)a)->rank, y = ((const RankEntry *)b)->rank;
-    return x < y ? -1 : x > y;
-}
-
-/* Parse the file into r (entries in rank order): 0, 1 if the file is not of
+/* Parse the file into r (entries in rank order, a rank given twice a fault): 0, 1 if the file is not of
  * the plain form or holds a fault, -1 if out of memory. */
 static int
 ranks_parse(Ranks *r, const unsigned char *data, size_t size)
@@ -173,13 +86,11 @@ ranks_parse(Ranks *r, const unsigned char *data, size_t size)
     unsigned char *blob = malloc(size / 4 * 3 + 1);
     size_t *off = malloc((lines + 1) * sizeof(size_t));
     uint32_t *rank = malloc(lines * sizeof(uint32_t));
-    RankEntry *order = NULL;
     int result = -1;
     if (blob == NULL || off == NULL || rank == NULL) {
         goto done;
     }
     size_t n = 0, used = 0, pos = 0;
-    int sorted = 1;
     result = 1;
     while (pos < size) {
         const unsigned char *line = data + pos;
@@ -211,47 +122,10 @@ ranks_parse(Ranks *r, const unsigned char *data, size_t size)
         }
         off[n] = used;
         rank[n] = (uint32_t)value;
-        sorted &= n == 0 || rank[n - 1] < rank[n];
         used += (size_t)got;
         n++;
     }
     off[n] = used;
-    if (!sorted) {
-        /* Sorted by rank, the blob rebuilt in that order; a rank given twice
-         * is a fault. */
-        order = malloc((n ? n : 1) * sizeof(RankEntry));
-        unsigned char *by = malloc(used ? used : 1);
-        size_t *by_off = malloc((n + 1) * sizeof(size_t));
-        if (order == NULL || by == NULL || by_off == NULL) {
-            free(by);
-            free(by_off);
-            result = -1;
-            goto done;
-        }
-        for (size_t k = 0; k < n; k++) {
-            order[k].rank = rank[k];
-            order[k].entry = (uint32_t)k;
-        }
-        qsort(order, n, sizeof(RankEntry), by_rank);
-        size_t at = 0;
-        for (size_t k = 0; k < n; k++) {
-            size_t e = order[k].entry, len = off[e + 1] - off[e];
-            memcpy(by + at, blob + off[e], len);
-            by_off[k] = at;
-            at += len;
-            rank[k] = order[k].rank;
-        }
-        by_off[n] = at;
-        free(blob);
-        free(off);
-        blob = by;
-        off = by_off;
-        for (size_t k = 1; k < n; k++) {
-            if (rank[k - 1] == rank[k]) {
-                goto done;
-            }
-        }
-    }
     r->blob = blob;
     r->off = off;
     r->rank = rank;
@@ -259,12 +133,11 @@ ranks_parse(Ranks *r, const unsigned char *data, size_t size)
     blob = NULL;
     off = NULL;
     rank = NULL;
-    result = 0;
+    result = ranks_sort(r, 0, 0);
 done:
     free(blob);
     free(off);
     free(rank);
-    free(order);
     return result;
 }
 
@@ -385,8 +258,8 @@ bytes_of(const void *p, size_t n)
 
 /* The results as Python objects (see bpe_rank_file_tables), or NULL with an
  * exception set. */
-static PyObject *
-tables_result(const Ranks *r, const uint32_t *merges, size_t n_merges,
+BPE_INTERNAL PyObject *
+bpe_ranks_result(const Ranks *r, const uint32_t *merges, size_t n_merges,
               const uint32_t *byte_ids, PyObject *specials)
 {
     PyObject *items[6] = {NULL};
@@ -484,7 +357,7 @@ bpe_rank_file_tables(PyObject *module, PyObject *args)
     Py_BEGIN_ALLOW_THREADS
     status = ranks_parse(&r, buf, size);
     if (status == 0) {
-        status = ranks_index(&r);
+        status = ranks_index(&r, 0);
     }
     for (int b = 0; status == 0 && b < 256; b++) {
         unsigned char c = (unsigned char)b;
@@ -534,7 +407,7 @@ bpe_rank_file_tables(PyObject *module, PyObject *args)
         result = Py_NewRef(Py_None);
     }
     else {
-        result = tables_result(&r, merges, n_merges, byte_ids, specials);
+        result = bpe_ranks_result(&r, merges, n_merges, byte_ids, specials);
     }
     ranks_free(&r);
     work_free(&w);

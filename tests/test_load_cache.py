@@ -54,8 +54,29 @@ def assert_same(cached: Tokenizer, cold: Tokenizer, text: str = SAMPLE) -> None:
     assert cached.decode(cold.encode(text)) == text
 
 
+# Every table set the cache's lookup returned: a tokenizer came from the cache when it was built
+# from one of them (a cold load of a gpt2 or hf file also builds from packed tables, read by the
+# compiled core).
+_FOUND: list[object] = []
+
+
+@pytest.fixture(autouse=True)
+def _watch_lookups(monkeypatch):
+    lookup = table_cache.lookup
+
+    def watched(where):
+        found = lookup(where)
+        _FOUND.append(found)
+        return found
+
+    monkeypatch.setattr(table_cache, "lookup", watched)
+    yield
+    _FOUND.clear()
+
+
 def from_cache(tok: Tokenizer) -> bool:
-    return "_packed" in vars(tok)
+    packed = vars(tok).get("_packed")
+    return packed is not None and any(packed is found for found in _FOUND)
 
 
 @pytest.mark.parametrize("format", ["gpt2", "hf"])

@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     import numpy.typing as npt
 
     from .formats import table_cache
-    from .formats import tiktoken_file
+    from .formats.common import PackedTokenizer
 
 _T = TypeVar("_T")
 # What the encode methods take: a str, or its UTF-8 as bytes (text read from a file: no str built).
@@ -122,16 +122,21 @@ class Tokenizer:
         self._special_bytes = [special.encode("utf-8") for special in self.special_tokens]
         self._special_id_list = [self.special_token_ids[special] for special in self.special_tokens]
 
+    @staticmethod
+    def _packs(options: Mapping[str, object]) -> bool:
+        """Whether a load with these constructor `options` may build its tokenizer from packed
+        tables (`_from_packed`): none but the cache size, or the compiled encoder asked for."""
+        return set(options) <= {"encoder", "cache_size"} and options.get("encoder", "native") == "native"
+
     @classmethod
-    def _from_packed(
-        cls, packed: tiktoken_file.PackedTokenizer, cache_size: int = 2**18, encoder_merges: bytes | None = None
-    ) -> Tokenizer | None:
-        """The tokenizer `cls(vocab, merges, specials, pattern=...)` builds from a rank file read by
-        `tiktoken_file.load_packed` (or from tables the cache kept, whose `encoder_merges` leave
-        out a pair's earlier ranks), built from its packed tables with no Python object per token
-        (the vocab and merges are made on first use), with the compiled encoder. None where that
-        constructor would do more than the packed tables say (an id it refuses, an encoder other
-        than the compiled one): the caller then takes the general path."""
+    def _from_packed(cls, packed: PackedTokenizer, options: Mapping[str, object]) -> Tokenizer | None:
+        """The tokenizer `cls(vocab, merges, specials, pattern=..., **options)` builds from a
+        tokenizer's files, from their tables read and packed by the compiled core (a rank file
+        by `tiktoken_file.load_packed`, a gpt2 pair or an HF file by their `load_packed`, or the
+        tables the cache kept) with no Python object per token (the vocab and merges are made on
+        first use). None where that constructor would do more than the packed tables say (an id
+        it refuses, an encoder other than the compiled one): the caller then takes the general
+        path. `options` are those `_packs` allows."""
         pattern = packed.pattern
         scanner = compiled.scanner_name(pattern)
         special_ids = packed.special_token_ids
@@ -139,14 +144,14 @@ class Tokenizer:
             return None
         self = cls.__new__(cls)
         self.pattern = pattern
-        self._cache_size = require_int(cache_size, "cache_size", minimum=0)
+        self._cache_size = cache_size = require_int(options.get("cache_size", 2**18), "cache_size", minimum=0)
         self.special_tokens = validate_special_tokens(tuple(special_ids))
         self._encoder_name = "native"
         self._packed = packed
         self._n_vocab = max([packed.max_rank, *special_ids.values()]) + 1
         self._merge_count = len(packed.tables.merges) // 12
         self.special_token_ids = dict(special_ids)
-        merges = packed.tables.merges if encoder_merges is None else encoder_merges
+        merges = packed.tables.merges if packed.encoder_merges is None else packed.encoder_merges
         self._encoder = compiled.core().Encoder(packed.tables.byte_ids, merges, cache_size, scanner)
         self._special_bytes = [special.encode("utf-8") for special in self.special_tokens]
         self._special_id_list = [special_ids[special] for special in self.special_tokens]
@@ -208,7 +213,7 @@ class Tokenizer:
         special_tokens: Sequence[str] | Mapping[str, int] | None, pattern: str | SplitPattern | None, cache: bool,
         options: dict[str, object],
     ) -> Tokenizer:
-        from .formats import FORMATS, detect, gpt2, tiktoken_file  # (the formats load with the first file)
+        from .formats import FORMATS, detect, gpt2, hf, tiktoken_file  # (the formats load with the first file)
         from .formats.common import special_ids_match
 
         if merges_path is not None:
@@ -230,24 +235,31 @@ class Tokenizer:
                 saved_pattern if pattern is None else pattern, options, cache,
             )
         slot = None
+        packed_ok = cls._packs(options)
         if format == "tiktoken":
-            if set(options) <= {"encoder", "cache_size"} and options.get("encoder", "native") == "native":
+            if packed_ok:
                 packed = tiktoken_file.load_packed(where, pattern, special_tokens)
-                size = options.get("cache_size", 2**18)
-                tokenizer = cls._from_packed(packed, size) if packed is not None else None  # type: ignore[arg-type]
+                tokenizer = cls._from_packed(packed, options) if packed is not None else None
                 if tokenizer is not None:
                     return tokenizer
             data = tiktoken_file.load(where, pattern, special_tokens)
         else:
             if special_tokens is not None:
                 raise ConfigError("an HF tokenizer.json lists its own special tokens; do not pass special_tokens")
+            file = hf.tokenizer_file(where)
             if cache:
-                from .formats import hf
-
-                file = where / hf.TOKENIZER_FILE if where.is_dir() else where
                 slot = cls._cache_slot("hf", [file], pattern, None, options)
                 tokenizer = cls._from_cache(slot, options) if slot is not None else None
                 if tokenizer is not None:
+                    return tokenizer
+            packed = hf.load_packed(file) if packed_ok else None
+            if packed is not None:
+                if pattern is not None:  # (resolved here, after the file's checks, as the constructor would)
+                    packed = packed._replace(pattern=resolve_pattern(pattern))
+                tokenizer = cls._from_packed(packed, options)
+                if tokenizer is not None:
+                    if slot is not None:
+                        tokenizer._keep_tables(slot)
                     return tokenizer
             data = FORMATS[format].load(where)
             if pattern is not None:
@@ -274,6 +286,17 @@ class Tokenizer:
             slot = cls._cache_slot("gpt2", paths, pattern, specials, options)
             tokenizer = cls._from_cache(slot, options) if slot is not None else None
             if tokenizer is not None:
+                return tokenizer
+        if cls._packs(options):
+            try:  # (else the constructor names the fault, after the files' checks)
+                chosen, names = resolve_pattern(pattern), validate_special_tokens(specials)
+            except ConfigError:
+                chosen = None
+            packed = gpt2.load_packed(vocab_path, merges_path, names, chosen) if chosen is not None else None
+            tokenizer = cls._from_packed(packed, options) if packed is not None else None
+            if tokenizer is not None:
+                if slot is not None:
+                    tokenizer._keep_tables(slot)
                 return tokenizer
         vocab, merges = gpt2.load_tokenizer_files(vocab_path, merges_path)
         if pattern is not None:
@@ -313,25 +336,22 @@ class Tokenizer:
     @classmethod
     def _from_cache(cls, slot: table_cache.Slot, options: Mapping[str, object]) -> Tokenizer | None:
         from .formats import table_cache
-        from .formats.tiktoken_file import PackedTokenizer
 
         found = table_cache.lookup(slot)
-        if found is None:
-            return None
-        packed = PackedTokenizer(found.tables, found.special_token_ids, found.pattern, found.max_id)
-        cache_size = options.get("cache_size", 2**18)
-        return cls._from_packed(packed, cache_size, found.encoder_merges)  # type: ignore[arg-type]
+        return cls._from_packed(found, options) if found is not None else None
 
     def _keep_tables(self, slot: table_cache.Slot) -> None:
         """Write this freshly built tokenizer's tables to `slot`, if it runs the compiled encoder."""
         from .formats import table_cache
 
-        tables = getattr(self, "_tables", None)
-        if self._encoder_name != "native" or tables is None:
+        if self._encoder_name != "native":
             return
-        payload = table_cache.pack(slot.name, self._vocab, self._merges, self.special_token_ids, self.pattern,
-                                   tables.byte_ids, tables.ranks)
-        table_cache.store(slot, payload)
+        packed = getattr(self, "_packed", None)
+        if packed is None:
+            tables = self._tables
+            packed = table_cache.packed_tables(self._vocab, self._merges, self.special_token_ids, self.pattern,
+                                               tables.byte_ids, tables.ranks)
+        table_cache.store(slot, table_cache.pack(slot.name, packed))
 
     @classmethod
     def from_files(cls, vocab_path: str | os.PathLike, merges_path: str | os.PathLike,

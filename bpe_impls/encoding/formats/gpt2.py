@@ -19,10 +19,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from itertools import accumulate
 from pathlib import Path
 
+from ...base import compiled
 from ...base.errors import ConfigError, TokenizerFileError
 from ...base.patterns import GPT2, PRESETS, SplitPattern, resolve_pattern
 from .. import tables
-from .common import read_json, read_text, write_files
+from .common import PackedTokenizer, RankTables, read_json, read_text, write_files
 
 VOCAB_FILE = "vocab.json"
 MERGES_FILE = "merges.txt"
@@ -242,6 +243,30 @@ def load_tokenizer_files(
     """Read a GPT-2 vocab.json + merges.txt pair as (id -> token bytes, merges as byte pairs)."""
     vocab = load_vocab(vocab_path)
     return vocab, load_merges(merges_path, vocab)
+
+
+def load_packed(
+    vocab_path: str | os.PathLike, merges_path: str | os.PathLike, special_tokens: tuple[str, ...],
+    pattern: SplitPattern,
+) -> PackedTokenizer | None:
+    """`load_tokenizer_files`, then what the Tokenizer makes of them with `special_tokens` (already
+    validated: build_tables, check_every_token_made), in the compiled core (csrc/vocab_files.c):
+    the same tables with no Python object per token. None where the core is not built, a file
+    cannot be read, or the core leaves the files to the Python path (a fault, which that path then
+    names, or a case it handles)."""
+    if not compiled.AVAILABLE:
+        return None
+    try:
+        vocab, merges = Path(vocab_path).read_bytes(), Path(merges_path).read_bytes()
+        specials = [special.encode("utf-8") for special in special_tokens]
+    except (OSError, UnicodeEncodeError):
+        return None
+    found = compiled.core().gpt2_tables(vocab, merges, specials)
+    if found is None:
+        return None
+    packed = RankTables(*found[:6])
+    max_id = memoryview(packed.ranks).cast("I")[-1]
+    return PackedTokenizer(packed, dict(zip(special_tokens, found[5])), pattern, max_id, found[6])
 
 
 # --- writing ----------------------------------------------------------------------------------

@@ -31,13 +31,15 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import regex
 
+from ...base import compiled
 from ...base.errors import ConfigError, TokenizerFileError
 from ...base.patterns import CL100K_PATTERN, GPT2, PRESETS, SplitPattern, resolve_pattern
-from .common import TokenizerData, output_file, read_json, write_files
+from .common import PackedTokenizer, RankTables, TokenizerData, output_file, parse_json, read_json, write_files
 from .gpt2 import str_to_token, strs_to_tokens, token_to_str
 
 TOKENIZER_FILE = "tokenizer.json"
@@ -409,12 +411,16 @@ def _overlap(first: str, second: str) -> bool:
     return any(first.endswith(second[:k]) or second.endswith(first[:k]) for k in range(1, min(len(first), len(second))))
 
 
-def _added_tokens(added: object, raw_vocab: dict, path: Path) -> dict[str, int]:
-    """The special tokens of `added_tokens`, content -> id, where bpe_impls matches them as HF does."""
+def _added_tokens(
+    added: object, model_id: Callable[[str], int | None], vocab_size: int, path: Path
+) -> dict[str, int]:
+    """The special tokens of `added_tokens`, content -> id, where bpe_impls matches them as HF does.
+    `model_id(content)` is the id of the model vocab's key `content` (None: no such key), and
+    `vocab_size` the number of keys."""
     _require(isinstance(added, list), path, "added_tokens is not a list")
     special_token_ids: dict[str, int] = {}
     normalized: dict[str, bool] = {}
-    next_new_id = len(raw_vocab)  # where HF puts an added token the model vocab does not have
+    next_new_id = vocab_size  # where HF puts an added token the model vocab does not have
     for entry in added:
         _require(isinstance(entry, dict) and isinstance(entry.get("content"), str) and entry.get("content"), path,
                  f"added token {entry!r} has no content")
@@ -435,15 +441,15 @@ def _added_tokens(added: object, raw_vocab: dict, path: Path) -> dict[str, int]:
         _require(isinstance(token_id, int) and not isinstance(token_id, bool) and token_id >= 0, path,
                  f"added token {content!r} has id {token_id!r}, not a non-negative integer")
         _require(content not in special_token_ids, path, f"added token {content!r} is listed twice")
-        model_id = raw_vocab.get(content)
-        if model_id is None:
+        key_id = model_id(content)
+        if key_id is None:
             _require(token_id == next_new_id, path,
                      f"added token {content!r} has id {token_id}, but HF gives it {next_new_id} "
                      "(it is not in the model vocab)")
             next_new_id += 1
         else:
-            _require(model_id == token_id, path,
-                     f"added token {content!r} has id {token_id}, but the model vocab gives it {model_id}")
+            _require(key_id == token_id, path,
+                     f"added token {content!r} has id {token_id}, but the model vocab gives it {key_id}")
         special_token_ids[content] = token_id
         normalized[content] = entry["normalized"]
     # HF matches the tokens marked normalized: false first, then (in the text between them) those
@@ -457,13 +463,17 @@ def _added_tokens(added: object, raw_vocab: dict, path: Path) -> dict[str, int]:
     return special_token_ids
 
 
-def load(path: str | os.PathLike) -> TokenizerData:
-    """Read a tokenizer.json (the file, or a directory holding one) that bpe_impls can reproduce exactly."""
+def tokenizer_file(path: str | os.PathLike) -> Path:
+    """The tokenizer.json that `path` names: the file, or the one in the directory `path`."""
     path = Path(path)
-    if path.is_dir():
-        path = path / TOKENIZER_FILE
-    document = read_json(path)
-    _require(isinstance(document, dict), path, "not a JSON object")
+    return path / TOKENIZER_FILE if path.is_dir() else path
+
+
+def _checked(document: object, path: Path) -> tuple[SplitPattern, dict, list]:
+    """(split pattern, model vocab, model merges) of a tokenizer.json's document, every field
+    around them checked (the vocab and merges themselves are not)."""
+    if not isinstance(document, dict):
+        raise TokenizerFileError(f"{path}: not a JSON object")
     # HF applies these to each encoding (cut to max_length, pad to a length); bpe_impls returns every
     # id of the whole text, so a file that asks for either is refused rather than ignored.
     for field in ("truncation", "padding"):
@@ -480,8 +490,15 @@ def load(path: str | os.PathLike) -> TokenizerData:
              f"decoder is {json.dumps(decoder)[:60]}; only ByteLevel can be loaded")
     pattern = _pattern(document.get("pre_tokenizer"), path)
     raw_vocab, raw_merges = _check_model(document.get("model"), path)
+    return pattern, raw_vocab, raw_merges
 
-    special_token_ids = _added_tokens(document.get("added_tokens", []), raw_vocab, path)
+
+def load(path: str | os.PathLike) -> TokenizerData:
+    """Read a tokenizer.json (the file, or a directory holding one) that bpe_impls can reproduce exactly."""
+    path = tokenizer_file(path)
+    document = read_json(path)
+    pattern, raw_vocab, raw_merges = _checked(document, path)
+    special_token_ids = _added_tokens(document.get("added_tokens", []), raw_vocab.get, len(raw_vocab), path)  # type: ignore[attr-defined]
     specials_by_id = {token_id: content for content, token_id in special_token_ids.items()}
     sound = _sound_vocab(raw_vocab, special_token_ids)
     vocab: dict[int, bytes] = sound if sound is not None else {}
@@ -502,3 +519,53 @@ def load(path: str | os.PathLike) -> TokenizerData:
         merges = [_merge(entry, index, path) for index, entry in enumerate(raw_merges)]
     return TokenizerData(dict(sorted(vocab.items())), merges, tuple(special_token_ids), pattern, special_token_ids)
 
+
+def load_packed(path: str | os.PathLike) -> PackedTokenizer | None:
+    """`load`, then what the Tokenizer makes of it (build_tables), with the model vocab and merges
+    read by the compiled core (csrc/vocab_files.c): the same checks, the same tables, no Python
+    object per token. The rest of the document (the fields around the vocab and merges, a few
+    hundred bytes) is parsed by `json` and checked by the code `load` runs. None where the core
+    is not built, the file cannot be read, or the core leaves it to `load` (a fault, which `load`
+    then names, or a case it handles, such as two ids with the same bytes)."""
+    path = tokenizer_file(path)
+    if not compiled.AVAILABLE:
+        return None
+    core = compiled.core()
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    spans = core.hf_model_spans(data)
+    if spans is None:
+        return None
+    (vocab_start, vocab_end), (merges_start, merges_end) = spans[:2], spans[2:]
+    cuts = sorted([(vocab_start, vocab_end, b"{}"), (merges_start, merges_end, b"[]")])
+    rest = data[:cuts[0][0]] + cuts[0][2] + data[cuts[0][1]:cuts[1][0]] + cuts[1][2] + data[cuts[1][1]:]
+    try:
+        document = parse_json(rest.decode("utf-8"), path)
+    except (UnicodeDecodeError, TokenizerFileError):
+        return None
+    added = document.get("added_tokens", []) if isinstance(document, dict) else None
+    if not isinstance(added, list) or not all(
+        isinstance(entry, dict) and isinstance(entry.get("content"), str) and type(entry.get("id")) is int
+        for entry in added
+    ):
+        return None
+    contents = [entry["content"] for entry in added]
+    try:
+        specials = [content.encode("utf-8") for content in contents]
+    except UnicodeEncodeError:
+        return None
+    if len(set(contents)) != len(contents) or min((entry["id"] for entry in added), default=0) < 0:
+        return None
+    found = core.hf_tables(
+        data[vocab_start:vocab_end], data[merges_start:merges_end], specials, [entry["id"] for entry in added]
+    )
+    if found is None:
+        return None
+    # The core read the vocab and merges as `load` would: what `load` checks besides, as it would.
+    pattern, _, _ = _checked(document, path)
+    key_ids = {content: key_id for content, key_id in zip(contents, found[8]) if key_id >= 0}
+    special_token_ids = _added_tokens(added, key_ids.get, found[7], path)
+    tables = RankTables(*found[:6])
+    return PackedTokenizer(tables, special_token_ids, pattern, memoryview(tables.ranks).cast("I")[-1], found[6])

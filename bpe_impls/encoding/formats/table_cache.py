@@ -5,7 +5,7 @@ An entry is named by a digest of everything the tables depend on: the bytes of e
 (sha256), what the load was told besides (special tokens, pattern), the byte order, and the source
 of the code that reads and checks the files. So an edited file, another option or a new version
 of the checks misses, and only a load that passed every check writes an entry. An entry holds the
-tables packed as `tiktoken_file.RankTables` (no Python object per token) and is verified on read
+tables packed as `common.PackedTokenizer` (no Python object per token) and is verified on read
 (its digest, its own name, every size); anything amiss reads as a miss, and the load then reads the
 files as without a cache and writes the entry again.
 
@@ -29,7 +29,7 @@ from typing import NamedTuple
 from ...base import cache, compiled
 from ...base.patterns import PRESETS, SplitPattern
 from ..bpe import RankTable
-from .tiktoken_file import RankTables
+from .common import PackedTokenizer, RankTables
 
 # Bump when the entry layout changes.
 _LAYOUT = 1
@@ -81,30 +81,16 @@ def slot(kind: str, paths: Sequence[Path], options: object) -> Slot | None:
     return Slot(f"tables-{kind}-{hashlib.sha256(material.encode()).hexdigest()[:48]}.bin", tuple(paths), digests)
 
 
-class CachedTables(NamedTuple):
-    """A tokenizer's tables as an entry holds them."""
-
-    tables: RankTables  # every token (specials included) by id; merges: (left, right, merged) ids of every merge
-    encoder_merges: bytes  # the merges the encoder takes: a pair listed twice only at its last rank
-    special_token_ids: dict[str, int]
-    pattern: SplitPattern
-    max_id: int
-
-
-def pack(
-    name: str,
+def packed_tables(
     vocab: Mapping[int, bytes],
     merges: Sequence[tuple[bytes, bytes]],
     special_token_ids: Mapping[str, int],
     pattern: SplitPattern,
     byte_ids: Sequence[int],
     ranks: RankTable,
-) -> bytes:
-    """An entry's payload: a built tokenizer's tables (vocab sorted by id, its merges, and the rank
-    table the encoder takes, as `encoders.native_encoder` orders it)."""
-    ids = array("I", vocab)
-    blob = b"".join(vocab.values())
-    offsets = array("q", accumulate(map(len, vocab.values()), initial=0))
+) -> PackedTokenizer:
+    """A constructor-built tokenizer's tables (vocab sorted by id, its merges, and the rank table
+    the encoder takes, as `encoders.native_encoder` orders it), packed."""
     id_of = {token: token_id for token_id, token in vocab.items()}
     triples = array("I")
     for left, right in merges:
@@ -112,17 +98,28 @@ def pack(
     encoder = array("I")
     for (left, right), (_, merged) in sorted(ranks.items(), key=lambda item: item[1][0]):
         encoder.extend((left, right, merged))
+    tables = RankTables(
+        b"".join(vocab.values()), array("q", accumulate(map(len, vocab.values()), initial=0)).tobytes(),
+        array("I", vocab).tobytes(), triples.tobytes(), tuple(byte_ids), (),
+    )
+    return PackedTokenizer(tables, dict(special_token_ids), pattern, max(vocab), encoder.tobytes())
+
+
+def pack(name: str, packed: PackedTokenizer) -> bytes:
+    """An entry's payload: a tokenizer's packed tables."""
+    tables = packed.tables
+    encoder = tables.merges if packed.encoder_merges is None else packed.encoder_merges
     sections = [
-        ids.tobytes(), offsets.tobytes(), blob, triples.tobytes(), encoder.tobytes(), array("I", byte_ids).tobytes()
+        tables.ranks, tables.offsets, tables.blob, tables.merges, encoder, array("I", tables.byte_ids).tobytes()
     ]
     header = json.dumps({
-        "name": name, "pattern": pattern.name, "special_token_ids": list(special_token_ids.items()),
+        "name": name, "pattern": packed.pattern.name, "special_token_ids": list(packed.special_token_ids.items()),
         "sizes": [len(section) for section in sections],
     }).encode()
     return b"".join([_HEADER.pack(len(header)), header, *sections])
 
 
-def unpack(name: str, payload: bytes) -> CachedTables | None:
+def unpack(name: str, payload: bytes) -> PackedTokenizer | None:
     """The tables of an entry's payload, or None where it is not a whole entry named `name`."""
     try:
         (size,) = _HEADER.unpack_from(payload)
@@ -147,10 +144,10 @@ def unpack(name: str, payload: bytes) -> CachedTables | None:
     except (KeyError, TypeError, ValueError, struct.error, UnicodeDecodeError):
         return None
     tables = RankTables(blob, offsets, ids, triples, tuple(memoryview(byte_ids).cast("I")), ())
-    return CachedTables(tables, encoder, special_token_ids, pattern, max_id)
+    return PackedTokenizer(tables, special_token_ids, pattern, max_id, encoder)
 
 
-def lookup(where: Slot) -> CachedTables | None:
+def lookup(where: Slot) -> PackedTokenizer | None:
     """The tables kept in `where`, or None."""
     payload = cache.read_entry(where.name)
     return unpack(where.name, payload) if payload is not None else None

@@ -38,7 +38,7 @@ from ...base import compiled
 from ...base.errors import ConfigError, TokenizerFileError
 from ...base.patterns import GPT2, resolve_pattern, validate_special_tokens
 from ..tables import MAX_TOKEN_ID
-from .common import TokenizerData, output_file, read_json, read_text, write_files
+from .common import PackedTokenizer, RankTables, TokenizerData, output_file, read_json, read_text, write_files
 
 RANKS_FILE = "tokenizer.tiktoken"
 RANKS_SUFFIX = ".tiktoken"
@@ -335,24 +335,6 @@ def load(
 # --- reading without a Python object per token -------------------------------------------------
 
 
-class RankTables(NamedTuple):
-    """A rank file's tables packed, as the compiled core's `rank_file_tables` gives them."""
-
-    blob: bytes  # every token's bytes, back to back in rank order
-    offsets: bytes  # native int64: token k is blob[offsets[k]:offsets[k + 1]] (n + 1 of them)
-    ranks: bytes  # native uint32, ascending: token k's rank
-    merges: bytes  # native uint32 (left rank, right rank, merged rank) of each merge, in rank order
-    byte_ids: tuple[int, ...]  # the rank of each byte 0..255
-    special_ranks: tuple[int, ...]  # the rank of each special token's bytes that is a token, else -1
-
-    def tokens(self) -> dict[int, bytes]:
-        """rank -> token bytes, in rank order."""
-        blob = self.blob
-        offsets = memoryview(self.offsets).cast("q").tolist()
-        return dict(zip(memoryview(self.ranks).cast("I").tolist(),
-                        [blob[a:b] for a, b in zip(offsets, offsets[1:])]))
-
-
 def rank_tables_py(data: bytes, path: Path, specials: Sequence[bytes]) -> RankTables:
     """The pure-Python twin of the compiled core's `rank_file_tables`: the same tables from a rank
     file's bytes, through `parse_ranks` and `recover_merges`; raises the TokenizerFileError that
@@ -378,15 +360,6 @@ def rank_tables_py(data: bytes, path: Path, specials: Sequence[bytes]) -> RankTa
         tuple(ranks[bytes([b])] for b in range(256)),
         tuple(ranks.get(special, -1) for special in specials),
     )
-
-
-class PackedTokenizer(NamedTuple):
-    """A rank file and its sidecar read as `load` reads them, the tables packed (RankTables)."""
-
-    tables: RankTables
-    special_token_ids: dict[str, int]
-    pattern: object  # a SplitPattern
-    max_rank: int
 
 
 def load_packed(
