@@ -29,7 +29,7 @@ SPECIAL_TOKENS = ["<|endoftext|>"]
 # Shared fixtures (3.8 KB, 133 KB, 4.2 MB of real text) and corpora generated on first use by this
 # commit's bpe_impls.harness.generators (TinyStories-style; "web" has ~25x the distinct words, which
 # is what a trainer's memory grows with), cached in bpe_impls' cache directory.
-CORPORA = ["tinystories_sample.txt", "corpus.en", "kjv.txt"]
+CORPORA = ["tinystories_sample.txt", "corpus.en", "kjv.txt", "web-16MB"]  # the merge phase (bench_train.Merge)
 VOCAB_SIZES = [10000, 32000]
 # Trainers written in Python: a merge phase of 0.1-1 s on kjv.txt, minutes for naive (see
 # _TOO_SLOW). Any other trainer (the compiled one, a new one) runs everywhere.

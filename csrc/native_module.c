@@ -85,20 +85,6 @@ done:
     return result;
 }
 
-static PyObject *
-every_code_point(PyObject *module, PyObject *unused)
-{
-    PyObject *out = PyUnicode_New(N_CODEPOINTS, 0x10FFFF);
-    if (out == NULL) {
-        return NULL;
-    }
-    Py_UCS4 *data = PyUnicode_4BYTE_DATA(out);
-    for (Py_UCS4 c = 0; c < N_CODEPOINTS; c++) {
-        data[c] = c;
-    }
-    return out;
-}
-
 /* pretokenize(data, pattern) of UTF-8 bytes: the pre-tokens as bytes, cut
  * by the UTF-8 scanners the counter and the encoder use. */
 static PyObject *
@@ -316,9 +302,6 @@ static PyMethodDef module_methods[] = {
      "0x110000 bytes: 0 other, 2 number, 3 whitespace, 5 Lu or Lt, 9 Ll, 13 "
      "Lm or Lo, 12 mark (bit 4: in o200k's upper letter set, bit 8: in its "
      "lower set)."},
-    {"every_code_point", every_code_point, METH_NOARGS,
-     "every_code_point()\n--\n\nA str of every code point in order, "
-     "surrogates included."},
     {"pretokenize", (PyCFunction)(void (*)(void))pretokenize,
      METH_VARARGS | METH_KEYWORDS,
      "pretokenize(text, pattern='gpt2')\n--\n\nThe pre-tokens of text by a "
