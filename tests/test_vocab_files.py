@@ -253,27 +253,31 @@ ANY_SPECIALS = [*SPECIAL_SETS, (EOT,), ()]
 # --- sound files: the same tables -----------------------------------------------------------------
 
 
+def render(format: str, tok: Tokenizer, where: Path, rng: random.Random, misordered: bool = False) -> list[Path]:
+    """`tok` written in `format` under the folder `where`; the files written."""
+    if format == "gpt2":
+        render_gpt2(tok, where, rng, misordered)
+        return [where / gpt2.VOCAB_FILE, where / gpt2.MERGES_FILE]
+    render_hf(tok, where / hf.TOKENIZER_FILE, rng, misordered)
+    return [where / hf.TOKENIZER_FILE]
+
+
+def read_both(format: str, where: Path, specials: tuple[str, ...]) -> tuple[PackedTokenizer | None, PackedTokenizer | None]:
+    """(the Python path's tables, the C path's) of the files `render` wrote (an hf file names its own
+    special tokens)."""
+    if format == "gpt2":
+        return slow_gpt2(where, specials), fast_gpt2(where, specials)
+    return slow_hf(where / hf.TOKENIZER_FILE), fast_hf(where / hf.TOKENIZER_FILE)
+
+
+@pytest.mark.parametrize("format", ["gpt2", "hf"])
 @given(seed=st.integers(0, 2**32 - 1), specials=st.sampled_from(SPECIAL_SETS))
 @settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-def test_gpt2_files_read_in_c_give_the_python_tables(trained, tmp_path_factory, seed, specials):
+def test_files_read_in_c_give_the_python_tables(trained, tmp_path_factory, format, seed, specials):
     rng = random.Random(seed)
-    folder = tmp_path_factory.mktemp("gpt2")
-    render_gpt2(trained[rng.choice(["gpt2", "o200k"])], folder, rng)
-    slow = slow_gpt2(folder, specials)
-    fast = fast_gpt2(folder, specials)
-    assert slow is not None, "a rendering of a sound tokenizer must load"
-    assert fast is not None, "the compiled reader must read every plain sound file"
-    _same(fast, slow)
-
-
-@given(seed=st.integers(0, 2**32 - 1))
-@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-def test_hf_files_read_in_c_give_the_python_tables(trained, tmp_path_factory, seed):
-    rng = random.Random(seed)
-    path = tmp_path_factory.mktemp("hf") / "tokenizer.json"
-    render_hf(trained[rng.choice(["gpt2", "o200k"])], path, rng)
-    slow = slow_hf(path)
-    fast = fast_hf(path)
+    where = tmp_path_factory.mktemp(format)
+    render(format, trained[rng.choice(["gpt2", "o200k"])], where, rng)
+    slow, fast = read_both(format, where, specials)
     assert slow is not None, "a rendering of a sound tokenizer must load"
     assert fast is not None, "the compiled reader must read every plain sound file"
     _same(fast, slow)
@@ -282,40 +286,20 @@ def test_hf_files_read_in_c_give_the_python_tables(trained, tmp_path_factory, se
 # --- damaged files: the C path never accepts what Python refuses, nor reads it otherwise -----------
 
 
-@given(seed=st.integers(0, 2**32 - 1), specials=st.sampled_from(ANY_SPECIALS), which=st.sampled_from([0, 1]))
+@pytest.mark.parametrize("format", ["gpt2", "hf"])
+@given(seed=st.integers(0, 2**32 - 1), specials=st.sampled_from(ANY_SPECIALS))
 @settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-def test_damaged_gpt2_files_read_in_c_as_python_reads_them(trained, tmp_path_factory, seed, specials, which):
+def test_damaged_files_read_in_c_as_python_reads_them(trained, tmp_path_factory, format, seed, specials):
     rng = random.Random(seed)
-    folder = tmp_path_factory.mktemp("gpt2")
+    where = tmp_path_factory.mktemp(format)
     misordered = rng.random() < 0.3
-    render_gpt2(trained["gpt2"], folder, rng, misordered)
-    target = folder / (gpt2.VOCAB_FILE, gpt2.MERGES_FILE)[which]
+    # one of the files; in a tokenizer.json, the model's vocab or merges (most of it) or the fields around them
+    target = rng.choice(render(format, trained["gpt2"], where, rng, misordered))
     data = target.read_bytes()
     for _ in range(rng.choice([1, 1, 2, 3]) * (not misordered)):
         data = damage(data, rng)
     target.write_bytes(data)
-    slow = slow_gpt2(folder, specials)
-    fast = fast_gpt2(folder, specials)
-    if slow is None:
-        assert fast is None
-    elif fast is not None:
-        _same(fast, slow)
-
-
-@given(seed=st.integers(0, 2**32 - 1))
-@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-def test_damaged_hf_files_read_in_c_as_python_reads_them(trained, tmp_path_factory, seed):
-    rng = random.Random(seed)
-    path = tmp_path_factory.mktemp("hf") / "tokenizer.json"
-    misordered = rng.random() < 0.3
-    render_hf(trained["gpt2"], path, rng, misordered)
-    data = path.read_bytes()
-    # damage the model's vocab or merges (most of the file) or the fields around them
-    for _ in range(rng.choice([1, 1, 2, 3]) * (not misordered)):
-        data = damage(data, rng)
-    path.write_bytes(data)
-    slow = slow_hf(path)
-    fast = fast_hf(path)
+    slow, fast = read_both(format, where, specials)
     if slow is None:
         assert fast is None
     elif fast is not None:
