@@ -44,6 +44,16 @@ bpe_scan(const PairMap *pm, const uint64_t *byte_pairs,
             at++;
         }
         ids[at] = merged[at];
+        /* The merged id's new pairs: their slots, each a likely cache miss
+         * on a pre-token not seen before, are fetched now, so that both
+         * arrive while the arrays shift below instead of one after the
+         * other in the probes. */
+        if (at + 2 < n) {
+            __builtin_prefetch(&pm->slots[pair_slot(pair_key(ids[at], ids[at + 2]), pm->mask)]);
+        }
+        if (at > 0) {
+            __builtin_prefetch(&pm->slots[pair_slot(pair_key(ids[at - 1], ids[at]), pm->mask)]);
+        }
         for (size_t k = at + 1; k + 1 < n; k++) {
             ids[k] = ids[k + 1];
         }
