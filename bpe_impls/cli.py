@@ -207,7 +207,7 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--no-run", action="store_true",
                         help="measure nothing: show only the JSON, asv results and memray captures given")
     report.add_argument("--quick", action="store_true",
-                        help="a smoke run (about 1.5 minutes on 2 idle cores): tiny sizes that check the pipeline; "
+                        help="a smoke run (about a minute on 2 idle cores): tiny sizes that check the pipeline; "
                              "the page says its figures are not measurements and greys fits with too few points")
     report.add_argument("--peers", action="store_true", help="when running them: with the peers")
     _add_common(report)
