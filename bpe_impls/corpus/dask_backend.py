@@ -54,12 +54,22 @@ INSTALL_HINT = "dask is not installed: pip install 'bpe_impls[dask]'"
 # Ctrl-C in a terminal reaches the whole process group, workers included; stopping is the driver's
 # decision (it closes the cluster), and a KeyboardInterrupt in every worker would only print pages
 # of tracebacks. The workers of a cluster given by address are not ours to change.
+# A worker being closed may still send a heartbeat down the scheduler's closed stream, and logs
+# that failure as an error with a traceback; with our cluster that only happens while the driver
+# shuts it down (on Ctrl-C, or after a failure it reports in one line), so that record is dropped.
 _WORKER_PRELOAD = """
+import logging
 import signal
 try:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 except ValueError:  # not the main thread: then the signal is not delivered to this code anyway
     pass
+
+class _ShutdownHeartbeat(logging.Filter):
+    def filter(self, record):
+        return not record.getMessage().startswith("Failed to communicate with scheduler during heartbeat")
+
+logging.getLogger("distributed.worker").addFilter(_ShutdownHeartbeat())
 """
 
 
