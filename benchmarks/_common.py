@@ -38,24 +38,35 @@ PURE_PYTHON_ENCODERS = {"scan", "heap", "hybrid"}
 
 
 class Timed:
-    """Sampling shared by the time_ suites, so that two runs of identical code agree within a few
-    percent on a busy machine (asv flags a change of over 10% that its statistics call real):
+    """Sampling shared by the time_ suites, so that asv's test for a change holds on a shared host.
 
+    asv calls a change significant when the medians differ by over 10% (`--factor`) and a
+    Mann-Whitney U test over the two commits' samples gives p < 0.002. That test assumes
+    independent samples. On a shared host they are not, within a round: the same merge takes 1.0x
+    to 2.3x its best CPU time from one stretch of 5-15 s to the next (another tenant on the
+    core's sibling, each core on its own; docs/performance.md), so the 3-10 samples of one
+    round share one stretch, and 4 rounds of 7 samples looked like 28 independent samples when
+    they were 4: identical commits were flagged 4 to 12 times per run. So:
+
+    - One sample per round, 8 rounds, each in a fresh process: 8 samples per commit that are as
+      independent as asv can make them (asv interleaves the rounds across the commits it compares,
+      A B B A ..., each round running every suite, so a commit's samples are about a minute apart
+      and the two commits see the same host). With 8 and 8, the test's two-sided p goes as low as
+      0.0002, and a false alarm has the test's own probability, 0.2% per row.
     - CPU time of the benchmark process (all its threads), not wall time: time spent waiting for
       the core while other processes run does not count. Everything timed runs in-process (one
       counting worker, one encoding thread), so CPU time is the work done.
-    - Each combination is sized to take tens of milliseconds or more; asv reports the median of
-      3-10 samples per round (up to 1 s) over 4 rounds, each round in a fresh process. Several
-      short rounds rather than two long ones: asv interleaves rounds across the commits it
-      compares (A B A B ...), so a change in the machine's load falls on both.
-    - No warm-up: setup re-runs before every sample (a fresh tokenizer, an empty cache), so every
-      sample does the same work and the median ignores a cold first one.
+    - Each combination takes tens of milliseconds or more (most 0.1 s to 1 s).
+    - No warm-up: setup runs before the sample (a fresh tokenizer, an empty cache).
+
+    A 20% change is usually below what 8 samples of this noise can show; bench_instructions counts
+    the merge loop's instructions, which the noise does not touch.
     """
 
     timer = time.process_time
     number = 1
-    repeat = (3, 10, 1.0)
-    rounds = 4
+    repeat = 1
+    rounds = 8
     warmup_time = 0.0
     timeout = 300
 

@@ -1,0 +1,104 @@
+"""asv: instructions executed by the merge phase, counted by valgrind (cachegrind), per trainer.
+
+    track_merge_instructions   the merge phase from corpus.en's word counts at vocab 2000, in
+                               instructions (the run with the merge minus the same run without it)
+
+Why a count beside the times: on a shared host the same merge takes 1.0x to 2.3x its best CPU time
+from one ten-second stretch to the next (another tenant on the core's sibling; measured on this
+project's 2-core machine, docs/performance.md), so a time needs many samples before a 20% change
+stands out of it. The count of instructions a run executes does not depend on the machine's load
+at all: two runs of the same commit agree to 0.01%, so a change in the work the merge loop does
+(an extra pass, a lost shortcut) shows at once, while the time suites still show what the change
+costs in seconds. What a count cannot see: a change that only makes memory slower to reach (the
+same instructions, more cache misses); the time suites see that.
+
+Each count runs a fresh interpreter under `valgrind --tool=cachegrind --cache-sim=no` twice,
+concurrently: once loading the word counts and the trainer, once doing the same and then the merge;
+the difference is the merge alone. Both run with PYTHONHASHSEED=0, so dict and set layouts are the
+same in every run. About 10-25 s per combination (valgrind runs Python 30-50x slower); skipped,
+with the reason, where valgrind is not installed. naive is left out (tens of seconds here).
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import re
+import shutil
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from ._common import SPECIAL_TOKENS, TRAINERS, skip, trainer_or_skip, word_counts
+
+CORPUS = "corpus.en"
+VOCAB = 2000
+INSTRUCTION_TRAINERS = [name for name in TRAINERS if name != "naive"] or ["native"]
+
+# Run by the interpreter under valgrind: argv is the counts file, the trainer, the vocab size and
+# whether to merge. Everything but the merge is the same in both runs.
+_SCRIPT = """
+import pickle, sys
+from bpe_impls import IMPLEMENTATIONS
+with open(sys.argv[1], "rb") as counts_file:
+    counts = pickle.load(counts_file)
+train = IMPLEMENTATIONS[sys.argv[2]]
+if sys.argv[4] == "merge":
+    train(counts, int(sys.argv[3]), %r)
+""" % (SPECIAL_TOKENS,)
+
+_TOTAL = re.compile(r"I\s+refs:\s+([\d,]+)")
+
+
+def valgrind_or_skip() -> str:
+    valgrind = shutil.which("valgrind")
+    if valgrind is None:
+        skip("valgrind is not installed (instruction counts need it: apt install valgrind)")
+    return valgrind
+
+
+def instructions(valgrind: str, args: list[str]) -> int:
+    """Instructions executed by `python -c _SCRIPT args...` under cachegrind."""
+    command = [valgrind, "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null",
+               sys.executable, "-c", _SCRIPT, *args]
+    env = {**os.environ, "PYTHONHASHSEED": "0"}
+    done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+    total = _TOTAL.search(done.stderr)
+    if done.returncode != 0 or total is None:
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise RuntimeError(f"valgrind exited {done.returncode}: {last}")
+    return int(total[1].replace(",", ""))
+
+
+class MergeInstructions:
+    params = (INSTRUCTION_TRAINERS,)
+    param_names = ["impl"]
+    unit = "instructions"
+    # Two rounds: asv needs two samples to give a value an interval (and so to call a change
+    # significant); two runs of one commit agree to about 0.01%, so more would add nothing.
+    rounds = 2
+    timeout = 600
+
+    def setup_cache(self) -> str | None:
+        # asv runs setup_cache and the benchmarks in one temporary directory: the counts are
+        # written there once per commit and round, for the interpreters under valgrind to load.
+        try:
+            counts = word_counts(CORPUS)
+        except NotImplementedError:
+            return None
+        path = Path(f"{CORPUS}.counts.pickle").resolve()
+        path.write_bytes(pickle.dumps(counts))
+        return str(path)
+
+    def setup(self, counts_path: str | None, impl: str) -> None:
+        trainer_or_skip(impl)
+        if counts_path is None:
+            skip(f"fixture {CORPUS} not found")
+        self.valgrind = valgrind_or_skip()
+
+    def track_merge_instructions(self, counts_path: str, impl: str) -> int:
+        runs = [[counts_path, impl, str(VOCAB), step] for step in ("load", "merge")]
+        with ThreadPoolExecutor(2) as pool:  # independent processes: their counts do not interact
+            loaded, merged = pool.map(lambda args: instructions(self.valgrind, args), runs)
+        return merged - loaded
