@@ -66,8 +66,9 @@ def instructions(valgrind: str, args: list[str]) -> int:
     done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
     total = _TOTAL.search(done.stderr)
     if done.returncode != 0 or total is None:
-        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        raise RuntimeError(f"valgrind exited {done.returncode}: {last}")
+        # the interpreter's last word (a traceback's last line), not valgrind's summary after it
+        said = [line for line in done.stderr.splitlines() if line.strip() and not line.startswith(("==", "--"))]
+        raise RuntimeError(f"valgrind exited {done.returncode}: {said[-1] if said else 'no output'}")
     return int(total[1].replace(",", ""))
 
 

@@ -25,14 +25,17 @@ FLAT = {"name": "bench_train.Train.time_merge", "version": "v1", "unit": "second
 STEPPED = {"name": "bench_encode.peakmem_encode", "version": "v1", "unit": "bytes", "type": "peakmemory",
            "params": [], "param_names": []}
 COMMITS = [f"{i:02x}" * 20 for i in range(16)]
+# bench_instructions' kind of benchmark: a track_ counted in instructions
+INSTRUCTIONS = {"name": "bench_instructions.MergeInstructions.track_merge_instructions", "version": "v1",
+                "unit": "instructions", "type": "track", "params": [], "param_names": []}
 
 
-def _write_results(folder: Path, step_at: int = 10, factor: float = 1.3) -> None:
-    """16 commits: the time benchmark flat with small noise; the memory one steps up by `factor`
+def _write_results(folder: Path, step_at: int = 10, factor: float = 1.3, stepped: dict = STEPPED) -> None:
+    """16 commits: the time benchmark flat with small noise; the `stepped` one steps up by `factor`
     at commit `step_at`."""
     (folder / "vm").mkdir(parents=True)
     (folder / "vm" / "machine.json").write_text(json.dumps({"machine": "vm", "version": 1}), encoding="utf-8")
-    (folder / "benchmarks.json").write_text(json.dumps({FLAT["name"]: FLAT, STEPPED["name"]: STEPPED, "version": 2}),
+    (folder / "benchmarks.json").write_text(json.dumps({FLAT["name"]: FLAT, stepped["name"]: stepped, "version": 2}),
                                             encoding="utf-8")
     start = datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc)
     for i, commit in enumerate(COMMITS):
@@ -44,7 +47,7 @@ def _write_results(folder: Path, step_at: int = 10, factor: float = 1.3) -> None
         result.add_result(FLAT, BenchmarkResult(result=times, samples=[[t] * 3 for t in times], number=[1, 1],
                                                 errcode=0, stderr="", profile=None))
         value = 50e6 * (factor if i >= step_at else 1.0) * noise
-        result.add_result(STEPPED, BenchmarkResult(result=[value], samples=[[value]], number=[1], errcode=0,
+        result.add_result(stepped, BenchmarkResult(result=[value], samples=[[value]], number=[1], errcode=0,
                                                    stderr="", profile=None))
         result.save(str(folder))
 
@@ -72,6 +75,17 @@ def test_bpe_report_draws_the_history_offline_with_no_measuring(tmp_path, capsys
     assert regressions.count("<tr>") == 2 and COMMITS[10][:8] in regressions and "+30%" in regressions
     data = json.loads(re.search(r'id="data">(.*?)</script>', page, re.S).group(1))
     assert len(data["asv_history"]) == 3 and data["compare"] is None
+
+
+def test_an_instruction_count_step_is_reported_in_millions_of_instructions(tmp_path):
+    _write_results(tmp_path / "results", factor=1.2, stepped=INSTRUCTIONS)
+    out = tmp_path / "page"
+    assert cli.main(["report", str(out), "--asv-results", str(tmp_path / "results"), "--no-run", "--quiet"]) == 0
+    page = (out / "index.html").read_text(encoding="utf-8")
+    regressions = re.search(r"<h2>asv.*?<table>(.*?)</table>", page, re.S).group(1)
+    assert regressions.count("<tr>") == 2 and COMMITS[10][:8] in regressions
+    before, after = (float(v) for v in re.findall(r"([\d.]+) M instructions", regressions))
+    assert 49 <= before <= 51 and after / before == pytest.approx(1.2, rel=0.05)  # 50e6 and 1.2x, in millions
 
 
 def test_a_folder_that_is_not_asv_results_is_a_one_line_error(tmp_path, capsys):

@@ -294,7 +294,7 @@ def history_figure(series: Sequence[Any]) -> Any:
     largest = max((v for line in series for v in line.values if v is not None), default=1.0)
     unit = series[0].unit
     scale, unit = ((2**20, "MiB") if unit == "bytes" else (1e-3, "ms") if unit == "seconds" and largest < 1
-                   else (1, unit or "value"))
+                   else (1e6, "million instructions") if unit == "instructions" else (1, unit or "value"))
     for index, line in enumerate(series):
         points = [(where[c], v / scale) for c, v in zip(line.commits, line.values) if v is not None]
         if points:

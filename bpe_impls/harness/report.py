@@ -168,6 +168,8 @@ def _value(value: float | None, unit: str) -> str:
         return f"{value * 1e3:.3g} ms" if value < 1 else f"{value:.3g} s"
     if unit == "bytes":
         return f"{value / 2**20:.1f} MiB"
+    if unit == "instructions":
+        return f"{value / 1e6:.4g} M instructions"
     return f"{value:.4g} {unit}".strip()
 
 
