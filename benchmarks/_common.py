@@ -43,7 +43,7 @@ class Timed:
     asv calls a change significant when the medians differ by over 10% (`--factor`) and a
     Mann-Whitney U test over the two commits' samples gives p < 0.002. That test assumes
     independent samples. On a shared host they are not, within a round: the same merge takes 1.0x
-    to 2.3x its best CPU time from one stretch of 5-15 s to the next (another tenant on the
+    to 2.3x its best CPU time from one stretch of 5-50 s to the next (another tenant on the
     core's sibling, each core on its own; docs/performance.md), so the 3-10 samples of one
     round share one stretch, and 4 rounds of 7 samples looked like 28 independent samples when
     they were 4: identical commits were flagged 4 to 12 times per run. So:

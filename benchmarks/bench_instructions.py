@@ -76,9 +76,9 @@ class MergeInstructions:
     params = (INSTRUCTION_TRAINERS,)
     param_names = ["impl"]
     unit = "instructions"
-    # Two rounds: asv needs two samples to give a value an interval (and so to call a change
-    # significant); two runs of one commit agree to about 0.01%, so more would add nothing.
-    rounds = 2
+    # One round: asv compares a track_ value by --factor alone (no samples, no test), and two
+    # runs of one commit agree to about 0.01%, so a second round would add nothing.
+    rounds = 1
     timeout = 600
 
     def setup_cache(self) -> str | None:
