@@ -17,6 +17,7 @@ import os
 import statistics
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
 
 from ._common import SPECIAL_TOKENS, trainer_or_skip, word_counts
@@ -62,8 +63,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     cores = sorted(os.sched_getaffinity(0))
     start = time.time() + 3.0  # every process loaded before any starts timing
-    with get_context("spawn").Pool(len(cores)) as pool:
-        series = pool.starmap(_series, [(core, args.impl, args.corpus, args.vocab_size, args.seconds, start) for core in cores])
+    with ProcessPoolExecutor(len(cores), mp_context=get_context("spawn")) as pool:
+        jobs = [pool.submit(_series, core, args.impl, args.corpus, args.vocab_size, args.seconds, start) for core in cores]
+        series = [job.result() for job in jobs]
     print(f"{args.impl} merge, {args.corpus}, vocab {args.vocab_size}: {args.seconds:.0f} s on each of {len(cores)} cores at once")
     for core, runs in zip(cores, series):
         took = [t for _, t in runs]
