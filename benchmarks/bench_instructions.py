@@ -4,13 +4,14 @@
                                instructions (the run with the merge minus the same run without it)
 
 Why a count beside the times: on a shared host the same merge takes 1.0x to 2.3x its best CPU time
-from one ten-second stretch to the next (another tenant on the core's sibling; measured on this
-project's 2-core machine, docs/performance.md), so a time needs many samples before a 20% change
-stands out of it. The count of instructions a run executes does not depend on the machine's load
-at all: two runs of the same commit agree to 0.01%, so a change in the work the merge loop does
-(an extra pass, a lost shortcut) shows at once, while the time suites still show what the change
-costs in seconds. What a count cannot see: a change that only makes memory slower to reach (the
-same instructions, more cache misses); the time suites see that.
+from one stretch of 5-50 s to the next (another tenant on the core's sibling; docs/performance.md),
+so the time suites need 8 rounds to tell a change from the host. The count of instructions a run
+executes does not depend on the machine's load at all: two runs of the same commit agree to 0.01%,
+so a change of 10% or more in the work the merge does (an extra pass, a lost shortcut) is flagged
+on the first run. It counts work, not time: busy work that made the compiled merge 1.2x slower
+added 6% here (cheap instructions, and at vocab 2000 the count includes loading the words and the
+first count of pairs), and a change that only adds cache misses does not show; the time suites
+see both.
 
 Each count runs a fresh interpreter under `valgrind --tool=cachegrind --cache-sim=no` twice,
 concurrently: once loading the word counts and the trainer, once doing the same and then the merge;
