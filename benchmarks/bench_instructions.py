@@ -73,6 +73,15 @@ def instructions(valgrind: str, args: list[str]) -> int:
     return int(total[1].replace(",", ""))
 
 
+def merge_instructions(valgrind: str, counts_path: str, impl: str, vocab_size: int) -> int:
+    """Instructions of `impl`'s merge phase on the pickled counts: the run with the merge minus
+    the run without it."""
+    runs = [[counts_path, impl, str(vocab_size), step] for step in ("load", "merge")]
+    with ThreadPoolExecutor(2) as pool:  # independent processes: their counts do not interact
+        loaded, merged = pool.map(lambda args: instructions(valgrind, args), runs)
+    return merged - loaded
+
+
 class MergeInstructions:
     params = (INSTRUCTION_TRAINERS,)
     param_names = ["impl"]
@@ -100,7 +109,4 @@ class MergeInstructions:
         self.valgrind = valgrind_or_skip()
 
     def track_merge_instructions(self, counts_path: str, impl: str) -> int:
-        runs = [[counts_path, impl, str(VOCAB), step] for step in ("load", "merge")]
-        with ThreadPoolExecutor(2) as pool:  # independent processes: their counts do not interact
-            loaded, merged = pool.map(lambda args: instructions(self.valgrind, args), runs)
-        return merged - loaded
+        return merge_instructions(self.valgrind, counts_path, impl, VOCAB)

@@ -39,9 +39,7 @@ def counts_file(tmp_path_factory) -> str:
 
 def _merge_instructions(counts_file: str, vocab_size: int) -> int:
     valgrind = bench_instructions.valgrind_or_skip()
-    loaded = bench_instructions.instructions(valgrind, [counts_file, "native", str(vocab_size), "load"])
-    merged = bench_instructions.instructions(valgrind, [counts_file, "native", str(vocab_size), "merge"])
-    return merged - loaded
+    return bench_instructions.merge_instructions(valgrind, counts_file, "native", vocab_size)
 
 
 def test_the_count_repeats_and_grows_with_the_merges(counts_file):
