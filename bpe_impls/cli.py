@@ -23,11 +23,11 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
-from tqdm import tqdm
 
 from .base.atomic import atomic_write
 from .base.errors import BpeError, ConfigError, CorpusError, EncodeError
 from .base.patterns import PRESETS, validate_special_tokens
+from .base.progress import progress_bar
 from .corpus import SkippedRecordsWarning
 from .encoding import Tokenizer
 from .encoding.encode_file import DEFAULT_BLOCK_SIZE, OUTPUT_FORMATS, encode_file
@@ -358,7 +358,7 @@ def cmd_encode(args: argparse.Namespace) -> int:
     output_format = args.format or ("bin" if args.out.suffix == ".bin" else "npy")
     # `--out /dev/stdout` (a pipe) carries the ids: the summary must not join them there.
     summary_to = sys.stderr if _is_stdout(args.out) else sys.stdout
-    with tqdm(total=size, unit="B", unit_scale=True, desc="encode", disable=not _progress_enabled(args)) as bar:
+    with progress_bar(_progress_enabled(args), total=size, unit="B", unit_scale=True, desc="encode") as bar:
         encoded = encode_file(tokenizer, args.input, args.out, output_format, threads=args.threads,
                               block_size=args.block_size, on_progress=bar.update)
     seconds = time.perf_counter() - start

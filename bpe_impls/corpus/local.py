@@ -33,6 +33,7 @@ from ..base import compiled
 from ..base.checks import require_main_guard, resolve_workers, validate_min_count
 from ..base.errors import BpeError, WorkerError
 from ..base.patterns import GPT2, SplitPattern
+from ..base.progress import progress_bar
 from .tally import (
     CountingBackend,
     PackedCounts,
@@ -58,9 +59,9 @@ POOL = "threads" if compiled.AVAILABLE else "processes"
 
 
 def _progress_bar(units: Sequence[Unit], progress: bool) -> tqdm:
-    return tqdm(
-        total=sum(unit.size for unit in units), unit="B", unit_scale=True, unit_divisor=1024,
-        desc="pre-tokenize", disable=not progress, leave=False,
+    return progress_bar(
+        progress, total=sum(unit.size for unit in units), unit="B", unit_scale=True, unit_divisor=1024,
+        desc="pre-tokenize", leave=False,
     )
 
 

@@ -35,9 +35,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from tqdm import tqdm
 
 from ..base.atomic import atomic_write
+from ..base.progress import progress_bar
 from ..corpus import count_pretokens
 from ..encoding import ENCODERS, Tokenizer
 from .generators.tinystories import SEPARATOR, default_corpus
@@ -297,7 +297,7 @@ class _Runner:
     def __init__(self, budget: float, repeats: int, total: int, progress: bool, log: Callable[[str], None]):
         self.budget = budget
         self.repeats = repeats
-        self.bar = tqdm(total=total, unit="run", desc="scaling", disable=not progress, leave=False)
+        self.bar = progress_bar(progress, total=total, unit="run", desc="scaling", leave=False)
         self.log = log
         self.started = time.perf_counter()
 

@@ -17,6 +17,7 @@ from tqdm import tqdm
 from ..base.checks import require_int
 from ..base.errors import ConfigError
 from ..base.patterns import validate_special_tokens
+from ..base.progress import progress_bar
 
 Vocab = dict[int, bytes]
 Merges = list[tuple[bytes, bytes]]
@@ -186,4 +187,4 @@ class MergeStats:
 
 def merge_progress(total: int, enabled: bool) -> tqdm:
     """A progress bar over merges on stderr (updated by the caller)."""
-    return tqdm(total=total, unit="merge", desc="merge", disable=not enabled, leave=False)
+    return progress_bar(enabled, total=total, unit="merge", desc="merge", leave=False)
