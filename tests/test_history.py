@@ -84,7 +84,7 @@ def test_an_instruction_count_step_is_reported_in_millions_of_instructions(tmp_p
     page = (out / "index.html").read_text(encoding="utf-8")
     regressions = re.search(r"<h2>asv.*?<table>(.*?)</table>", page, re.S).group(1)
     assert regressions.count("<tr>") == 2 and COMMITS[10][:8] in regressions
-    before, after = (float(v) for v in re.findall(r"([\d.]+) M instructions", regressions))
+    before, after = (float(v) for v in re.findall(r"([\d.]+) million instructions", regressions))
     assert 49 <= before <= 51 and after / before == pytest.approx(1.2, rel=0.05)  # 50e6 and 1.2x, in millions
 
 

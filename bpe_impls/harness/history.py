@@ -51,6 +51,18 @@ class Series:
         return f"{self.benchmark}({self.params})" if self.params else self.benchmark
 
 
+def display_scale(unit: str, largest: float) -> tuple[float, str]:
+    """How values in asv's `unit` (or memray's bytes) up to `largest` are shown, in the report's
+    tables and on its axes alike: divide by the first, name with the second."""
+    if unit == "seconds":
+        return (1e-3, "ms") if largest < 1 else (1.0, "s")
+    if unit == "bytes":
+        return 2**20, "MiB"
+    if unit == "instructions":
+        return 1e6, "million instructions"
+    return 1.0, unit
+
+
 def _asv():
     try:
         import asv.results

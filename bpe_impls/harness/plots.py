@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..base.atomic import atomic_write
+from .history import display_scale
 
 # This project's implementations in cool colours, peers in warm ones (each distinct within its group).
 OURS = ["#1d3f8f", "#2a9d8f", "#7b2cbf", "#4895ef", "#52b788", "#6c757d", "#00b4d8"]
@@ -292,9 +293,7 @@ def history_figure(series: Sequence[Any]) -> Any:
     commits = sorted(dated, key=lambda commit: (dated[commit], commit))
     where = {commit: i for i, commit in enumerate(commits)}
     largest = max((v for line in series for v in line.values if v is not None), default=1.0)
-    unit = series[0].unit
-    scale, unit = ((2**20, "MiB") if unit == "bytes" else (1e-3, "ms") if unit == "seconds" and largest < 1
-                   else (1e6, "million instructions") if unit == "instructions" else (1, unit or "value"))
+    scale, unit = display_scale(series[0].unit, largest)
     for index, line in enumerate(series):
         points = [(where[c], v / scale) for c, v in zip(line.commits, line.values) if v is not None]
         if points:
@@ -311,7 +310,8 @@ def history_figure(series: Sequence[Any]) -> Any:
                     rotation=30, ha="right", fontsize=8)
     axis.set_xlim(-0.5, len(commits) - 0.5)
     axis.set_xlabel("commit (oldest first); red rings: regressions found by asv's step detection")
-    axis.set_ylabel(f"{unit} (lower is better)")
+    quantity = {"ms": "time (ms)", "s": "time (s)", "MiB": "memory (MiB)"}.get(unit, unit or "value")
+    axis.set_ylabel(f"{quantity}, lower is better")
     axis.set_ylim(0, largest / scale * 1.15)  # room above the top point for a regression's label
     axis.grid(alpha=0.3)
     axis.set_title(f"{series[0].benchmark}  [{series[0].machine}, {series[0].environment}]", fontsize=10)

@@ -164,13 +164,8 @@ def verification_section(verdicts: Sequence[dict[str, Any]]) -> str:
 def _value(value: float | None, unit: str) -> str:
     if value is None:
         return "-"
-    if unit == "seconds":
-        return f"{value * 1e3:.3g} ms" if value < 1 else f"{value:.3g} s"
-    if unit == "bytes":
-        return f"{value / 2**20:.1f} MiB"
-    if unit == "instructions":
-        return f"{value / 1e6:.4g} M instructions"
-    return f"{value:.4g} {unit}".strip()
+    scale, name = history.display_scale(unit, value)
+    return f"{value / scale:.4g} {name}".strip()
 
 
 def history_section(series: Sequence[history.Series]) -> str:
