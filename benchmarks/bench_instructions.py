@@ -17,8 +17,9 @@ Each count runs a fresh interpreter under `valgrind --tool=cachegrind --cache-si
 concurrently: once loading the word counts and the trainer, once doing the same and then the merge;
 the difference is the merge alone. Both run with PYTHONHASHSEED=0, so dict and set layouts are the
 same in every run, and with one thread: a second one (tqdm's monitor, once started even for a bar
-that is off; bpe_impls/base/progress.py) ran when the scheduler let it and moved the count by 2%. About 10-25 s per combination (valgrind runs Python 30-50x slower); skipped,
-with the reason, where valgrind is not installed. naive is left out (tens of seconds here).
+that is off; bpe_impls/base/progress.py) ran when the scheduler let it and moved the count by 2%.
+About 10-25 s per combination (valgrind runs Python 30-50x slower); skipped, with the reason, where
+valgrind is not installed. naive is left out (tens of seconds here).
 """
 
 from __future__ import annotations
