@@ -573,7 +573,7 @@ def test_a_file_that_shrinks_while_read_is_named_and_nothing_is_written(gpt2_dir
 
 
 class _ChangingBar:
-    """Stands in for the CLI's tqdm bar: on the first progress report (the first piece written, an
+    """Stands in for the CLI's progress bar: on the first progress report (the first piece written, an
     event of the run itself, not a delay) it calls `change`, once."""
 
     change: Callable[[], None] = staticmethod(lambda: None)
@@ -615,7 +615,7 @@ def test_an_input_changed_during_encode_is_an_error_and_nothing_is_written(
     os.utime(source, ns=(past, past))  # so a write now changes the time, however coarse the clock
     out = tmp_path / "ids.bin"
     monkeypatch.setattr(_ChangingBar, "change", staticmethod(lambda: change(source)))
-    monkeypatch.setattr(cli, "tqdm", _ChangingBar)
+    monkeypatch.setattr(cli, "progress_bar", _ChangingBar)
     code = cli.main(["encode", "--tokenizer", str(gpt2_dir), str(source), "--out", str(out),
                      "--threads", threads, "--block-size", "4096", "--quiet"])
     err = capsys.readouterr().err.strip()
