@@ -13,6 +13,7 @@ import sys
 import pytest
 
 from bpe_impls import IMPLEMENTATIONS
+from bpe_impls.base.progress import progress_bar
 
 _CHECK = """
 import sys, threading
@@ -34,8 +35,6 @@ def test_counting_and_training_without_a_bar_leave_no_thread(impl, tmp_path):
 
 
 def test_a_shown_bar_still_works(capsys):
-    from bpe_impls.base.progress import progress_bar
-
     with progress_bar(True, total=3, desc="shown", file=sys.stderr) as bar:
         bar.update(3)
     assert "shown" in capsys.readouterr().err
