@@ -115,7 +115,8 @@ def require_compiled_core() -> None:
 
 def while_running(work: Callable[[], object], action: Callable[[], object]) -> tuple[object, list]:
     """Call action() over and over while another thread runs work(), from when work starts until it
-    ends; returns (work's outcome, [action's outcomes]), each a value or the exception raised."""
+    ends, and at least once (a short work may end before this thread is scheduled again); returns
+    (work's outcome, [action's outcomes]), each a value or the exception raised."""
     started, done = threading.Event(), threading.Event()
     outcome: list = []
 
@@ -132,11 +133,13 @@ def while_running(work: Callable[[], object], action: Callable[[], object]) -> t
     thread.start()
     started.wait()
     results = []
-    while not done.is_set():
+    while True:
         try:
             results.append(action())
         except Exception as exc:  # noqa: BLE001 -- the caller inspects it
             results.append(exc)
+        if done.is_set():
+            break
     thread.join()
     return outcome[0], results
 

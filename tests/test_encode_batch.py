@@ -20,7 +20,7 @@ from bpe_impls import Tokenizer
 from bpe_impls.base.errors import ConfigError, EncodeError
 from bpe_impls.encoding.encoders import ENCODERS
 from bpe_impls.base import compiled
-from bpe_impls.encoding.tokenizer import _MIN_RUN_BYTES, _RUNS_PER_THREAD, _batch_runs
+from bpe_impls.encoding.batches import MIN_RUN_BYTES, RUNS_PER_THREAD, batch_runs
 
 EOT = "<|endoftext|>"
 SPECIALS = [EOT, EOT + EOT, "<|e", "x"]  # overlapping, one a prefix of another, one a single letter
@@ -220,7 +220,7 @@ def test_dtypes(gpt2_parts):
 @given(sizes=st.lists(st.integers(0, 50), max_size=30), parts=st.integers(1, 6), min_size=st.integers(1, 40))
 def test_batch_runs_cover_the_batch_in_order(sizes, parts, min_size):
     items = ["x" * size for size in sizes]
-    bounds = _batch_runs(items, str, parts, 1, min_size)
+    bounds = batch_runs(items, str, parts, 1, min_size)
     runs = [slice(a, b) for a, b in zip(bounds, bounds[1:])]
     assert [i for run in runs for i in range(len(sizes))[run]] == list(range(len(sizes)))
     wanted = min(parts, max(1, sum(sizes) // min_size))
@@ -241,7 +241,7 @@ def test_compiled_batch_runs_equal_the_twin(sizes, max_parts, min_parts, min_siz
     kind = bytes if as_bytes else str
     items = [kind() if size == 0 else (b"a" if as_bytes else "\xe9") * size for size in sizes]
     args = (items, kind, max_parts, min_parts, min_size)
-    assert compiled.core().batch_runs(*args) == _batch_runs(*args)
+    assert compiled.core().batch_runs(*args) == batch_runs(*args)
 
 
 @pytest.mark.skipif(not compiled.AVAILABLE, reason="the compiled core is not built (or BPE_IMPLS_PURE is set)")
@@ -251,7 +251,7 @@ def test_compiled_batch_runs_equal_the_twin(sizes, max_parts, min_parts, min_siz
 ])
 def test_compiled_batch_runs_name_a_bad_item_as_the_twin_does(kind, items, index):
     with pytest.raises(TypeError) as twin:
-        _batch_runs(items, kind, 4, 1, 1)
+        batch_runs(items, kind, 4, 1, 1)
     with pytest.raises(TypeError) as native:
         compiled.core().batch_runs(items, kind, 4, 1, 1)
     assert str(native.value) == str(twin.value) and str(twin.value).startswith(f"batch index {index}:")
@@ -388,7 +388,7 @@ def test_batch_lists_young_collection_runs_on_the_batch_threads(gpt2_parts, name
     batch = (lines * (4 * gc.get_threshold()[0] // len(lines) + 1))[:4 * gc.get_threshold()[0]]
     # Two runs, each of more lists than the collector's threshold: each run's lists are collected
     # on a batch thread (by its own thread, or by the other's collection), whatever the timing.
-    assert len(_batch_runs(batch, str, 2 * _RUNS_PER_THREAD, 2, _MIN_RUN_BYTES)) == 3
+    assert len(batch_runs(batch, str, 2 * RUNS_PER_THREAD, 2, MIN_RUN_BYTES)) == 3
     want = tok.encode_batch(batch, 1)
     gc.collect()
     caller = threading.get_ident()

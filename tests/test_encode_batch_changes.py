@@ -7,7 +7,7 @@ import pytest
 from conftest import load_gpt2
 
 from bpe_impls.base import compiled
-from bpe_impls.encoding import tokenizer as module
+from bpe_impls.encoding import batches as module
 
 ENCODERS = ["native", "scan"] if compiled.AVAILABLE else ["scan"]
 
@@ -18,7 +18,7 @@ def test_a_list_grown_while_its_runs_are_planned_and_cut_back_is_named_as_change
     # grow it while the runs are planned, then cut it back. The runs then reach past its end.
     tok = load_gpt2(["<|endoftext|>"], encoder=encoder)
     batch = [f"text number {k}. " * 20 for k in range(6)]
-    real = module._BATCH_RUNS
+    real = module.BATCH_RUNS
 
     def planning_on_a_changing_list(items, *args):
         items.extend(["more text. " * 20] * 47)
@@ -26,7 +26,7 @@ def test_a_list_grown_while_its_runs_are_planned_and_cut_back_is_named_as_change
         del items[6:]
         return bounds
 
-    monkeypatch.setattr(module, "_BATCH_RUNS", planning_on_a_changing_list)
+    monkeypatch.setattr(module, "BATCH_RUNS", planning_on_a_changing_list)
     with pytest.raises(RuntimeError) as info:
         tok.encode_batch(batch, num_threads=2)
     assert str(info.value) == (

@@ -75,7 +75,7 @@ def _watch_lookups(monkeypatch):
 
 
 def from_cache(tok: Tokenizer) -> bool:
-    packed = vars(tok).get("_packed")
+    packed = getattr(tok._tables, "packed", None)
     return packed is not None and any(packed is found for found in _FOUND)
 
 

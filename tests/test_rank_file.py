@@ -19,7 +19,8 @@ from hypothesis import strategies as st
 from bpe_impls import Tokenizer, TokenizerFileError
 from bpe_impls.base import compiled
 from bpe_impls.encoding.formats import tiktoken_file
-from bpe_impls.encoding.formats.tiktoken_file import RankTables, bpe_pieces, rank_tables_py, recover_merges
+from bpe_impls.encoding.tables import RankTables
+from bpe_impls.encoding.formats.tiktoken_file import bpe_pieces, rank_tables_py, recover_merges
 from bpe_impls.harness import peers
 from bpe_impls.harness.fixtures import OPENAI_PATTERNS, OPENAI_SPECIALS, openai_rank_file
 from conftest import examples, fixture_text, openai_and_tiktoken
@@ -191,10 +192,10 @@ def test_the_packed_load_gives_the_tokenizer_the_general_path_gives(tmp_path, sp
     path = tmp_path / "t.tiktoken"
     path.write_bytes(_file(ranks))
     fast = Tokenizer.load(path, pattern="cl100k", special_tokens=specials)
-    assert hasattr(fast, "_packed")
+    assert hasattr(fast._tables, "packed")
     monkeypatch.setattr(tiktoken_file, "load_packed", lambda *args: None)
     general = Tokenizer.load(path, pattern="cl100k", special_tokens=specials)
-    assert not hasattr(general, "_packed")
+    assert not hasattr(general._tables, "packed")
     assert _attributes(fast) == _attributes(general)
     text = "ab abc abcbb <|x|> dd ee <|y|>" + "".join(chr(b) * 3 for b in range(100, 140))
     assert fast.encode(text) == general.encode(text)

@@ -1,5 +1,5 @@
 """The Tokenizer's one surface: every combination of its axes exists and agrees with an independent
-reference, the deprecated names still work and warn, and bad arguments are named.
+reference, the names deprecated before 0.2.0 are gone, and bad arguments are named.
 
 The axes: input (str or UTF-8 bytes) x one text or a batch x list or numpy output x special-token
 handling (all allowed, none allowed, a subset, disallowed). The reference never uses the special-
@@ -10,7 +10,6 @@ ordinary text are the same.
 
 from __future__ import annotations
 
-import warnings
 
 import numpy as np
 import pytest
@@ -125,52 +124,15 @@ def test_invalid_utf8_bytes_are_named_by_offset_in_every_method(tok):
         tok.encode_batch([b"ok", b"\xc3("])
 
 
-DEPRECATED = {
-    "encode_utf8_to_numpy": lambda tok: tok.encode_utf8_to_numpy("é x".encode()).tolist(),
-    "encode_utf8_batch_to_numpy": lambda tok: tok.encode_utf8_batch_to_numpy([b"a", b"b c"])[0].tolist(),
-    "encode_ordinary_batch": lambda tok: tok.encode_ordinary_batch(["a" + EOT]),
-}
-CURRENT = {
-    "encode_utf8_to_numpy": lambda tok: tok.encode_to_numpy("é x".encode()).tolist(),
-    "encode_utf8_batch_to_numpy": lambda tok: tok.encode_batch_to_numpy([b"a", b"b c"])[0].tolist(),
-    "encode_ordinary_batch": lambda tok: tok.encode_batch(["a" + EOT], allowed_special=set()),
-}
+# Removed in 0.2.0 (CHANGELOG.md): each had a name above that takes the same arguments.
+REMOVED = ["encode_utf8_to_numpy", "encode_utf8_batch_to_numpy", "encode_ordinary_batch", "from_files",
+           "from_directory", "from_hf", "from_tiktoken"]
 
 
-@pytest.mark.parametrize("name", list(DEPRECATED))
-def test_deprecated_encode_names_warn_and_agree(tok, name):
-    with pytest.warns(DeprecationWarning, match=f"Tokenizer.{name}.* is deprecated; use Tokenizer."):
-        old = DEPRECATED[name](tok)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        assert old == CURRENT[name](tok)
+@pytest.mark.parametrize("name", REMOVED)
+def test_the_deprecated_names_are_gone(name):
+    assert not hasattr(Tokenizer, name)
 
-
-def test_deprecated_loaders_warn_and_agree(tok, tmp_path):
-    from conftest import require_gpt2_files
-
-    encoder, merges = require_gpt2_files()
-    tok.save(tmp_path / "gpt2")
-    tok.save(tmp_path / "hf", format="hf")
-    plain = Tokenizer({i: t for i, t in tok.vocab.items() if i < 50257}, tok.merges, [EOT])
-    plain.save(tmp_path / "tk", format="tiktoken")
-    text = f"Hello{EOT} world{PAD}"
-    loaders = {
-        "from_files": (lambda: Tokenizer.from_files(encoder, merges, SPECIALS),
-                       lambda: Tokenizer.load(encoder, merges_path=merges, special_tokens=SPECIALS)),
-        "from_directory": (lambda: Tokenizer.from_directory(tmp_path / "gpt2"),
-                           lambda: Tokenizer.load(tmp_path / "gpt2", "gpt2")),
-        "from_hf": (lambda: Tokenizer.from_hf(tmp_path / "hf"), lambda: Tokenizer.load(tmp_path / "hf", "hf")),
-        "from_tiktoken": (lambda: Tokenizer.from_tiktoken(tmp_path / "tk"),
-                          lambda: Tokenizer.load(tmp_path / "tk", "tiktoken")),
-    }
-    for name, (old, new) in loaders.items():
-        with pytest.warns(DeprecationWarning, match=f"Tokenizer.{name}.* is deprecated"):
-            before = old()
-        with warnings.catch_warnings():
-            warnings.simplefilter("error")
-            after = new()
-        assert before.encode(text) == after.encode(text) and before.special_tokens == after.special_tokens, name
 
 
 def test_load_detects_each_format_and_refuses_what_a_file_already_says(tok, tmp_path):
@@ -199,3 +161,41 @@ def test_decode_takes_ints_only(tok):
 
 def test_a_huge_thread_count_means_as_many_as_useful(tok):
     assert tok.encode_batch(["a b", "c"], num_threads=2**62) == [tok.encode("a b"), tok.encode("c")]
+
+
+@settings(max_examples=examples(40), deadline=None)
+@given(text=texts, cuts=st.lists(st.integers(min_value=0, max_value=200), max_size=6))
+def test_encode_iterable_takes_utf8_bytes_cut_anywhere(tok, text, cuts):
+    # Cut inside UTF-8 characters ("é中" is 5 bytes), special tokens and pre-tokens alike.
+    data = text.encode()
+    bounds = sorted({0, len(data), *(c % (len(data) + 1) for c in cuts)})
+    chunks = [data[a:b] for a, b in zip(bounds, bounds[1:])]
+    assert list(tok.encode_iterable(chunks)) == tok.encode(text)
+
+
+def test_encode_iterable_reads_a_binary_file_as_a_text_file(tok, tmp_path, monkeypatch):
+    from bpe_impls.encoding import tokenizer as module
+
+    monkeypatch.setattr(module, "_ITERABLE_BATCH", 7)  # blocks that cut "é" and the special token
+    text = ("Héllo wörld" + EOT + " 中文 ") * 20
+    path = tmp_path / "t.txt"
+    path.write_text(text, encoding="utf-8")
+    with open(path, "rb") as binary, open(path, encoding="utf-8") as plain_text:
+        assert list(tok.encode_iterable(binary)) == list(tok.encode_iterable(plain_text)) == tok.encode(text)
+
+
+def test_encode_iterable_names_bad_bytes_and_mixed_chunks(tok, monkeypatch):
+    from bpe_impls.encoding import tokenizer as module
+
+    monkeypatch.setattr(module, "_ITERABLE_BATCH", 4)
+    # The bad byte is offset 9 of the stream, in the second round's buffer.
+    with pytest.raises(EncodeError, match="^not valid UTF-8 at byte offset 9$"):
+        list(tok.encode_iterable([b"abc de", b"fgh\xff ij"]))
+    with pytest.raises(EncodeError, match="^not valid UTF-8 at byte offset 2$"):
+        list(tok.encode_iterable([b"ab\xc3"]))  # a character cut short at the end of the stream
+    with pytest.raises(TypeError, match="a bytes chunk in a stream of str chunks"):
+        list(tok.encode_iterable(["ab", b"cd"]))
+    with pytest.raises(TypeError, match="expected str or bytes chunks, got int"):
+        list(tok.encode_iterable([1]))
+    with pytest.raises(TypeError, match="got a single bytes"):
+        tok.encode_iterable(b"abc")

@@ -26,7 +26,8 @@ from bpe_impls import ConfigError, Tokenizer, TokenizerFileError, train_bpe
 from bpe_impls.base import compiled
 from bpe_impls.base.patterns import GPT2, PRESETS
 from bpe_impls.encoding.formats import gpt2, hf, table_cache
-from bpe_impls.encoding.formats.common import PackedTokenizer, special_ids_match
+from bpe_impls.encoding.formats.common import special_ids_match
+from bpe_impls.encoding.tables import PackedTokenizer
 
 pytestmark = pytest.mark.skipif(not compiled.AVAILABLE, reason="the compiled core is not built")
 
@@ -49,7 +50,7 @@ def trained(tmp_path_factory) -> dict[str, Tokenizer]:
 
 def _packed_of(tok: Tokenizer) -> PackedTokenizer:
     tables = tok._tables
-    return table_cache.packed_tables(tok._vocab, tok._merges, tok.special_token_ids, tok.pattern,
+    return table_cache.packed_tables(tables.vocab, tables.merges, tok.special_token_ids, tok.pattern,
                                      tables.byte_ids, tables.ranks)
 
 

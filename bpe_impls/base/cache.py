@@ -5,14 +5,21 @@ be deleted at any time (`rm -r ~/.cache/bpe_impls`): it is then computed again. 
 turns the folder off: nothing is read from or written to it, everything is computed each time.
 
 An entry (`read_entry` / `write_entry`) is its payload after the payload's sha256: a damaged or
-cut entry reads as absent, and an entry appears whole or not at all (temp file, then rename). A
-folder that cannot be written only makes the next run slower.
+cut entry reads as absent, and an entry appears whole or not at all (temp file, then rename). Only
+a regular file is read as an entry (a FIFO, device or directory there is a miss). A folder that
+cannot be written only makes the next run slower.
+
+What the cache trusts: the digest detects damage, not tampering. Anyone who can write the folder
+can write an entry with a matching digest, and a load then returns the tables it holds, checked
+for shape but not against the tokenizer's files. The folder is the user's own (~/.cache, created
+with the user's umask); point BPE_CACHE_DIR at a folder only you can write, or set it to none.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import stat
 import tempfile
 from pathlib import Path
 
@@ -39,13 +46,30 @@ def read_entry(name: str) -> bytes | None:
     unreadable or does not match its digest."""
     if not cache_enabled():
         return None
-    try:
-        stored = (cache_dir() / name).read_bytes()
-    except OSError:
+    stored = _read_regular_file(cache_dir() / name)
+    if stored is None:
         return None
     if len(stored) < _DIGEST or hashlib.sha256(memoryview(stored)[_DIGEST:]).digest() != stored[:_DIGEST]:
         return None
     return stored[_DIGEST:]
+
+
+def _read_regular_file(path: Path) -> bytes | None:
+    """The bytes of `path` if it is a regular file (after symbolic links), else None. Opened
+    without blocking, so a FIFO or a device put at an entry's path is a miss, not a hang."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            return handle.read()
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 def write_entry(name: str, payload: bytes) -> bool:

@@ -37,6 +37,11 @@ def scanner_name(pattern: SplitPattern) -> str | None:
     return pattern.name if preset is not None and preset == pattern else None
 
 
+def module_path() -> str | None:
+    """The file of the compiled core, where it was built (the load cache keys its entries on it)."""
+    return getattr(_native, "__file__", None) if AVAILABLE else None
+
+
 _loading = threading.Lock()
 _loaded = False
 

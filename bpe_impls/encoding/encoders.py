@@ -1,7 +1,7 @@
 """Encoders: the one contract the Tokenizer needs, and the implementations that fulfil it.
 
-An encoder is built from the tables (byte ids, rank table, cache size) and turns whole UTF-8 texts
-into ids, special tokens included, with `encode_utf8`:
+An encoder is built from a tokenizer's tables (tables.Tables), a cache size and a split pattern,
+and turns whole UTF-8 texts into ids, special tokens included, with `encode_utf8`:
 
     encode_utf8(data, special_tokens, special_ids)        -> ids
     encode_utf8(data, special_tokens, special_ids, True)  -> (ids, cut)
@@ -47,6 +47,7 @@ from ..base import compiled
 from ..base.errors import ConfigError
 from ..base.patterns import GPT2, PRESETS, SplitPattern, iter_pretokens, special_token_regex
 from .bpe import BpeFunction, RankTable, bpe_heap, bpe_hybrid, bpe_scan
+from .tables import EncoderMerges, Tables
 
 # Pre-tokens longer than this are not cached: they are rare and would pin large keys in memory.
 _MAX_CACHED_LEN = 256
@@ -283,7 +284,9 @@ class PythonEncoder(BufferFromLists):
         return ids
 
 
-def native_encoder(byte_ids: Sequence[int], ranks: RankTable, cache_size: int, pattern: SplitPattern = GPT2) -> Encoder:
+def native_encoder(
+    byte_ids: Sequence[int], merges: RankTable | EncoderMerges, cache_size: int, pattern: SplitPattern = GPT2
+) -> Encoder:
     """The compiled core's Encoder: PythonEncoder with `bpe_hybrid`, in C (its pre-token cache is
     keyed by UTF-8 bytes, and it never builds a str). It scans the presets (gpt2, cl100k, o200k),
     each with its own settled rule.
@@ -308,19 +311,30 @@ def native_encoder(byte_ids: Sequence[int], ranks: RankTable, cache_size: int, p
             f"the native encoder scans the presets ({', '.join(PRESETS)}) only, not {pattern.name!r}; "
             "choose scan, heap or hybrid"
         )
-    merges = [(left, right, merged) for (left, right), (_, merged) in sorted(ranks.items(), key=lambda kv: kv[1][0])]
+    if isinstance(merges, dict):
+        merges = [(left, right, merged) for (left, right), (_, merged) in sorted(merges.items(), key=lambda kv: kv[1][0])]
     return compiled.core().Encoder(byte_ids, merges, cache_size, scanner)
 
 
-# name -> factory(byte ids, rank table, cache size, split pattern). Every encoder gives identical ids
-# for every input (tests check each one against tiktoken).
-ENCODERS: dict[str, Callable[[Sequence[int], RankTable, int, SplitPattern], Encoder]] = {
-    "scan": partial(PythonEncoder, bpe_scan),
-    "heap": partial(PythonEncoder, bpe_heap),
-    "hybrid": partial(PythonEncoder, bpe_hybrid),
+def python_encoder(bpe: BpeFunction, tables: Tables, cache_size: int, pattern: SplitPattern = GPT2) -> Encoder:
+    """A PythonEncoder with the merge loop `bpe` over `tables`."""
+    return PythonEncoder(bpe, tables.byte_ids, tables.ranks, cache_size, pattern)
+
+
+def native_encoder_of(tables: Tables, cache_size: int, pattern: SplitPattern = GPT2) -> Encoder:
+    """The compiled core's Encoder over `tables` (merges as it takes them: packed ones as they are)."""
+    return native_encoder(tables.byte_ids, tables.encoder_merges, cache_size, pattern)
+
+
+# name -> factory(tables, cache size, split pattern). Every encoder gives identical ids for every
+# input (tests check each one against tiktoken).
+ENCODERS: dict[str, Callable[[Tables, int, SplitPattern], Encoder]] = {
+    "scan": partial(python_encoder, bpe_scan),
+    "heap": partial(python_encoder, bpe_heap),
+    "hybrid": partial(python_encoder, bpe_hybrid),
 }
 if compiled.AVAILABLE:
-    ENCODERS["native"] = native_encoder
+    ENCODERS["native"] = native_encoder_of
 
 # The fastest registered encoder (README, Performance): native where it was built; else hybrid,
 # as fast as scan on real text and far faster on one very long pre-token (O(n log n), not O(n^2)).

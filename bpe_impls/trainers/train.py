@@ -4,78 +4,111 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Sequence
-from dataclasses import replace
-from typing import Any
 
 from ..base.checks import validate_min_count
 from ..base.errors import CorpusError
-from ..base.patterns import resolve_pattern, validate_special_tokens
+from ..base.patterns import SplitPattern, resolve_pattern, validate_special_tokens
 from ..corpus import count_pretokens, count_texts
-from ..corpus.count import count_options, takes_count_options
 from ..corpus.tally import PackedCounts
 from .common import Merges, Vocab, merge_budget
 from .registry import get_trainer, takes_packed
 
 
-@takes_count_options()
 def train_bpe(
-    input_path: str | os.PathLike | Sequence[str | os.PathLike],
+    input_path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
     vocab_size: int,
     special_tokens: Iterable[str] | None = None,
     *,
     impl: str | None = None,
-    **options: Any,
+    num_workers: int | None = None,
+    progress: bool = False,
+    backend: str = "local",
+    scheduler: str | None = None,
+    text_field: str = "text",
+    skip_bad_records: bool = False,
+    min_pretoken_count: int = 1,
+    pattern: str | SplitPattern | None = None,
 ) -> tuple[Vocab, Merges]:
     """Train a byte-level BPE tokenizer on a corpus: a file, a glob, a directory or a list of them.
 
-    Returns (vocab, merges): vocab maps id -> token bytes (special tokens first, then the 256
-    bytes, then one token per merge); merges are (left, right) byte pairs in creation order.
-    `impl` names a trainer in IMPLEMENTATIONS (default: the fastest); every trainer, every
-    `num_workers`, both backends ("local", or "dask" on `scheduler` or a LocalCluster) and any
-    sharding of the same documents give the identical result (min_pretoken_count above 1 changes
-    it). The counting options are `count_pretokens`' (listed below).
+    Every trainer, every `num_workers`, both backends and any sharding of the same documents give
+    the identical result (a `min_pretoken_count` above 1 changes it).
+
+    Args:
+        input_path: the corpus, as `count_pretokens` takes it.
+        vocab_size: the vocab's size: special tokens + 256 bytes + merges. Training stops there,
+            or earlier when no pair is left.
+        special_tokens: texts the corpus is split on first; they take no part in merges.
+        impl: a trainer in IMPLEMENTATIONS (None: the fastest).
+        num_workers, progress, backend, scheduler, text_field, skip_bad_records,
+        min_pretoken_count, pattern: how the corpus is counted, as in `count_pretokens`.
+
+    Returns:
+        (vocab, merges): vocab maps id -> token bytes (special tokens first, then the 256 bytes,
+        then one token per merge); merges are (left, right) byte pairs in creation order.
+
+    Raises:
+        CorpusError: a missing, empty or unreadable corpus, or one with nothing to train on.
+        ConfigError: an argument that cannot be used (a vocab_size below 256 + specials, ...).
+
+    Example:
+        >>> vocab, merges = train_bpe("corpus.txt", 300, ["<|endoftext|>"])
+        >>> len(vocab), len(merges), vocab[0], merges[0]
+        (300, 43, b'<|endoftext|>', (b' ', b't'))
     """
-    chosen = count_options(train_bpe, options)
     specials = validate_special_tokens(special_tokens)
     merge_budget(vocab_size, specials)  # reject a bad size before the (long) counting pass
-    validate_min_count(chosen.min_pretoken_count)
-    split = resolve_pattern(chosen.pattern)
+    validate_min_count(min_pretoken_count)
+    split = resolve_pattern(pattern)
     trainer = get_trainer(impl)
     word_counts = count_pretokens(
-        input_path, specials, **replace(chosen, pattern=split).keywords(), packed=takes_packed(impl)
+        input_path, specials, num_workers, packed=takes_packed(impl), progress=progress, backend=backend,
+        scheduler=scheduler, text_field=text_field, skip_bad_records=skip_bad_records,
+        min_pretoken_count=min_pretoken_count, pattern=split,
     )
     if not word_counts:
-        raise CorpusError(_nothing_to_train_on(input_path, chosen.min_pretoken_count))
+        raise CorpusError(_nothing_to_train_on(input_path, min_pretoken_count))
     if isinstance(word_counts, PackedCounts):
         # Nothing else holds them: the native trainer frees them once it has laid out the words.
         word_counts.disposable = True
-    return trainer(word_counts, vocab_size, specials, progress=chosen.progress)
+    return trainer(word_counts, vocab_size, specials, progress=progress)
 
 
-@takes_count_options("pattern", "min_pretoken_count", "progress")
 def train_bpe_from_iterator(
     texts: Iterable[str],
     vocab_size: int,
     special_tokens: Iterable[str] | None = None,
     *,
     impl: str | None = None,
-    **options: Any,
+    progress: bool = False,
+    min_pretoken_count: int = 1,
+    pattern: str | SplitPattern | None = None,
 ) -> tuple[Vocab, Merges]:
     """Train on an iterable of documents (a generator, a `datasets` column) instead of files.
 
     The documents are streamed: memory follows the distinct pre-tokens, not the corpus. Each
     document is a hard boundary, so the result equals `train_bpe` on a file of the same documents
-    separated by a special token. A single str where the documents belong is a ConfigError. The
-    other arguments are `train_bpe`'s.
+    separated by a special token.
+
+    Args:
+        texts: the documents, each a str (a single str where they belong is a ConfigError).
+        vocab_size, special_tokens, impl, progress, min_pretoken_count, pattern: as in `train_bpe`.
+
+    Returns:
+        (vocab, merges), as `train_bpe` gives them.
+
+    Example:
+        >>> vocab, merges = train_bpe_from_iterator(["low lower", "lowest low"], 259)
+        >>> merges  # "lo" and "ow" both occur 4 times: the tie goes to the greater pair of bytes
+        [(b'o', b'w'), (b'l', b'ow'), (b'low', b'e')]
     """
-    chosen = count_options(train_bpe_from_iterator, options)
     specials = validate_special_tokens(special_tokens)
     merge_budget(vocab_size, specials)
     trainer = get_trainer(impl)
-    word_counts = count_texts(texts, specials, pattern=chosen.pattern, min_pretoken_count=chosen.min_pretoken_count)
+    word_counts = count_texts(texts, specials, pattern=pattern, min_pretoken_count=min_pretoken_count)
     if not word_counts:
-        raise CorpusError(_nothing_to_train_on(["the documents given"], chosen.min_pretoken_count))
-    return trainer(word_counts, vocab_size, specials, progress=chosen.progress)
+        raise CorpusError(_nothing_to_train_on(["the documents given"], min_pretoken_count))
+    return trainer(word_counts, vocab_size, specials, progress=progress)
 
 
 def _nothing_to_train_on(input_path: object, min_pretoken_count: int) -> str:

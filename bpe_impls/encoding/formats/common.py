@@ -29,37 +29,6 @@ class TokenizerData(NamedTuple):
     special_token_ids: Mapping[str, int]
 
 
-class RankTables(NamedTuple):
-    """A tokenizer's tables packed, as the compiled core's `rank_file_tables` (and `gpt2_tables`,
-    `hf_tables`) give them; a token's rank is its id."""
-
-    blob: bytes  # every token's bytes, back to back in rank order
-    offsets: bytes  # native int64: token k is blob[offsets[k]:offsets[k + 1]] (n + 1 of them)
-    ranks: bytes  # native uint32, ascending: token k's rank
-    merges: bytes  # native uint32 (left rank, right rank, merged rank) of each merge, in rank order
-    byte_ids: tuple[int, ...]  # the rank of each byte 0..255
-    special_ranks: tuple[int, ...]  # the rank of each special token's bytes that is a token, else -1
-
-    def tokens(self) -> dict[int, bytes]:
-        """rank -> token bytes, in rank order."""
-        blob = self.blob
-        offsets = memoryview(self.offsets).cast("q").tolist()
-        return dict(zip(memoryview(self.ranks).cast("I").tolist(),
-                        [blob[a:b] for a, b in zip(offsets, offsets[1:])]))
-
-
-class PackedTokenizer(NamedTuple):
-    """A tokenizer's files read and checked as the Python readers and the Tokenizer would, the
-    tables packed: what `Tokenizer._from_packed` builds a tokenizer from."""
-
-    tables: RankTables  # every token (special tokens too, except a rank file's) by id, and the merges
-    special_token_ids: dict[str, int]
-    pattern: SplitPattern
-    max_rank: int  # the largest id in tables
-    # The merges the encoder takes where they differ from tables.merges: a pair listed twice only at its last rank.
-    encoder_merges: bytes | None = None
-
-
 def read_text(path: Path) -> str:
     try:
         return path.read_text(encoding="utf-8")

@@ -23,7 +23,8 @@ from ...base import compiled
 from ...base.errors import ConfigError, TokenizerFileError
 from ...base.patterns import GPT2, PRESETS, SplitPattern, resolve_pattern
 from .. import tables
-from .common import PackedTokenizer, RankTables, read_json, read_text, write_files
+from ..tables import PackedTokenizer, RankTables
+from .common import read_json, read_text, write_files
 
 VOCAB_FILE = "vocab.json"
 MERGES_FILE = "merges.txt"

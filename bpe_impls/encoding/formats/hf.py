@@ -39,7 +39,8 @@ import regex
 from ...base import compiled
 from ...base.errors import ConfigError, TokenizerFileError
 from ...base.patterns import CL100K_PATTERN, GPT2, PRESETS, SplitPattern, resolve_pattern
-from .common import PackedTokenizer, RankTables, TokenizerData, output_file, parse_json, read_json, write_files
+from ..tables import PackedTokenizer, RankTables
+from .common import TokenizerData, output_file, parse_json, read_json, write_files
 from .gpt2 import str_to_token, strs_to_tokens, token_to_str
 
 TOKENIZER_FILE = "tokenizer.json"
@@ -469,11 +470,25 @@ def tokenizer_file(path: str | os.PathLike) -> Path:
     return path / TOKENIZER_FILE if path.is_dir() else path
 
 
+# The top-level keys of a tokenizer.json HF reads (any other one is an error there).
+_TOP_LEVEL_KEYS = frozenset({
+    "version", "truncation", "padding", "added_tokens", "normalizer", "pre_tokenizer", "post_processor", "decoder",
+    "model",
+})
+
+
 def _checked(document: object, path: Path) -> tuple[SplitPattern, dict, list]:
     """(split pattern, model vocab, model merges) of a tokenizer.json's document, every field
     around them checked (the vocab and merges themselves are not)."""
     if not isinstance(document, dict):
         raise TokenizerFileError(f"{path}: not a JSON object")
+    # HF's own reader refuses a key it does not know and any version but "1.0" (a string).
+    unknown = sorted(set(document) - _TOP_LEVEL_KEYS)
+    if unknown:
+        raise TokenizerFileError(f"{path}: unknown key {unknown[0]!r} at the top level; HF tokenizers refuses the file")
+    version = document.get("version", "1.0")
+    _require(version == "1.0", path,
+             f"version is {json.dumps(version)[:40]}; HF tokenizers reads only version \"1.0\" and refuses the file")
     # HF applies these to each encoding (cut to max_length, pad to a length); bpe_impls returns every
     # id of the whole text, so a file that asks for either is refused rather than ignored.
     for field in ("truncation", "padding"):

@@ -2,9 +2,10 @@
 same files skips parsing and checking them.
 
 An entry is named by a digest of everything the tables depend on: the bytes of each source file
-(sha256), what the load was told besides (special tokens, pattern), the byte order, and the source
-of the code that reads and checks the files. So an edited file, another option or a new version
-of the checks misses, and only a load that passed every check writes an entry. An entry holds the
+(sha256), what the load was told besides (special tokens, pattern), the byte order, the source of
+the Python code that reads and checks the files, and the compiled core's file (whose readers do
+the same in C). So an edited file, another option or a new version of the checks or of the core
+misses, and only a load that passed every check writes an entry. An entry holds the
 tables packed as `common.PackedTokenizer` (no Python object per token) and is verified on read
 (its digest, its own name, every size); anything amiss reads as a miss, and the load then reads the
 files as without a cache and writes the entry again.
@@ -29,7 +30,7 @@ from typing import NamedTuple
 from ...base import cache, compiled
 from ...base.patterns import PRESETS, SplitPattern
 from ..bpe import RankTable
-from .common import PackedTokenizer, RankTables
+from ..tables import PackedTokenizer, RankTables
 
 # Bump when the entry layout changes.
 _LAYOUT = 1
@@ -37,17 +38,19 @@ _HEADER = struct.Struct("<I")
 
 
 # The modules whose rules decide what a file loads as (read as files: importing them would be a cycle).
-_RULES = ("../../base/patterns.py", "../tables.py", "../tokenizer.py", "common.py", "gpt2.py", "hf.py",
-          "table_cache.py")
+_RULES = ("../../base/patterns.py", "../tables.py", "common.py", "gpt2.py", "hf.py", "load.py", "table_cache.py")
 
 
 @lru_cache(maxsize=1)
 def _code_digest() -> str:
-    """sha256 of the source of the modules in _RULES."""
+    """sha256 of the source of the modules in _RULES and of the compiled core's file."""
     here = Path(__file__).parent
     digest = hashlib.sha256()
     for name in _RULES:
         digest.update((here / name).read_bytes())
+    core = compiled.module_path()
+    if core is not None:
+        digest.update(Path(core).read_bytes())
     return digest.hexdigest()
 
 

@@ -37,8 +37,8 @@ from typing import NamedTuple
 from ...base import compiled
 from ...base.errors import ConfigError, TokenizerFileError
 from ...base.patterns import GPT2, resolve_pattern, validate_special_tokens
-from ..tables import MAX_TOKEN_ID
-from .common import PackedTokenizer, RankTables, TokenizerData, output_file, read_json, read_text, write_files
+from ..tables import MAX_TOKEN_ID, PackedTokenizer, RankTables
+from .common import TokenizerData, output_file, read_json, read_text, write_files
 
 RANKS_FILE = "tokenizer.tiktoken"
 RANKS_SUFFIX = ".tiktoken"

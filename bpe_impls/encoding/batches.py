@@ -1,0 +1,173 @@
+"""Encoding a batch of texts on several threads: cutting it into runs, and joining the results.
+
+A batch is cut into contiguous runs of about equal UTF-8 size, several per thread, handed out as
+threads free up; the compiled encoder encodes each run without the GIL. The Tokenizer's batch
+methods give each run to `encode_runs` with the function that encodes one.
+"""
+
+from __future__ import annotations
+
+import gc
+from bisect import bisect_left
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from itertools import accumulate, chain, pairwise
+from typing import TYPE_CHECKING, TypeVar
+
+from ..base import compiled
+from ..base.checks import require_int, resolve_workers
+from .text import Text, invalid_utf8, surrogate_error
+
+if TYPE_CHECKING:
+    import numpy as np
+
+_T = TypeVar("_T")
+# A threaded batch is cut into up to this many runs per thread, each of at least MIN_RUN_BYTES.
+RUNS_PER_THREAD = 8
+MIN_RUN_BYTES = 1 << 16
+
+
+def as_list(texts: Sequence[Text]) -> list[Text]:
+    """The batch as a list: a list as it is, any other sequence copied (its items' types are
+    checked by `BATCH_RUNS`, in one pass with their sizes). A lone str or bytes is a TypeError: it
+    is one text, not a batch.
+
+    A list is not copied: a copy touches every item's reference count, scattered over memory. The
+    compiled encoder holds its own reference to each item it reads, so a list changed by another
+    thread while it is encoded gives a mix of old and new items, never a crash."""
+    if isinstance(texts, (str, bytes)):
+        raise TypeError(f"expected a sequence of str or bytes, got {type(texts).__name__}")
+    return texts if type(texts) is list else list(texts)
+
+
+def encode_runs(
+    datas: list[Text], kind: type, num_threads: int | None, encode_run: Callable[[tuple[int, int]], _T]
+) -> list[_T]:
+    """encode_run of each run of the batch, in order, on up to `num_threads` threads (None: every
+    core available to this process)."""
+    threads = resolve_workers(num_threads) if num_threads is None else require_int(num_threads, "num_threads", minimum=1)
+    threads = min(threads, max(1, len(datas)))  # no run is shorter than one text
+    # More runs than threads, handed out as threads free up: equal bytes are not equal work (a
+    # run of new words or another script costs several times a run of cached English), so one
+    # run per thread leaves a thread idle while the other finishes. Runs stay >= MIN_RUN_BYTES
+    # where the batch allows, so each one's GIL round trip is noise. The same pass checks
+    # every item is a `kind`.
+    bounds = BATCH_RUNS(datas, kind, 1 if threads == 1 else threads * RUNS_PER_THREAD, threads, MIN_RUN_BYTES)
+    runs = list(pairwise(bounds))
+    size = bounds[-1] if bounds else 0  # the length the runs were planned for (another thread may change it)
+    try:
+        if len(runs) <= 1:
+            return [encode_run(run) for run in runs]
+        with ThreadPoolExecutor(min(threads, len(runs))) as pool:
+            return list(pool.map(encode_run, runs))
+    except UnicodeEncodeError:
+        _name_bad_text(datas)
+        raise
+    except ValueError:
+        if len(datas) != size:
+            raise RuntimeError(
+                f"the batch changed size while it was encoded ({size} items, now {len(datas)}): "
+                f"another thread modified the list"
+            ) from None
+        _raise_invalid_utf8(datas)
+        raise
+
+
+def _name_bad_text(texts: Sequence[Text]) -> None:
+    """Raise the EncodeError naming the first text with a lone surrogate and its position (the
+    encoder's UnicodeEncodeError says only that one has)."""
+    for index, text in enumerate(texts):
+        if isinstance(text, str):
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError:
+                raise surrogate_error(text, 0, f"batch index {index}: ") from None
+
+
+def _raise_invalid_utf8(datas: Sequence[Text]) -> None:
+    """Name the first item that is not valid UTF-8 (the encoder says only that one is not)."""
+    for index, data in enumerate(datas):
+        if isinstance(data, bytes):
+            error = invalid_utf8(data, f"batch index {index}: ")
+            if error is not None:
+                raise error
+
+
+def batch_runs(items: list[Text], kind: type, max_parts: int, min_parts: int, min_size: int) -> list[int]:
+    """The bounds of contiguous, non-empty runs covering every item, of about equal total size (len):
+    total // min_size runs, clamped to [min_parts, max_parts] and to the number of items. An item
+    that is not a `kind` is a TypeError naming its batch index. The pure-Python twin of the compiled
+    core's `batch_runs`."""
+    for index, item in enumerate(items):
+        if not isinstance(item, kind):
+            raise TypeError(f"batch index {index}: expected {kind.__name__}, got {type(item).__name__}")
+    if not items:
+        return []
+    ends = list(accumulate(map(len, items)))
+    total = ends[-1]
+    parts = min(max_parts, max(min_parts, total // min_size))
+    bounds = {0, len(items)}
+    for k in range(1, parts):
+        # Run k ends after the item whose cumulative size is nearest k/parts of the total.
+        target = total * k / parts
+        i = bisect_left(ends, target)
+        if i == len(ends) or (i > 0 and target - ends[i - 1] < ends[i] - target):
+            i -= 1
+        bounds.add(i + 1)
+    return sorted(bounds)
+
+
+def _batch_runs_fast(items: list[Text], kind: type, max_parts: int, min_parts: int, min_size: int) -> list[int]:
+    """`batch_runs` in the compiled core where it was built."""
+    bounds: list[int] = compiled.core().batch_runs(items, kind, max_parts, min_parts, min_size)
+    return bounds
+
+
+BATCH_RUNS = _batch_runs_fast if compiled.AVAILABLE else batch_runs
+
+
+def join_runs(results: Sequence[tuple[bytearray, bytearray]], dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
+    """One (ids, offsets) from each run's buffers, in order."""
+    import numpy as np  # (only the numpy methods get here)
+
+    if not results:
+        return np.empty(0, dtype=dtype), np.zeros(1, dtype=np.int64)
+    ids = [np.frombuffer(buffer, dtype=dtype) for buffer, _ in results]
+    offsets = [np.frombuffer(buffer, dtype=np.int64) for _, buffer in results]
+    if len(results) == 1:
+        return ids[0], offsets[0]
+    starts = np.cumsum([0, *(len(part) for part in ids[:-1])])
+    joined = np.concatenate([offsets[0], *(part[1:] + start for part, start in zip(offsets[1:], starts[1:]))])
+    return np.concatenate(ids), joined
+
+
+def join_lists(runs: Sequence[list[list[int]]]) -> list[list[int]]:
+    """Each run's lists, in order, in one list."""
+    if len(runs) == 1:
+        return runs[0]
+    return list(chain.from_iterable(runs))
+
+
+@contextmanager
+def gc_paused() -> Iterator[bool]:
+    """The cyclic garbage collector off for the block (as it was, after); yields whether it was on.
+
+    Lists of ids hold no cycles, but each one counts towards the collector's next run, which would
+    otherwise run many times over a large batch's lists (see docs/design-notes.md)."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield collecting
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def collect_young() -> None:
+    """The young generation's collection, if the collector would run it at its next allocation once
+    resumed: run by each batch thread after its run, while the other threads still encode, rather
+    than by the caller's thread alone after the batch (a pass over every list of the batch)."""
+    threshold = gc.get_threshold()[0]
+    if threshold and gc.get_count()[0] > threshold:
+        gc.collect(0)
