@@ -19,8 +19,9 @@ from pathlib import Path
 import pytest
 from conftest import load_gpt2
 
-from bpe_impls import IMPLEMENTATIONS, train_bpe
+from bpe_impls import IMPLEMENTATIONS, cli, train_bpe
 from bpe_impls.encoding.encoders import ENCODERS
+from bpe_impls.harness import fixtures
 from bpe_impls.harness.report import verification_section
 from bpe_impls.harness.verify import SearchSettings, verify_tokenizer, verify_trainer
 
@@ -182,6 +183,35 @@ def test_the_pytest_plugin_runs_one_test_per_clause_and_fails_with_the_counterex
     bad = pytest_run("-p", "bpe_impls.verify", "--bpe-trainer", f"{TARGETS / 'broken_merge_right_to_left.py'}:run_train_bpe")
     assert bad.returncode == 1
     assert "DIVERGED in clause 'greedy-left-to-right'" in bad.stdout and "corpus (3 bytes): 'aaa'" in bad.stdout
+
+
+def test_without_the_shared_fixtures_the_real_text_is_the_bundled_sample(tmp_path):
+    """A fresh clone or an installed package has no ../shared/fixtures: the real-text stage runs on
+    the copy bundled with the package, and says so."""
+    empty = tmp_path / "no-fixtures"
+    empty.mkdir()
+    out = tmp_path / "verdict.json"
+    done = verify("--trainer", f"{REFERENCE}:run_train_bpe", "--max-examples", "10", "--json", str(out),
+                  env={**os.environ, "BPE_FIXTURES": str(empty)})
+    assert done.returncode == 0, done.stdout + done.stderr
+    checked = json.loads(out.read_text())["checked"]
+    assert checked["real_text_cases"] > 0 and checked["real_text_skipped"] == []
+    assert checked["real_corpora"] == ["tinystories_sample.txt (bundled copy) at vocab 500"]
+    assert "real corpora: tinystories_sample.txt (bundled copy) at vocab 500" in done.stdout
+
+
+def test_with_no_real_text_at_all_the_output_says_it_was_skipped(monkeypatch, capsys, tmp_path):
+    """Neither the shared fixtures nor the bundled samples (a package built without them)."""
+    monkeypatch.setenv("BPE_FIXTURES", str(tmp_path))
+    monkeypatch.setattr(fixtures, "bundled_dir", lambda: None)
+    out = tmp_path / "verdict.json"
+    assert cli.main(["verify", "--trainer", f"{REFERENCE}:run_train_bpe", "--max-examples", "5", "--quiet",
+                     "--json", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert (f"real text: skipped: tinystories_sample.txt is not in the shared fixtures ({tmp_path}; env BPE_FIXTURES)"
+            ", and the bundled samples (bpe_impls._fixtures, fixtures/) are not installed") in printed
+    checked = json.loads(out.read_text())["checked"]
+    assert checked["real_text_cases"] == 0 and checked["real_text_skipped"][0].startswith("real text: skipped: ")
 
 
 def load_target(path: Path):
