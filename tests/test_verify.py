@@ -172,17 +172,25 @@ def test_an_implementation_registered_by_entry_point(tmp_path):
 
 
 def test_the_pytest_plugin_runs_one_test_per_clause_and_fails_with_the_counterexample(tmp_path):
-    def pytest_run(*options: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "pytest", "--pyargs", "bpe_impls.verify", "-p", "no:cacheprovider",
-                               "--bpe-max-examples", "30", *options], capture_output=True, text=True, cwd=tmp_path,
-                              timeout=600)
+    """`pytest --pyargs bpe_impls.pytest_plugin` from a folder outside the repository: the module
+    installed as a pytest plugin is collected as the tests; `-p` names it where autoloading is off."""
+    def pytest_run(*options: str, env: dict | None = None) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "pytest", "--pyargs", "bpe_impls.pytest_plugin",
+                               "-p", "no:cacheprovider", "--bpe-max-examples", "30", *options],
+                              capture_output=True, text=True, cwd=tmp_path, timeout=600, env=env)
 
     good = pytest_run("--bpe-trainer", f"{REFERENCE}:run_train_bpe", "--bpe-tokenizer", f"{REFERENCE}:get_tokenizer")
     assert good.returncode == 0, good.stdout[-3000:]
     assert " 10 passed, 1 skipped" in good.stdout  # 5 trainer clauses + real text, 4 tokenizer; no encoder
-    bad = pytest_run("-p", "bpe_impls.verify", "--bpe-trainer", f"{TARGETS / 'broken_merge_right_to_left.py'}:run_train_bpe")
+    broken = f"{TARGETS / 'broken_merge_right_to_left.py'}:run_train_bpe"
+    bad = pytest_run("-p", "bpe_impls.pytest_plugin", "--bpe-trainer", broken)
     assert bad.returncode == 1
     assert "DIVERGED in clause 'greedy-left-to-right'" in bad.stdout and "corpus (3 bytes): 'aaa'" in bad.stdout
+    # Without plugin autoloading (no entry point is loaded), -p alone brings the options and the tests.
+    alone = pytest_run("-p", "bpe_impls.pytest_plugin", "--bpe-trainer", broken, "-k", "greedy",
+                       env={**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"})
+    assert alone.returncode == 1, alone.stdout[-3000:] + alone.stderr[-3000:]
+    assert "DIVERGED in clause 'greedy-left-to-right'" in alone.stdout and "1 failed" in alone.stdout
 
 
 def test_without_the_shared_fixtures_the_real_text_is_the_bundled_sample(tmp_path):
