@@ -1,13 +1,15 @@
 """Compiled cores (optional): the project installs and works without a C compiler.
 
-pyproject.toml holds the metadata; this file only lists the C extensions. `optional=True` turns a
+pyproject.toml holds the metadata; this file lists the C extensions and the packages (the
+real-text samples in the top-level fixtures/ install as the data-only package bpe_impls._fixtures,
+which pyproject's package discovery cannot name). `optional=True` turns a
 failed build into a warning, and the pure-Python trainers and encoders are then what runs (see
 bpe_impls/base/compiled.py for how the package picks).
 """
 
 import os
 
-from setuptools import Extension, setup
+from setuptools import Extension, find_packages, setup
 
 # The C sources live in csrc/ (MANIFEST.in ships them in the sdist); a header edit rebuilds both.
 _HEADERS = [
@@ -28,6 +30,12 @@ _TRAINER_FLAGS = [*_FLAGS, "-flto"]
 _TRAINER_LINK_FLAGS = [flag for flag in _TRAINER_FLAGS if flag.startswith(("-O", "-flto"))]
 
 setup(
+    # The library's packages, and fixtures/ (SOURCES.md, the samples and their licenses) installed
+    # as bpe_impls/_fixtures; bpe_impls/harness/fixtures.py looks there, then in the checkout's
+    # fixtures/ (a source tree or an editable install).
+    packages=[*find_packages(include=["bpe_impls", "bpe_impls.*"]), "bpe_impls._fixtures"],
+    package_dir={"bpe_impls._fixtures": "fixtures"},
+    package_data={"bpe_impls._fixtures": ["*"]},
     ext_modules=[
         Extension(
             "bpe_impls._native",

@@ -167,7 +167,10 @@ def skip(reason: str) -> NoReturn:
 
 def corpus_path(name: str) -> Path:
     """A generated corpus ("tinystories-4MB", "web-16MB"), or a shared fixture's path via
-    bpe_impls.harness.fixtures (the one locator); skips if it is absent."""
+    bpe_impls.harness.fixtures (the one locator); skips if it is absent. The small CS336 fixtures
+    (corpus.en, tinystories_sample.txt) are also bundled with the package byte for byte, so where
+    the shared ones are absent the bundled copies are the same text and the same measurement;
+    kjv.txt is only ever the whole shared file (its bundled sample is another corpus)."""
     generated = _GENERATED.fullmatch(name)
     if generated:
         return _generated_path(generated[1], int(generated[2]) * 1_000_000)
@@ -179,8 +182,30 @@ def corpus_path(name: str) -> Path:
     else:
         path = fixture_path(name)
     if path is None:
+        found = _bundled(name)
+        path = found.path if found is not None and not found.sample else None
+    if path is None:
         skip(f"fixture {name} not found (set BPE_FIXTURES)")
     return path
+
+
+def _bundled(name: str) -> Any:
+    """bpe_impls.harness.fixtures.real_text(name) (a RealText, or None); None at commits before it."""
+    try:
+        from bpe_impls.harness.fixtures import real_text
+    except ImportError:
+        return None
+    return real_text(name)
+
+
+def quick_text(name: str) -> tuple[Path, str]:
+    """For a quick run: the shared fixture `name`, or where it is absent the sample bundled with the
+    package (kjv_sample.txt for kjv.txt); (its path, what it is, for the output: "kjv.txt (shared
+    fixture)" or "kjv_sample.txt (bundled sample of kjv.txt)"). Skips if neither is there."""
+    found = _bundled(name)
+    if found is None:
+        return corpus_path(name), name
+    return found.path, found.describe()
 
 
 def word_counts(name: str) -> Counter[bytes]:

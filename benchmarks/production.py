@@ -12,7 +12,8 @@ Three parts, each the measurement of another script of this folder, imported (no
    beside them;
 2. one thread (encode_one_core.measure, in a child process pinned to one core), for GPT-2's vocab,
    cl100k_base and o200k_base: our encode_to_numpy against gigatoken's encode (target >= 1.0x),
-   fastokens, quicktok and tiktoken, on English (kjv.txt, a fixture) and multilingual text (the
+   fastokens, quicktok and tiktoken, on English (kjv.txt, a fixture; --quick without the shared
+   fixtures: its bundled sample, kjv_sample.txt) and multilingual text (the
    generated intl corpus: zh, ru, ja, el, fr, ko, de, es, ar, pl and some English; the fixtures
    hold no multilingual text beyond 594 bytes of German), cold (a fresh encoder) and warm (the
    same encoder, second pass); best of 3 (--quick: 2); the ids of every peer compared with ours;
@@ -41,12 +42,12 @@ from typing import Any
 
 try:
     from . import batch_lists, encode_one_core, first_token
-    from ._common import corpus_path
+    from ._common import corpus_path, quick_text
 except ImportError:  # run as a script, benchmarks/ on sys.path
     import batch_lists  # type: ignore[no-redef]
     import encode_one_core  # type: ignore[no-redef]
     import first_token  # type: ignore[no-redef]
-    from _common import corpus_path  # type: ignore[no-redef]
+    from _common import corpus_path, quick_text  # type: ignore[no-redef]
 
 LOAD_TARGET = 0.3  # seconds, every saved format of a 200k-token vocab
 ONE_THREAD_TARGET = 1.0  # encode_to_numpy / gigatoken's encode
@@ -151,7 +152,9 @@ def main() -> None:
     parser.add_argument("--json", type=Path, default=None, help="write every figure here")
     args = parser.parse_args()
     runs, repeat, batch_repeat, intl = (2, 2, 3, "intl-2MB") if args.quick else (5, 3, 5, "intl-4MB")
-    texts = {"English kjv.txt": str(corpus_path("kjv.txt")), f"multilingual {intl}": str(corpus_path(intl))}
+    # --quick runs on kjv.txt's bundled sample where the shared file is absent (its row says which).
+    english, described = quick_text("kjv.txt") if args.quick else (corpus_path("kjv.txt"), "kjv.txt")
+    texts = {f"English {described}": str(english), f"multilingual {intl}": str(corpus_path(intl))}
     batch = str(corpus_path("web-22MB"))
     started = time.perf_counter()
     print(f"production scorecard: {os.cpu_count()} cores, load average {os.getloadavg()}, "

@@ -587,12 +587,15 @@ def cmd_verify(args: argparse.Namespace) -> int:
         return 2
     merged = Verification(implementations={k: v for r in results for k, v in r.implementations.items()},
                           clauses=[c for r in results for c in r.clauses],
-                          corpora=[c for r in results for c in r.corpora])
+                          corpora=[c for r in results for c in r.corpora],
+                          real_text_skipped=[c for r in results for c in r.real_text_skipped])
     for clause in merged.clauses:
         verdict = "passed" if clause.divergence is None else "DIVERGED"
         print(f"{clause.name}: {clause.cases} cases, {verdict} ({clause.promise})")
     if merged.corpora:
         print(f"real corpora: {', '.join(merged.corpora)}")
+    for skipped in merged.real_text_skipped:
+        print(skipped)
     divergence = merged.divergence
     print(divergence.describe() if divergence else
           f"passed: no divergence in {sum(c.cases for c in merged.clauses)} cases")

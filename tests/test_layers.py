@@ -42,7 +42,7 @@ def _modules() -> list[Path]:
     return sorted(PACKAGE.rglob("*.py"))
 
 
-LAYERS = ["bpe_impls.cli | bpe_impls.verify", "bpe_impls.harness", "bpe_impls.encoding", "bpe_impls.trainers",
+LAYERS = ["bpe_impls.cli | bpe_impls.pytest_plugin", "bpe_impls.harness", "bpe_impls.encoding", "bpe_impls.trainers",
           "bpe_impls.corpus", "bpe_impls.base"]
 
 
@@ -199,3 +199,10 @@ def test_the_command_line_help_and_train_do_not_import_the_verify_engine(tmp_pat
     )
     assert (tmp_path / "out" / "vocab.json").is_file()
     assert found & {"hypothesis", "matplotlib", ENGINE} == set()
+
+
+def test_loading_the_pytest_plugin_imports_neither_the_verify_engine_nor_hypothesis():
+    """pytest loads bpe_impls.pytest_plugin (its pytest11 entry point) in every run of an environment
+    that has bpe_impls: loading it costs only the clauses' names."""
+    found = _imported_after("import bpe_impls.pytest_plugin")
+    assert found & {*HEAVY, "regex", ENGINE, "bpe_impls.corpus", "bpe_impls.trainers", "bpe_impls.encoding"} == set()

@@ -25,7 +25,7 @@ from collections import Counter
 
 import pytest
 import regex
-from conftest import examples, require_compiled_core, require_fixture
+from conftest import examples, require_compiled_core, require_fixture, require_text
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -43,6 +43,7 @@ require_compiled_core()
 
 core = compiled.core()
 EOT = "<|endoftext|>"
+# Read with require_text: kjv.txt's bundled sample stands in where the shared file is absent.
 FIXTURES = ["address.txt", "german.txt", "tinystories_sample.txt", "corpus.en", "kjv.txt"]
 
 # Text built from the pieces where the pattern's alternatives meet: spaces before each class,
@@ -82,7 +83,7 @@ def test_every_code_point_in_context_splits_as_the_regex_does():
 
 @pytest.mark.parametrize("name", FIXTURES)
 def test_pretokenize_real_text(name):
-    text = require_fixture(name).read_text(encoding="utf-8")
+    text = require_text(name).read_text(encoding="utf-8")
     assert core.pretokenize(text) == GPT2_REGEX.findall(text)
 
 
@@ -122,7 +123,7 @@ def test_counter_counts_as_the_regex_counter(text, specials):
 
 @pytest.mark.parametrize("name", FIXTURES)
 def test_counter_on_real_text(name):
-    data = require_fixture(name).read_bytes()
+    data = require_text(name).read_bytes()
     compiled, pure = pretoken_counter(compiled=True), RegexCounter()
     for counter in (compiled, pure):
         assert counter.add_utf8(data, [EOT.encode()])
@@ -509,7 +510,7 @@ def test_every_code_point_in_context_splits_as_the_regex_does_for_every_preset(n
 @pytest.mark.parametrize("name", NAMES)
 @pytest.mark.parametrize("fixture", FIXTURES)
 def test_scanner_on_real_text(name, fixture):
-    assert_scans_as_regex(name, require_fixture(fixture).read_text(encoding="utf-8"))
+    assert_scans_as_regex(name, require_text(fixture).read_text(encoding="utf-8"))
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -582,7 +583,7 @@ def test_counter_counts_as_the_regex_counter_for_every_preset(name, text, specia
 @pytest.mark.parametrize("name", NAMES)
 @pytest.mark.parametrize("fixture", FIXTURES)
 def test_counter_on_real_text_for_every_preset(name, fixture):
-    data = require_fixture(fixture).read_bytes()
+    data = require_text(fixture).read_bytes()
     pattern = PRESETS[name]
     fast, slow = pretoken_counter(compiled=True, pattern=pattern), RegexCounter(pattern)
     for counter in (fast, slow):

@@ -19,8 +19,9 @@ from pathlib import Path
 import pytest
 from conftest import load_gpt2
 
-from bpe_impls import IMPLEMENTATIONS, train_bpe
+from bpe_impls import IMPLEMENTATIONS, cli, train_bpe
 from bpe_impls.encoding.encoders import ENCODERS
+from bpe_impls.harness import fixtures
 from bpe_impls.harness.report import verification_section
 from bpe_impls.harness.verify import SearchSettings, verify_tokenizer, verify_trainer
 
@@ -171,17 +172,54 @@ def test_an_implementation_registered_by_entry_point(tmp_path):
 
 
 def test_the_pytest_plugin_runs_one_test_per_clause_and_fails_with_the_counterexample(tmp_path):
-    def pytest_run(*options: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "pytest", "--pyargs", "bpe_impls.verify", "-p", "no:cacheprovider",
-                               "--bpe-max-examples", "30", *options], capture_output=True, text=True, cwd=tmp_path,
-                              timeout=600)
+    """`pytest --pyargs bpe_impls.pytest_plugin` from a folder outside the repository: the module
+    installed as a pytest plugin is collected as the tests; `-p` names it where autoloading is off."""
+    def pytest_run(*options: str, env: dict | None = None) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "pytest", "--pyargs", "bpe_impls.pytest_plugin",
+                               "-p", "no:cacheprovider", "--bpe-max-examples", "30", *options],
+                              capture_output=True, text=True, cwd=tmp_path, timeout=600, env=env)
 
     good = pytest_run("--bpe-trainer", f"{REFERENCE}:run_train_bpe", "--bpe-tokenizer", f"{REFERENCE}:get_tokenizer")
     assert good.returncode == 0, good.stdout[-3000:]
     assert " 10 passed, 1 skipped" in good.stdout  # 5 trainer clauses + real text, 4 tokenizer; no encoder
-    bad = pytest_run("-p", "bpe_impls.verify", "--bpe-trainer", f"{TARGETS / 'broken_merge_right_to_left.py'}:run_train_bpe")
+    broken = f"{TARGETS / 'broken_merge_right_to_left.py'}:run_train_bpe"
+    bad = pytest_run("-p", "bpe_impls.pytest_plugin", "--bpe-trainer", broken)
     assert bad.returncode == 1
     assert "DIVERGED in clause 'greedy-left-to-right'" in bad.stdout and "corpus (3 bytes): 'aaa'" in bad.stdout
+    # Without plugin autoloading (no entry point is loaded), -p alone brings the options and the tests.
+    alone = pytest_run("-p", "bpe_impls.pytest_plugin", "--bpe-trainer", broken, "-k", "greedy",
+                       env={**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"})
+    assert alone.returncode == 1, alone.stdout[-3000:] + alone.stderr[-3000:]
+    assert "DIVERGED in clause 'greedy-left-to-right'" in alone.stdout and "1 failed" in alone.stdout
+
+
+def test_without_the_shared_fixtures_the_real_text_is_the_bundled_sample(tmp_path):
+    """A fresh clone or an installed package has no ../shared/fixtures: the real-text stage runs on
+    the copy bundled with the package, and says so."""
+    empty = tmp_path / "no-fixtures"
+    empty.mkdir()
+    out = tmp_path / "verdict.json"
+    done = verify("--trainer", f"{REFERENCE}:run_train_bpe", "--max-examples", "10", "--json", str(out),
+                  env={**os.environ, "BPE_FIXTURES": str(empty)})
+    assert done.returncode == 0, done.stdout + done.stderr
+    checked = json.loads(out.read_text())["checked"]
+    assert checked["real_text_cases"] > 0 and checked["real_text_skipped"] == []
+    assert checked["real_corpora"] == ["tinystories_sample.txt (bundled copy) at vocab 500"]
+    assert "real corpora: tinystories_sample.txt (bundled copy) at vocab 500" in done.stdout
+
+
+def test_with_no_real_text_at_all_the_output_says_it_was_skipped(monkeypatch, capsys, tmp_path):
+    """Neither the shared fixtures nor the bundled samples (a package built without them)."""
+    monkeypatch.setenv("BPE_FIXTURES", str(tmp_path))
+    monkeypatch.setattr(fixtures, "bundled_dir", lambda: None)
+    out = tmp_path / "verdict.json"
+    assert cli.main(["verify", "--trainer", f"{REFERENCE}:run_train_bpe", "--max-examples", "5", "--quiet",
+                     "--json", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert (f"real text: skipped: tinystories_sample.txt is not in the shared fixtures ({tmp_path}; env BPE_FIXTURES)"
+            ", and the bundled samples (bpe_impls._fixtures, fixtures/) are not installed") in printed
+    checked = json.loads(out.read_text())["checked"]
+    assert checked["real_text_cases"] == 0 and checked["real_text_skipped"][0].startswith("real text: skipped: ")
 
 
 def load_target(path: Path):

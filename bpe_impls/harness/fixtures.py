@@ -1,7 +1,18 @@
-"""Finding the shared real-text fixtures (corpus.en, kjv.txt, ...) and GPT-2's vocab files.
+"""Finding real text: the shared fixtures (corpus.en, kjv.txt, udhr.txt, ...), the small samples
+bundled with the package, and GPT-2's vocab files.
 
-The fixtures live beside the checkout in ../shared/fixtures and are never copied into the repo.
-Tests and benchmarks find them only through `fixture_path`, which honours env BPE_FIXTURES.
+Two places hold real text:
+
+- the shared fixtures, beside the checkout in ../shared/fixtures (env BPE_FIXTURES elsewhere):
+  the large files (kjv.txt 4 MB, udhr.txt 7.6 MB) and the CS336 test fixtures. `fixture_path`
+  finds only these: a test or benchmark that needs the large files asks for them by name.
+- the bundled samples, in the repository's top-level fixtures/ (see its SOURCES.md), installed
+  with the package as the data-only package `bpe_impls._fixtures`: the CS336 fixtures themselves
+  (byte-identical copies) and whole documents cut from kjv.txt and udhr.txt (kjv_sample.txt,
+  udhr_sample.txt). They travel: a fresh clone and an installed package have them.
+
+`real_text(name)` is for code that needs some real text of a kind rather than one exact file: it
+returns the shared file when present, else the bundled copy or sample, and says which it is.
 """
 
 from __future__ import annotations
@@ -9,6 +20,7 @@ from __future__ import annotations
 import gzip
 import importlib.util
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..base.errors import ConfigError
@@ -31,9 +43,77 @@ def fixtures_dir() -> Path:
 
 
 def fixture_path(name: str) -> Path | None:
-    """The path of a shared fixture file, or None if it is absent."""
+    """The path of a shared fixture file, or None if it is absent (never a bundled sample)."""
     path = fixtures_dir() / name
     return path if path.is_file() else None
+
+
+# Shared fixture -> the bundled file that stands in for it: the same bytes for the CS336 fixtures,
+# whole documents of the large files for the others.
+BUNDLED = {
+    "corpus.en": "corpus.en",
+    "tinystories_sample.txt": "tinystories_sample.txt",
+    "address.txt": "address.txt",
+    "german.txt": "german.txt",
+    "kjv.txt": "kjv_sample.txt",
+    "udhr.txt": "udhr_sample.txt",
+}
+BUNDLED_PACKAGE = "bpe_impls._fixtures"
+_PACKAGE = Path(__file__).resolve().parents[1]
+
+
+def bundled_dir() -> Path | None:
+    """The folder of the bundled samples: bpe_impls/_fixtures in an installed package (the wheel's
+    copy of fixtures/), else the checkout's fixtures/ (a source tree, or an editable install, which
+    runs the checkout's code); None if neither has them."""
+    for folder in (_PACKAGE / "_fixtures", _CHECKOUT / "fixtures"):
+        if (folder / "SOURCES.md").is_file():
+            return folder
+    return None
+
+
+@dataclass(frozen=True)
+class RealText:
+    """A real-text file and where it came from."""
+
+    name: str  # the shared fixture it stands for: "kjv.txt"
+    path: Path
+    bundled: bool  # True: the copy or sample bundled with the package, not the shared file
+
+    @property
+    def sample(self) -> bool:
+        """True when the text is part of the shared file only (kjv_sample.txt for kjv.txt); a bundled
+        copy of a small fixture is the whole file."""
+        return self.path.name != self.name
+
+    def describe(self) -> str:
+        """What a report says it ran on: "kjv.txt (shared fixture)", "corpus.en (bundled copy)",
+        "kjv_sample.txt (bundled sample of kjv.txt)"."""
+        if not self.bundled:
+            return f"{self.name} (shared fixture)"
+        return f"{self.path.name} (bundled sample of {self.name})" if self.sample else f"{self.name} (bundled copy)"
+
+
+def real_text(name: str, *, bundled: bool = True) -> RealText | None:
+    """The shared fixture `name` if present, else (with `bundled`) the file bundled with the package
+    for it (BUNDLED: a byte-identical copy, or a sample of whole documents); None if neither is here."""
+    path = fixture_path(name)
+    if path is not None:
+        return RealText(name, path, bundled=False)
+    folder = bundled_dir() if bundled and name in BUNDLED else None
+    if folder is not None and (folder / BUNDLED[name]).is_file():
+        return RealText(name, folder / BUNDLED[name], bundled=True)
+    return None
+
+
+def missing_text(name: str) -> str:
+    """Why real_text(name) found nothing, for a skip reason or a report."""
+    where = f"not in the shared fixtures ({fixtures_dir()}; env {FIXTURES_ENV})"
+    if name not in BUNDLED:
+        return f"{name} is {where}, and no sample of it is bundled"
+    if bundled_dir() is None:
+        return f"{name} is {where}, and the bundled samples ({BUNDLED_PACKAGE}, fixtures/) are not installed"
+    return f"{name} is {where}, and the bundled {BUNDLED[name]} is missing"
 
 
 def gpt2_files() -> tuple[Path, Path] | None:

@@ -151,7 +151,9 @@ def verification_section(verdicts: Sequence[dict[str, Any]]) -> str:
         shown = "-" if example is None else repr(example.get("corpus", example.get("text")))
         rows.append([
             ", ".join(f"{role} {ref}" for role, ref in checked["implementations"].items()),
-            len(checked["clauses"]), checked["generated_cases"], ", ".join(checked["real_corpora"]) or "-",
+            len(checked["clauses"]), checked["generated_cases"],
+            # (verdicts written before real_text_skipped existed have no such key)
+            ", ".join(checked["real_corpora"]) or "; ".join(checked.get("real_text_skipped", [])) or "-",
             "passed" if verdict["status"] == "passed" else "NO",
             shown, "-" if example is None else example["first_difference"],
         ])

@@ -45,7 +45,7 @@ from ..trainers import DEFAULT_IMPL, IMPLEMENTATIONS, train_bpe
 from ..trainers.common import MergeStats
 from . import peers as peer_adapters
 from .compare import NAIVE_SECONDS_PER_BYTE_MERGE
-from .fixtures import fixture_path
+from .fixtures import missing_text, real_text
 from .machine import describe_machine
 from .measure import Measured, measure_in_child, measure_tree
 
@@ -423,10 +423,14 @@ def run_scaling(
     progress: bool = False,
     log: Callable[[str], None] = lambda message: None,
 ) -> ScalingReport:
-    """Every curve `bpe scaling` measures, fitted; `real` defaults to kjv.txt where it is found."""
+    """Every curve `bpe scaling` measures, fitted; `real` defaults to kjv.txt where it is found (a
+    quick run, whose real corpora are capped at 0.1 MB, takes its bundled sample where it is not)."""
     start = time.perf_counter()
     if real is None:
-        real = [p for p in [fixture_path("kjv.txt")] if p is not None]
+        text = real_text("kjv.txt", bundled=sizes.real_cap_mb is not None and sizes.real_cap_mb <= 0.1)
+        real = [] if text is None else [text.path]
+        if text is None:
+            log(f"real text: skipped: {missing_text('kjv.txt')}")
     # Children fork from a server that has imported this module once, instead of each importing it.
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload([__name__])

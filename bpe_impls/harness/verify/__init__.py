@@ -6,7 +6,7 @@ contract, with every divergence shrunk to a minimal counterexample.
     print(result.status, result.divergence and result.divergence.describe())
 
 The implementation runs in a process of its own (refs.Isolated); Hypothesis searches each clause
-of the contract (engine.TRAINER_CLAUSES, engine.TOKENIZER_CLAUSES) for an input on which it and the
+of the contract (clauses.TRAINER_CLAUSES, clauses.TOKENIZER_CLAUSES) for an input on which it and the
 reference disagree, and shrinks it. This project's own trainers and encoders are references too
 (`builtin:NAME`, `builtin:tokenizer`), checked by the same code.
 """
@@ -17,20 +17,19 @@ from typing import TYPE_CHECKING
 
 from ...base.lazy import lazy_names
 
-# Each name's module is imported on first use (PEP 562): PEER_NAMES (the `bpe` command's help)
-# does not import the engine and Hypothesis.
+# Each name's module is imported on first use (PEP 562): PEER_NAMES (the `bpe` command's help) and
+# the clauses (the pytest plugin, loaded in every pytest run) do not import the engine and Hypothesis.
 _LAZY = {
-    **dict.fromkeys(("TOKENIZER_CLAUSES", "TRAINER_CLAUSES", "ClauseResult", "Divergence", "SearchSettings",
-                     "Verification", "verification_summary", "verify_encoder", "verify_tokenizer",
-                     "verify_trainer"), ".engine"),
+    **dict.fromkeys(("ClauseResult", "Divergence", "SearchSettings", "Verification", "verification_summary",
+                     "verify_encoder", "verify_tokenizer", "verify_trainer"), ".engine"),
+    **dict.fromkeys(("TOKENIZER_CLAUSES", "TRAINER_CLAUSES"), ".clauses"),
     "PEER_NAMES": ".peer_encoders",
     **dict.fromkeys(("ENTRY_POINT_GROUP", "ImplementationError", "Isolated"), ".refs"),
 }
 
 if TYPE_CHECKING:
+    from .clauses import TOKENIZER_CLAUSES, TRAINER_CLAUSES
     from .engine import (
-        TOKENIZER_CLAUSES,
-        TRAINER_CLAUSES,
         ClauseResult,
         Divergence,
         SearchSettings,

@@ -6,7 +6,9 @@ shares: a trainer's whole (vocab, merges) against the `naive` trainer's (the exe
 tokenizer's ids against this project's Tokenizer over the same vocab. Hypothesis shrinks the
 failing input (the corpus or text to a few bytes, the vocab size towards 256 + the special
 tokens); then the vocab size is lowered further while the divergence stays. After the generated
-cases come the real fixtures, shrunk line by line if they diverge.
+cases comes real text, shrunk line by line if it diverges: the shared fixtures where present, else
+the samples bundled with the package (harness.fixtures.real_text); a run that has no real text
+says so ("real text: skipped: <why>"), it is never silently empty.
 """
 
 from __future__ import annotations
@@ -29,8 +31,9 @@ from ...base.errors import BpeError
 from ...corpus import count_pretokens
 from ...encoding import Tokenizer
 from ...trainers import DEFAULT_IMPL, train_bpe
-from ..fixtures import fixture_path
+from ..fixtures import missing_text, real_text
 from . import strategies as strat
+from .clauses import TOKENIZER_CLAUSES, TRAINER_CLAUSES
 from .refs import ImplementationError, Isolated
 
 Vocab = dict[int, bytes]
@@ -96,7 +99,8 @@ class Verification:
 
     implementations: dict[str, str] = field(default_factory=dict)  # role -> reference
     clauses: list[ClauseResult] = field(default_factory=list)
-    corpora: list[str] = field(default_factory=list)
+    corpora: list[str] = field(default_factory=list)  # the real texts checked, and whose they are
+    real_text_skipped: list[str] = field(default_factory=list)  # "real text: skipped: <why>"
 
     @property
     def divergence(self) -> Divergence | None:
@@ -117,6 +121,7 @@ class Verification:
                 "clauses": [{"name": c.name, "promise": c.promise, "cases": c.cases,
                              "passed": c.divergence is None} for c in self.clauses],
                 "real_corpora": self.corpora,
+                "real_text_skipped": self.real_text_skipped,
             },
             "counterexample": divergence.to_json() if divergence else None,
         }
@@ -304,28 +309,6 @@ def _encode_case(draw: st.DrawFn, kind: str) -> EncodeCase:
     return EncodeCase(text, specials, vocab, merges, chunks)
 
 
-TRAINER_CLAUSES: dict[str, str] = {
-    "tie-break": "each merge takes the most frequent pair; ties go to the lexicographically greatest "
-                 "(bytes_left, bytes_right), not to ids",
-    "greedy-left-to-right": "merging within a word is greedy left to right (aaaaa -> aa aa a), and an "
-                            "overlapping pair is counted at each position",
-    "special-tokens": "the text is split on special tokens first, longest first; no pair crosses one and "
-                      "they never take part in merges",
-    "pre-tokenization": "each piece is pre-tokenized with GPT-2's pattern (whitespace, contractions, digits, "
-                        "multi-byte UTF-8)",
-    "stops-when-no-pair-is-left": "vocab ids: special tokens first, then the 256 bytes, then merges in order; "
-                                  "training stops at vocab_size or when no pair is left",
-}
-TOKENIZER_CLAUSES: dict[str, str] = {
-    "encode": "encode gives the reference's ids: special tokens matched longest first, each pre-token merged "
-              "by the best-ranked pair (leftmost on a tie)",
-    "special-tokens-longest-first": "special tokens that overlap, prefix each other or sit side by side are "
-                                    "matched longest first",
-    "decode": "decode of the ids gives the text back (when the tokenizer has decode)",
-    "encode_iterable": "encode_iterable over any chunking gives encode's ids (when the tokenizer has it)",
-}
-
-
 @dataclass
 class SearchSettings:
     max_examples: int = 100
@@ -456,14 +439,19 @@ def _quiet(check: Callable[..., Divergence | None], *args: Any) -> Divergence | 
         return None
 
 
+def _skipped(result: Verification, why: str) -> None:
+    result.real_text_skipped.append(f"real text: skipped: {why}")
+
+
 def _trainer_fixtures(trainer: Isolated, result: Verification) -> None:
     specials = ["<|endoftext|>"]
     for name, vocab_size in (("tinystories_sample.txt", 500),):
-        path = fixture_path(name)
-        if path is None:
+        text = real_text(name)
+        if text is None:
+            _skipped(result, missing_text(name))
             continue
-        corpus = path.read_text(encoding="utf-8")
-        result.corpora.append(f"{name} at vocab {vocab_size}")
+        corpus = text.path.read_text(encoding="utf-8")
+        result.corpora.append(f"{text.describe()} at vocab {vocab_size}")
         clause = ClauseResult(f"real text: {name}", "the whole contract on real text", real_text=True)
         result.clauses.append(clause)
         clause.cases = 1
@@ -543,11 +531,12 @@ def verify_encoder(ref: str, vocab_path: str, options: SearchSettings, call_time
 
 def _encoder_fixtures(check: Callable[[str], Divergence | None], result: Verification) -> None:
     for name in ("tinystories_sample.txt", "german.txt", "kjv.txt"):
-        path = fixture_path(name)
-        if path is None:
+        text = real_text(name)
+        if text is None:
+            _skipped(result, missing_text(name))
             continue
-        lines = path.read_text(encoding="utf-8").splitlines(keepends=True)[:2000]
-        result.corpora.append(f"{name} (first {len(lines)} lines)")
+        lines = text.path.read_text(encoding="utf-8").splitlines(keepends=True)[:2000]
+        result.corpora.append(f"{text.describe()} (first {len(lines)} lines)")
         clause = ClauseResult(f"real text: {name}", "encode gives the reference's ids on real text", real_text=True)
         result.clauses.append(clause)
         for line in lines:
