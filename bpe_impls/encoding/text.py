@@ -1,5 +1,6 @@
-"""What the encode and decode methods take, checked: text as str or UTF-8 bytes, ids as ints, and
-special tokens that may not appear. Each fault is an error naming where it is."""
+"""What the encode and decode methods take, checked: text as str or UTF-8 bytes (whole, or as a
+stream of chunks), ids as ints, and special tokens that may not appear. Each fault is an error
+naming where it is."""
 
 from __future__ import annotations
 
@@ -121,3 +122,34 @@ def _special_regex(tokens: tuple[str, ...] | tuple[bytes, ...]) -> regex.Pattern
     ordered = sorted(tokens, key=len, reverse=True)
     separator = b"|" if isinstance(ordered[0], bytes) else "|"
     return regex.compile(separator.join(regex.escape(token) for token in ordered))  # type: ignore[arg-type]
+
+
+def chunk_kind(chunk: object, kind: type | None) -> type:
+    """The kind of an encode_iterable stream (str or bytes) after `chunk`, the first chunk's."""
+    if not isinstance(chunk, (str, bytes)):
+        raise TypeError(f"expected str or bytes chunks, got {type(chunk).__name__}")
+    found = str if isinstance(chunk, str) else bytes
+    if kind is not None and found is not kind:
+        raise TypeError(f"a {found.__name__} chunk in a stream of {kind.__name__} chunks: give one kind")
+    return found
+
+
+def complete_utf8(data: bytes) -> int:
+    """The length of `data`'s longest prefix that does not end inside a UTF-8 character."""
+    end = len(data)
+    for back in range(1, min(4, end) + 1):
+        byte = data[end - back]
+        if byte < 0x80:
+            return end
+        if byte >= 0xC0:  # the lead byte of the last character: does the character end here?
+            length = 2 if byte < 0xE0 else 3 if byte < 0xF0 else 4
+            return end if back >= length else end - back
+    return end  # (no lead byte: not UTF-8, which the encoder names)
+
+
+def name_invalid_utf8(buffer: bytes, offset: int) -> None:
+    """Raise the error naming where stream bytes are not UTF-8 (`buffer` starts at byte `offset`),
+    if they are not (the encoder says only that they are not)."""
+    error = invalid_utf8(buffer, offset=offset)
+    if error is not None:
+        raise error from None

@@ -22,7 +22,9 @@ from ..base.patterns import SplitPattern, resolve_pattern, validate_special_toke
 from . import batches
 from .encoders import ENCODERS, default_encoder
 from .tables import tables_for
-from .text import Text, as_ids, invalid_utf8, on_text, refuse_disallowed, surrogate_error, utf8_of
+from .text import (
+    Text, as_ids, chunk_kind, complete_utf8, name_invalid_utf8, on_text, refuse_disallowed, surrogate_error, utf8_of,
+)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -329,7 +331,7 @@ class Tokenizer:
         wanted = _ITERABLE_BATCH
         for chunk in iterable:
             if type(chunk) is not kind:  # the per-line loop is hot: no call for the common case
-                kind = _chunk_kind(chunk, kind)
+                kind = chunk_kind(chunk, kind)
             pending.append(chunk)
             pending_len += len(chunk)
             if pending_len < wanted:
@@ -340,11 +342,11 @@ class Tokenizer:
             pending.clear()
             pending_len = 0
             # Bytes may end inside a UTF-8 character: its start waits for the rest, in the carry.
-            whole = buffer if kind is str else buffer[:_complete_utf8(buffer)]
+            whole = buffer if kind is str else buffer[:complete_utf8(buffer)]
             try:
                 ids, cut = encode_utf8(whole, specials, special_ids, True)
             except ValueError:
-                _name_invalid_utf8(whole, taken - len(buffer))
+                name_invalid_utf8(whole, taken - len(buffer))
                 raise
             carry = buffer[cut:]
             wanted = max(len(carry), _ITERABLE_BATCH)
@@ -354,7 +356,7 @@ class Tokenizer:
         try:
             last = encode_utf8(buffer, specials, special_ids)
         except ValueError:
-            _name_invalid_utf8(buffer, taken + len(new) - len(buffer))
+            name_invalid_utf8(buffer, taken + len(new) - len(buffer))
             raise
         yield last
 
@@ -397,8 +399,7 @@ class Tokenizer:
         Args:
             text: a str, or its UTF-8 as bytes.
             dtype: the ids' dtype, as `id_dtype` takes it.
-            allowed_special: as in `encode`.
-            disallowed_special: as in `encode`.
+            allowed_special, disallowed_special: as in `encode`.
 
         Returns:
             The ids, of `id_dtype(dtype)`.
@@ -426,8 +427,7 @@ class Tokenizer:
         Args:
             texts: all str or all bytes.
             num_threads: None: every core available to this process; 1: this thread only.
-            allowed_special: as in `encode`.
-            disallowed_special: as in `encode`.
+            allowed_special, disallowed_special: as in `encode`.
 
         Returns:
             Each text's ids.
@@ -464,8 +464,7 @@ class Tokenizer:
             texts: all str or all bytes.
             num_threads: as in `encode_batch`.
             dtype: the ids' dtype, as `id_dtype` takes it.
-            allowed_special: as in `encode`.
-            disallowed_special: as in `encode`.
+            allowed_special, disallowed_special: as in `encode`.
 
         Returns:
             (ids, offsets): the texts' ids one after another in one 1-D array of `id_dtype(dtype)`,
@@ -582,34 +581,3 @@ class Tokenizer:
             'hello w'
         """
         return self.decode_bytes(ids).decode("utf-8", errors="replace")
-
-
-def _chunk_kind(chunk: object, kind: type | None) -> type:
-    """The kind of an encode_iterable stream (str or bytes) after `chunk`, the first chunk's."""
-    if not isinstance(chunk, (str, bytes)):
-        raise TypeError(f"expected str or bytes chunks, got {type(chunk).__name__}")
-    found = str if isinstance(chunk, str) else bytes
-    if kind is not None and found is not kind:
-        raise TypeError(f"a {found.__name__} chunk in a stream of {kind.__name__} chunks: give one kind")
-    return found
-
-
-def _complete_utf8(data: bytes) -> int:
-    """The length of `data`'s longest prefix that does not end inside a UTF-8 character."""
-    end = len(data)
-    for back in range(1, min(4, end) + 1):
-        byte = data[end - back]
-        if byte < 0x80:
-            return end
-        if byte >= 0xC0:  # the lead byte of the last character: does the character end here?
-            length = 2 if byte < 0xE0 else 3 if byte < 0xF0 else 4
-            return end if back >= length else end - back
-    return end  # (no lead byte: not UTF-8, which the encoder names)
-
-
-def _name_invalid_utf8(buffer: bytes, offset: int) -> None:
-    """Raise the error naming where stream bytes are not UTF-8 (`buffer` starts at byte `offset`),
-    if they are not (the encoder says only that they are not)."""
-    error = invalid_utf8(buffer, offset=offset)
-    if error is not None:
-        raise error from None
