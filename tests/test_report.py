@@ -23,6 +23,7 @@ pytest.importorskip("matplotlib", reason="the report's figures need matplotlib: 
 
 from bpe_impls import cli
 from bpe_impls.harness import compare, report, scaling  # noqa: E402
+from bpe_impls.trainers import IMPLEMENTATIONS  # noqa: E402
 
 EOT = "<|endoftext|>"
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -96,6 +97,22 @@ def test_report_holds_the_tables_figures_machine_and_commit(inputs, tmp_path, ca
             assert f"{fit.slope:.2f}" in source
     machine = scaling.load_json(scaling_json).machine
     assert machine["cpu"] in source and "commit" in source and ("+dirty" in source or len(machine["commit"]) >= 7)
+
+
+def test_report_stats_table_names_the_trainers_with_statistics(inputs, tmp_path):
+    compare_json, scaling_json = inputs
+    verdict = tmp_path / "verdict.json"  # given, so that the report does not run bpe verify itself
+    verdict.write_text(json.dumps({"status": "passed", "checked": {
+        "implementations": {"trainer": "builtin:native"}, "clauses": ["ties"], "generated_cases": 1,
+        "real_corpora": []}}), encoding="utf-8")
+    page = report.write_report(tmp_path / "out", compare_json=compare_json, scaling_json=scaling_json,
+                               verify_json=[verdict])
+    source = page.read_text(encoding="utf-8")
+    without = ", ".join(name for name in IMPLEMENTATIONS if not scaling.has_stats(name))
+    assert (f"<h3>Per-merge statistics of route_a, route_b, bucket (untimed instrumented runs; none for {without})"
+            "</h3>") in source
+    for counter in ("words_touched", "index_entries", "heap_pushes", "stale_discarded", "stale_words", "bucket_moves"):
+        assert f'<td class="text">{counter}</td>' in source
 
 
 def test_a_quick_report_says_it_is_a_smoke_run_and_greys_thin_fits(inputs, tmp_path):

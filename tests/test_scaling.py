@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import json
 import math
 import sys
+import threading
 
 import numpy as np
 import pytest
 
-from bpe_impls.corpus import count_texts
+from bpe_impls.corpus import count_pretokens, count_texts
 from bpe_impls import cli
 from bpe_impls.harness import scaling
-from bpe_impls.trainers import IMPLEMENTATIONS, count_buckets, inverted_index, linked_list, naive
-from bpe_impls.trainers.common import MergeStats
+from bpe_impls.base.errors import ConfigError
+from bpe_impls.trainers import IMPLEMENTATIONS, count_buckets, instrumented, inverted_index, linked_list, naive
+from bpe_impls.trainers.instrumented import MergeStats, train_with_stats
 from bpe_impls.trainers.naive import merge_word
 
 EOT = "<|endoftext|>"
@@ -100,33 +103,245 @@ def word_counts(request):
     return count_texts([text, "aaaaaaa the end", "mat mat matter"], [EOT])
 
 
-@pytest.mark.parametrize("module", [inverted_index, linked_list, count_buckets])
+INSTRUMENTED = [inverted_index, linked_list, count_buckets]
+
+
+@pytest.mark.parametrize("module", INSTRUMENTED)
 def test_stats_leave_the_result_unchanged(module, word_counts):
-    stats = MergeStats()
-    assert module.train(word_counts, 400, [EOT], stats=stats) == naive.train(word_counts, 400, [EOT])
-    merges = len(naive.train(word_counts, 400, [EOT])[1])
-    assert all(len(values) == merges for values in stats.per_merge.values())
+    vocab, merges, stats = train_with_stats(module.train, word_counts, 400, [EOT])
+    assert (vocab, merges) == naive.train(word_counts, 400, [EOT])
+    assert all(len(values) == len(merges) for values in stats.per_merge.values())
 
 
 def test_route_a_counts_exactly_the_words_holding_each_pair(word_counts):
-    stats = MergeStats()
-    _, merges = inverted_index.train(word_counts, 400, [EOT], stats=stats)
+    _, merges, stats = train_with_stats(inverted_index.train, word_counts, 400, [EOT])
     assert stats.per_merge["words_touched"] == _words_holding_each_merge(word_counts, merges)
 
 
 def test_bucket_visits_the_holding_words_plus_the_stale_ones(word_counts):
-    stats = MergeStats()
-    _, merges = count_buckets.train(word_counts, 400, [EOT], stats=stats)
+    _, merges, stats = train_with_stats(count_buckets.train, word_counts, 400, [EOT])
     live = [t - s for t, s in zip(stats.per_merge["words_touched"], stats.per_merge["stale_words"])]
     assert live == _words_holding_each_merge(word_counts, merges)
 
 
 def test_route_b_visits_at_least_every_holding_word(word_counts):
-    stats = MergeStats()
-    _, merges = linked_list.train(word_counts, 400, [EOT], stats=stats)
+    _, merges, stats = train_with_stats(linked_list.train, word_counts, 400, [EOT])
     holding = _words_holding_each_merge(word_counts, merges)
     assert all(entries >= words for entries, words in zip(stats.per_merge["index_entries"], holding))
     assert sum(stats.per_merge["heap_pushes"]) > 0
+
+
+# Per-merge statistics as the trainers counted them inline (their old `stats=MergeStats()` argument,
+# at commit 3849349), before the counting moved out of their loops into trainers/instrumented.py.
+# Counted on a fixed dict (no pre-tokenizer involved) at vocab 300 with one special token ...
+LITERAL_WORDS = {
+    b"aaaa": 5, b"aaaaaaa": 1, b"abab": 3, b"bbbb": 3, b" the": 9, b"the": 4, b" there": 3, b" then": 3,
+    b" theme": 2, b"hello": 2, b" mat": 4, b" matter": 2, b" cat": 3, b" sat": 3, b"a": 7, b".": 6,
+    b"baba": 2, b" abba": 2, b"ba": 3, b" bat": 2,
+}
+LITERAL_STATS = {
+    "route_a": {
+        "words_touched": [
+            6, 5, 2, 4, 5, 4, 1, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+            1, 1, 1
+        ],
+        "heap_pushes": [
+            5, 4, 2, 3, 6, 4, 1, 1, 2, 1, 1, 1, 1, 0, 1, 0, 0, 0, 0, 0, 2, 1, 1, 1, 1, 0, 1, 0, 1, 1, 0, 0, 0,
+            0, 1, 0
+        ],
+        "stale_discarded": [
+            0, 0, 1, 0, 1, 0, 0, 0, 0, 1, 3, 1, 3, 1, 0, 0, 1, 1, 0, 1, 3, 0, 1, 0, 0, 2, 4, 0, 0, 1, 1, 1, 2,
+            2, 1, 0
+        ],
+    },
+    "route_b": {
+        "index_entries": [
+            6, 5, 9, 4, 6, 5, 4, 3, 2, 2, 1, 1, 1, 1, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+            1, 1, 1
+        ],
+        "heap_pushes": [
+            5, 4, 2, 3, 6, 4, 1, 1, 2, 1, 1, 1, 1, 0, 1, 0, 0, 0, 0, 0, 2, 1, 1, 1, 1, 0, 1, 0, 1, 1, 0, 0, 0,
+            0, 1, 0
+        ],
+        "stale_discarded": [
+            0, 0, 1, 0, 1, 0, 0, 0, 0, 1, 3, 1, 3, 1, 0, 0, 1, 1, 0, 1, 3, 0, 1, 0, 0, 2, 4, 0, 0, 1, 1, 1, 2,
+            2, 1, 0
+        ],
+    },
+    "bucket": {
+        "words_touched": [
+            6, 5, 2, 4, 5, 5, 2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+            1, 1, 1
+        ],
+        "stale_words": [
+            0, 0, 0, 0, 0, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+            0, 0, 0
+        ],
+        "bucket_moves": [
+            11, 9, 3, 7, 11, 9, 2, 2, 5, 3, 3, 3, 3, 1, 3, 1, 1, 1, 1, 1, 5, 3, 3, 3, 3, 1, 3, 1, 3, 3, 1, 1, 1,
+            1, 3, 1
+        ],
+    },
+}
+# ... and on corpus.en's pre-tokens (4763 distinct, 27758 in all, with <|endoftext|> special) at
+# vocab 300, as `bpe scaling` counts them (`_stats_run`).
+CORPUS_EN_STATS = {
+    "route_a": {
+        "words_touched": [
+            190, 222, 163, 561, 17, 452, 79, 1, 448, 349, 330, 3, 134, 186, 239, 122, 335, 394, 150, 153, 150,
+            214, 309, 337, 10, 268, 283, 87, 293, 255, 153, 1, 184, 233, 233, 14, 126, 27, 176, 224, 77, 136, 18
+        ],
+        "heap_pushes": [
+            9, 16, 31, 66, 7, 70, 13, 0, 60, 20, 53, 1, 27, 54, 58, 13, 14, 77, 14, 14, 50, 55, 64, 64, 2, 16,
+            42, 16, 50, 72, 16, 0, 15, 59, 66, 6, 43, 13, 57, 18, 15, 19, 5
+        ],
+        "stale_discarded": [
+            0, 0, 0, 0, 0, 0, 1, 0, 0, 1, 0, 2, 0, 0, 1, 1, 0, 0, 0, 0, 0, 0, 0, 1, 1, 0, 0, 1, 0, 0, 1, 0, 0,
+            0, 1, 0, 0, 0, 0, 3, 0, 0, 0
+        ],
+    },
+    "route_b": {
+        "index_entries": [
+            190, 222, 164, 585, 17, 477, 79, 1, 545, 349, 340, 3, 165, 188, 280, 122, 335, 427, 150, 153, 159,
+            214, 393, 444, 10, 268, 285, 88, 349, 275, 153, 1, 184, 307, 291, 19, 129, 44, 176, 224, 101, 136,
+            18
+        ],
+        "heap_pushes": [
+            9, 16, 31, 50, 7, 54, 13, 0, 60, 20, 52, 1, 24, 51, 58, 13, 14, 47, 14, 14, 48, 55, 51, 54, 2, 16,
+            42, 16, 50, 69, 16, 0, 15, 59, 62, 6, 42, 13, 57, 18, 15, 19, 5
+        ],
+        "stale_discarded": [
+            0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+            0, 0, 0, 0, 0, 0, 0, 0, 0, 0
+        ],
+    },
+    "bucket": {
+        "words_touched": [
+            190, 222, 163, 561, 17, 452, 79, 1, 537, 349, 339, 3, 161, 186, 275, 122, 335, 411, 150, 153, 155,
+            214, 383, 434, 10, 268, 283, 88, 344, 273, 153, 1, 184, 305, 288, 19, 128, 44, 176, 224, 101, 136,
+            18
+        ],
+        "stale_words": [
+            0, 0, 0, 0, 0, 0, 0, 0, 89, 0, 9, 0, 27, 0, 36, 0, 0, 17, 0, 0, 5, 0, 74, 97, 0, 0, 0, 1, 51, 18, 0,
+            0, 0, 72, 55, 5, 2, 17, 0, 0, 24, 0, 0
+        ],
+        "bucket_moves": [
+            19, 33, 63, 99, 15, 108, 27, 1, 121, 41, 104, 3, 49, 101, 116, 27, 29, 94, 29, 29, 97, 110, 103,
+            108, 5, 33, 84, 33, 99, 138, 33, 1, 31, 118, 124, 13, 85, 27, 115, 37, 31, 39, 11
+        ],
+    },
+}
+TRAINER_OF = {"route_a": inverted_index.train, "route_b": linked_list.train, "bucket": count_buckets.train}
+
+
+@pytest.mark.parametrize("name", TRAINER_OF)
+def test_stats_are_those_the_loops_counted_inline_on_a_fixed_input(name):
+    vocab, merges, stats = train_with_stats(TRAINER_OF[name], LITERAL_WORDS, 300, [EOT])
+    assert (vocab, merges) == naive.train(LITERAL_WORDS, 300, [EOT])
+    assert stats.per_merge == LITERAL_STATS[name]
+    assert list(stats.per_merge) == list(LITERAL_STATS[name])  # the same counters in the same order
+
+
+@pytest.mark.parametrize("name", TRAINER_OF)
+def test_scaling_stats_are_those_the_loops_counted_inline_on_corpus_en(name, corpus_en):
+    counts = count_pretokens(corpus_en, scaling.SPECIALS, 1)
+    # If this fails, the pre-tokenizer changed, not the statistics: the values below need recounting.
+    assert (len(counts), sum(counts.values())) == (4763, 27758)
+    expected = MergeStats()
+    for values in zip(*CORPUS_EN_STATS[name].values()):
+        expected.add(**dict(zip(CORPUS_EN_STATS[name], values)))
+    assert scaling._stats_run(name, counts, 300) == expected.summary()
+    assert train_with_stats(TRAINER_OF[name], counts, 300, scaling.SPECIALS)[2].per_merge == CORPUS_EN_STATS[name]
+
+
+def test_which_trainers_have_statistics():
+    assert {name: scaling.has_stats(name) for name in IMPLEMENTATIONS} == {
+        name: name in {"route_a", "route_b", "bucket"} for name in IMPLEMENTATIONS}
+    for trainer in IMPLEMENTATIONS.values():  # the registry's shape: no trainer takes `stats` any more
+        assert list(inspect.signature(trainer).parameters) == ["word_counts", "vocab_size", "special_tokens",
+                                                               "progress"]
+    with pytest.raises(ConfigError, match="no per-merge statistics"):
+        train_with_stats(naive.train, LITERAL_WORDS, 300)
+
+
+def _functions(module):
+    """The module's callables by name, but for the progress bar, which the tests below stand in for."""
+    return {name: value for name, value in vars(module).items() if callable(value) and name != "merge_progress"}
+
+
+class _Bar:
+    """A stand-in for the trainers' progress bar: `on_update` runs inside the merge loop, once per merge."""
+
+    def __init__(self, on_update):
+        self.on_update = on_update
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def update(self):
+        self.on_update()
+
+
+@pytest.mark.parametrize("module", INSTRUMENTED)
+def test_no_wrapper_is_ever_installed_in_the_trainer_module(module, monkeypatch):
+    # Checked merge by merge from inside the loop, in a plain run and an instrumented one: the
+    # module's functions are the originals (the wrappers live in the run's own copy of the
+    # namespace); and so they are after an instrumented run that raised mid-loop.
+    originals = _functions(module)
+    seen = []
+    monkeypatch.setattr(module, "merge_progress", lambda total, enabled: _Bar(
+        lambda: seen.append(_functions(module) == originals)))
+    plain = module.train(LITERAL_WORDS, 300, [EOT])
+    assert train_with_stats(module.train, LITERAL_WORDS, 300, [EOT])[:2] == plain
+    assert len(seen) == 2 * len(plain[1]) and all(seen)
+
+    def fail_at_the_third_merge():
+        if len(seen) == 3:
+            raise RuntimeError("stopped mid-loop")
+        seen.append(True)
+
+    seen.clear()
+    monkeypatch.setattr(module, "merge_progress", lambda total, enabled: _Bar(fail_at_the_third_merge))
+    with pytest.raises(RuntimeError, match="stopped mid-loop"):
+        train_with_stats(module.train, LITERAL_WORDS, 300, [EOT])
+    assert _functions(module) == originals  # function equality is identity
+    monkeypatch.undo()
+    assert module.train(LITERAL_WORDS, 300, [EOT]) == plain
+
+
+@pytest.mark.parametrize("module", INSTRUMENTED)
+def test_instrumented_runs_in_threads_at_once_count_only_their_own_run(module, word_counts, monkeypatch):
+    # Three runs of one trainer in lock step, merge by merge (a barrier in the progress bar): two
+    # instrumented on different inputs and one plain. Each gets what it gets alone.
+    vocab = 280  # 23 merges: both inputs have more pairs than that
+    inputs = {"literal": LITERAL_WORDS, "words": word_counts}
+    alone = {key: train_with_stats(module.train, counts, vocab, [EOT]) for key, counts in inputs.items()}
+    assert all(len(result[1]) == vocab - 257 for result in alone.values())
+    barrier = threading.Barrier(3, timeout=30)
+    monkeypatch.setattr(module, "merge_progress", lambda total, enabled: _Bar(barrier.wait))
+    results, errors = {}, []
+
+    def run(key, job):
+        try:
+            results[key] = job()
+        except BaseException as exc:  # noqa: BLE001 -- reported below
+            errors.append(exc)
+            barrier.abort()
+
+    threads = [threading.Thread(target=run, args=(key, lambda counts=counts: train_with_stats(
+        module.train, counts, vocab, [EOT]))) for key, counts in inputs.items()]
+    threads.append(threading.Thread(target=run, args=("plain", lambda: module.train(LITERAL_WORDS, vocab, [EOT]))))
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    for key, (vocab_, merges, stats) in alone.items():
+        assert results[key][:2] == (vocab_, merges) and results[key][2].per_merge == stats.per_merge
+    assert results["plain"] == alone["literal"][:2]
 
 
 def test_summary_gives_mean_median_max_and_total():
@@ -184,6 +399,8 @@ def test_the_study_measures_every_trainer_and_encoder_and_fits_each_curve(tmp_pa
     for curve in report.curves:
         if curve.metric == "merge" and curve.kind == "corpus":
             assert bool(curve.points[0].extra.get("stats")) == (curve.name in {"route_a", "route_b", "bucket"})
+    assert "per-merge statistics of route_a, route_b, bucket (untimed instrumented runs; none for naive" in \
+        scaling.format_scaling(report)
 
 
 def test_cli_scaling_writes_json_that_loads_back(tmp_path, capsys):

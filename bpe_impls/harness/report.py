@@ -128,7 +128,7 @@ def scaling_section(report: scaling.ScalingReport) -> str:
                      f"MB<sup>{_fmt(slope)}</sup> (Heaps' law), which bounds the merge phase's growth.</p>")
     stats = scaling.stats_rows(report)
     if stats:
-        parts.append("<h3>Per-merge statistics of the Python trainers (untimed runs)</h3>")
+        parts.append(f"<h3>Per-merge statistics of {html.escape(scaling.stats_note(report))}</h3>")
         parts.append(_table(scaling.STATS_HEADER, stats, text_columns=(0, 1, 3)))
     for _, figure in plots.scaling_figures(report):
         parts.append(_figure(figure, "log-log; legend: fitted slope ± 95% interval"))

@@ -13,8 +13,8 @@ Studies (each point is one measurement in a fresh child process, best of up to 3
 Each curve's log-log slope is fitted by least squares with a 95% confidence interval (Student's t
 from scipy when it is installed, else the normal approximation, which is too narrow for few
 points: the table says which), and set beside the complexity the README states. The Python
-trainers also report per-merge statistics (words touched, heap pushes, stale entries) from a
-separate, untimed run with `stats=MergeStats()`.
+trainers that `trainers.instrumented` counts (route_a, route_b, bucket) also report per-merge
+statistics (words touched, heap pushes, stale entries) from a separate, untimed instrumented run.
 
 A point predicted to take more than the budget (from the curve's previous points, or for naive
 from its measured cost per byte and merge) is skipped with every larger one, and the table says so.
@@ -22,7 +22,6 @@ from its measured cost per byte and merge) is skipped with every larger one, and
 
 from __future__ import annotations
 
-import inspect
 import json
 import math
 import multiprocessing
@@ -41,8 +40,7 @@ from ..base.progress import progress_bar
 from ..corpus import count_pretokens
 from ..encoding import ENCODERS, Tokenizer
 from .generators.tinystories import SEPARATOR, default_corpus
-from ..trainers import DEFAULT_IMPL, IMPLEMENTATIONS, train_bpe
-from ..trainers.common import MergeStats
+from ..trainers import DEFAULT_IMPL, IMPLEMENTATIONS, instrumented, train_bpe
 from . import peers as peer_adapters
 from .compare import NAIVE_SECONDS_PER_BYTE_MERGE
 from .fixtures import missing_text, real_text
@@ -252,9 +250,7 @@ def _merge_run(name: str, counts, vocab_size: int) -> int:
 
 
 def _stats_run(name: str, counts, vocab_size: int) -> dict[str, dict[str, float]]:
-    stats = MergeStats()
-    IMPLEMENTATIONS[name](counts, vocab_size, SPECIALS, stats=stats)
-    return stats.summary()
+    return instrumented.train_with_stats(IMPLEMENTATIONS[name], counts, vocab_size, SPECIALS)[2].summary()
 
 
 def _train_run(name: str, path: str, vocab_size: int, workers: int | None) -> int:
@@ -281,11 +277,8 @@ def _encode_timed(name: str, vocab, merges, text: str, cache_size: int) -> tuple
 
 
 def has_stats(name: str) -> bool:
-    """Whether a registered trainer can count per-merge statistics (a `stats` keyword)."""
-    try:
-        return "stats" in inspect.signature(IMPLEMENTATIONS[name]).parameters
-    except (TypeError, ValueError):  # a compiled function without a signature
-        return False
+    """Whether a registered trainer has per-merge statistics (`trainers.instrumented` counts them)."""
+    return instrumented.has_stats(IMPLEMENTATIONS[name])
 
 
 # --- the study ----------------------------------------------------------------------------------
@@ -552,6 +545,14 @@ def stats_rows(report: ScalingReport) -> list[list[str]]:
     return rows
 
 
+def stats_note(report: ScalingReport) -> str:
+    """Which trainers the statistics table covers, and which trainers measured it does not."""
+    measured = dict.fromkeys(c.name for c in report.curves if c.metric == "merge")
+    counted = dict.fromkeys(c.name for c in report.curves if any(p.extra.get("stats") for p in c.points))
+    without = [name for name in measured if name not in counted]
+    return f"{', '.join(counted)} (untimed instrumented runs{'; none for ' + ', '.join(without) if without else ''})"
+
+
 def _text_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     widths = [max(len(str(row[i])) for row in [header, *rows]) for i in range(len(header))]
     return "\n".join("  ".join(str(cell).ljust(width) for cell, width in zip(row, widths)).rstrip()
@@ -569,7 +570,7 @@ def format_scaling(report: ScalingReport) -> str:
         out.append(f"{study}: distinct pre-token bytes grow as corpus MB^{_cell(slope)} (Heaps' law)")
     stats = stats_rows(report)
     if stats:
-        out += ["", "per-merge statistics of the Python trainers (untimed runs with stats=MergeStats())"]
+        out += ["", f"per-merge statistics of {stats_note(report)}"]
         out.append(_text_table(STATS_HEADER, stats))
     out += ["", f"{report.seconds:.0f} s on {report.machine.get('cpu')}, {report.machine.get('cores')} cores "
             "(a shared machine makes single points noisy; the fit uses all of them)"]

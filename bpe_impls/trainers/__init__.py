@@ -2,9 +2,10 @@
 
 One module per trainer (naive, inverted_index = "route_a", linked_list = "route_b",
 count_buckets = "bucket", native = the C merge loop), the registry that names them, what they
-share (common: tie-break, token table, vocab layout, argument checks, per-merge stats), and the
-pipeline from text to a tokenizer (train: `train_bpe` from corpus files, `train_bpe_from_iterator`
-from an iterable of documents), which counts with the corpus layer below.
+share (common: tie-break, token table, vocab layout, argument checks), the per-merge statistics
+`bpe scaling` reports (instrumented: counted around the Python merge loops, not inside them), and
+the pipeline from text to a tokenizer (train: `train_bpe` from corpus files,
+`train_bpe_from_iterator` from an iterable of documents), which counts with the corpus layer below.
 """
 
 from .common import Merges, Trainer, Vocab, WordCounts

@@ -1,5 +1,5 @@
-"""What every trainer shares: the tie-break rule, the token table, the vocab layout, argument checks,
-per-merge stats and the progress bar.
+"""What every trainer shares: the tie-break rule, the token table, the vocab layout, argument checks
+and the progress bar.
 
 Trainers differ only in their merge loop. Each takes the same word counts (pre-token bytes ->
 count), chooses merges by `merge_priority`, names tokens through a `TokenTable`, and hands its
@@ -156,33 +156,6 @@ def build_vocab(special_tokens: Sequence[str], merges: Merges) -> Vocab:
     tokens += [bytes([b]) for b in range(256)]
     tokens += [left + right for left, right in merges]
     return dict(enumerate(tokens))
-
-
-class MergeStats:
-    """Per-merge counters a Python trainer records when handed one (`stats=`), for `bpe scaling`.
-
-    Trainers fill it between merges from quantities they hold anyway (lengths before and after a
-    step), never inside their inner loops, so a run without it (`stats=None`) costs nothing extra.
-    `per_merge[name][i]` is counter `name` for merge i.
-    """
-
-    __slots__ = ("per_merge",)
-
-    def __init__(self) -> None:
-        self.per_merge: dict[str, list[int]] = {}
-
-    def add(self, **counters: int) -> None:
-        for name, value in counters.items():
-            self.per_merge.setdefault(name, []).append(value)
-
-    def summary(self) -> dict[str, dict[str, float]]:
-        """Each counter's mean, median, maximum and total over the merges."""
-        out = {}
-        for name, values in self.per_merge.items():
-            ordered = sorted(values)
-            out[name] = {"mean": sum(values) / len(values), "median": ordered[len(ordered) // 2],
-                         "max": ordered[-1], "total": sum(values)}
-        return out
 
 
 def merge_progress(total: int, enabled: bool) -> tqdm:

@@ -25,7 +25,7 @@ from bisect import insort
 from collections.abc import Callable, Sequence
 from itertools import pairwise
 
-from .common import Merges, MergeStats, TokenTable, Vocab, WordCounts
+from .common import Merges, TokenTable, Vocab, WordCounts
 from .common import build_vocab, checked_budget, merge_priority, merge_progress, pair_key_bits
 
 
@@ -193,21 +193,10 @@ def _next_top(buckets: dict[int, set[int]], top: int) -> int:
     return max(buckets)  # a gap wider than the number of buckets (huge or sparse counts)
 
 
-def _holds(tokens: list[int], a: int, b: int) -> bool:
-    """Whether `a` is followed by `b` somewhere in tokens (for MergeStats only)."""
-    return any(left == a and right == b for left, right in pairwise(tokens))
-
-
 def train(
-    word_counts: WordCounts, vocab_size: int, special_tokens: Sequence[str] = (), *, progress: bool = False,
-    stats: MergeStats | None = None,
+    word_counts: WordCounts, vocab_size: int, special_tokens: Sequence[str] = (), *, progress: bool = False
 ) -> tuple[Vocab, Merges]:
-    """Train byte-level BPE on pre-token counts; returns exactly what `naive.train` returns.
-
-    `stats`, if given, records per merge: words_touched (word ids visited from the index),
-    stale_words (those no longer holding the pair: an extra scan, made only when counting), and
-    bucket_moves (pairs whose count changed).
-    """
+    """Train byte-level BPE on pre-token counts; returns exactly what `naive.train` returns."""
     num_merges = checked_budget(word_counts, vocab_size, special_tokens)
     key_shift = pair_key_bits(word_counts, num_merges)
     key_mask = (1 << key_shift) - 1
@@ -241,12 +230,7 @@ def train(
             merges.append((token_bytes[a], token_bytes[b]))
             new = tokens.merge(a, b)
             word_ids = index.pop(key)
-            if stats is not None:
-                stale = sum(1 for wid in word_ids if not _holds(words[wid].tokens, a, b))
             delta = _merge_in_words(words, word_ids, a, b, new, index, key_shift)
-            if stats is not None:
-                stats.add(words_touched=len(word_ids), stale_words=stale,
-                          bucket_moves=sum(1 for change in delta.values() if change))
             top = _apply_deltas(delta, tallies, buckets, index, top, order, order_count, priority)
             bar.update()
     return build_vocab(special_tokens, merges), merges

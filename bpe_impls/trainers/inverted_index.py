@@ -14,6 +14,9 @@ Data structures:
 
 One merge of pair p costs O(sum of lengths of the words holding p) dict updates, plus
 O(log heap) per pair whose count rose (one push each per merge) and per stale entry popped.
+
+The loop calls its steps by name (`pop_best`, `_apply_merge`): `instrumented.py` counts per-merge
+statistics for `bpe scaling` by running this same code with those names wrapped.
 """
 
 from __future__ import annotations
@@ -21,21 +24,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from heapq import heapify, heappush
 
-from .common import Descending, Merges, MergeStats, TokenTable, Vocab, WordCounts
+from .common import Descending, Merges, TokenTable, Vocab, WordCounts
 from .common import build_vocab, checked_budget, merge_progress, pop_best
 
 Pair = tuple[int, int]
 
 
 def train(
-    word_counts: WordCounts, vocab_size: int, special_tokens: Sequence[str] = (), *, progress: bool = False,
-    stats: MergeStats | None = None,
+    word_counts: WordCounts, vocab_size: int, special_tokens: Sequence[str] = (), *, progress: bool = False
 ) -> tuple[Vocab, Merges]:
-    """Train byte-level BPE on pre-token counts; returns exactly what `naive.train` returns.
-
-    `stats`, if given, records per merge: words_touched (words rewritten), heap_pushes, and
-    stale_discarded (heap entries popped and dropped as out of date before the best one).
-    """
+    """Train byte-level BPE on pre-token counts; returns exactly what `naive.train` returns."""
     num_merges = checked_budget(word_counts, vocab_size, special_tokens)
 
     tokens = TokenTable()
@@ -77,22 +75,16 @@ def train(
     # Mirrors route_b's loop (linked_list.train) on purpose: each route reads whole, on its own keys.
     with merge_progress(num_merges, progress) as bar:
         while len(merges) < num_merges:
-            heap_before = len(heap)
             best = pop_best(heap, pair_counts)
             if best is None:
                 break  # every word is a single token: nothing left to merge
             left, right = best
             merges.append((token_bytes[left], token_bytes[right]))
             new = tokens.merge(left, right)
-            if stats is not None:  # once per merge, outside the loops below
-                discarded, touched, heap_before = heap_before - len(heap) - 1, len(index[best]), len(heap)
-
             risen = _apply_merge(best, new, words, counts, pair_counts, index)
             for pair in risen:
                 if pair in pair_counts:  # it may have been added in one word and removed in a later one
                     heappush(heap, entry(pair))
-            if stats is not None:
-                stats.add(words_touched=touched, heap_pushes=len(heap) - heap_before, stale_discarded=discarded)
             bar.update()
     return build_vocab(special_tokens, merges), merges
 

@@ -16,6 +16,9 @@ One merge of (a, b) costs O(len(index[a, b])) node and dict updates -- each entr
 stale; a run of a's is walked once more for a == b -- plus O(log heap) per pair whose count grew,
 and O(log heap) per stale entry popped later. Every node is indexed at most once per pair it forms,
 so the index work over the whole run is bounded by the initial pairs plus two per merged occurrence.
+
+The loop calls its steps by name (`pop_best`, `_merge_pair`): `instrumented.py` counts per-merge
+statistics for `bpe scaling` by running this same code with those names wrapped.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Sequence
 
-from .common import Descending, Merges, MergeStats, TokenTable, Vocab, WordCounts
+from .common import Descending, Merges, TokenTable, Vocab, WordCounts
 from .common import build_vocab, checked_budget, merge_progress, pair_key_bits, pop_best
 
 _DEAD = -1  # the value of a node merged into its left neighbour: no pair test can match it
@@ -165,15 +168,9 @@ def _merge_pair(
 
 
 def train(
-    word_counts: WordCounts, vocab_size: int, special_tokens: Sequence[str] = (), *, progress: bool = False,
-    stats: MergeStats | None = None,
+    word_counts: WordCounts, vocab_size: int, special_tokens: Sequence[str] = (), *, progress: bool = False
 ) -> tuple[Vocab, Merges]:
-    """Train byte-level BPE on pre-token counts; returns exactly what `naive.train` returns.
-
-    `stats`, if given, records per merge: index_entries (occurrence-index entries visited, stale
-    ones included), heap_pushes, and stale_discarded (heap entries popped and dropped as out of
-    date before the best one).
-    """
+    """Train byte-level BPE on pre-token counts; returns exactly what `naive.train` returns."""
     num_merges = checked_budget(word_counts, vocab_size, special_tokens)
     shift = pair_key_bits(word_counts, num_merges)
     mask = (1 << shift) - 1
@@ -190,20 +187,15 @@ def train(
     # Mirrors route_a's loop (inverted_index.train) on purpose: each route reads whole, on its own keys.
     with merge_progress(num_merges, progress) as bar:
         while len(merges) < num_merges:
-            heap_before = len(heap)
             key = pop_best(heap, counts)
             if key is None:
                 break  # every word is a single token: nothing left to merge
             a, b = key >> shift, key & mask
             merges.append((token_bytes[a], token_bytes[b]))
             new = tokens.merge(a, b)
-            if stats is not None:  # once per merge, outside the loops below
-                discarded, visited, heap_before = heap_before - len(heap) - 1, len(index[key]), len(heap)
             for grown in _merge_pair(a, b, new, shift, counts, index):
                 count = counts[grown]
                 if count > 0:
                     heapq.heappush(heap, entry(grown, count))
-            if stats is not None:
-                stats.add(index_entries=visited, heap_pushes=len(heap) - heap_before, stale_discarded=discarded)
             bar.update()
     return build_vocab(special_tokens, merges), merges
