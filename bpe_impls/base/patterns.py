@@ -170,7 +170,8 @@ def empty_match(pattern: str, text: str, position: int) -> ConfigError:
 
 
 def validate_special_tokens(special_tokens: Iterable[str] | None) -> tuple[str, ...]:
-    """Return the special tokens as a tuple, rejecting empty, duplicate or non-string ones."""
+    """Return the special tokens as a tuple, rejecting empty, duplicate or non-string ones, and
+    those UTF-8 cannot encode (a lone surrogate)."""
     if special_tokens is None:
         return ()
     if isinstance(special_tokens, (str, bytes)):
@@ -182,6 +183,16 @@ def validate_special_tokens(special_tokens: Iterable[str] | None) -> tuple[str, 
             raise ConfigError(f"special token #{index} is {type(token).__name__} {token!r}, not str")
         if not token:
             raise ConfigError(f"special token #{index} is empty")
+        try:
+            token.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            # A token is matched and stored as UTF-8. Python's argv holds a byte that is not UTF-8
+            # as a lone surrogate (surrogateescape: $'\xff' arrives as '\udcff').
+            raise ConfigError(
+                f"special token #{index} {token!r} is not valid Unicode text (lone surrogate "
+                f"U+{ord(token[exc.start]):04X}): a special token must be text UTF-8 can encode; a "
+                "command-line argument arrives so when its bytes are not UTF-8"
+            ) from None
         if token in seen:
             raise ConfigError(f"special token {token!r} is given twice")
         seen.add(token)
