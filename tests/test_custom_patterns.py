@@ -65,10 +65,10 @@ def probes(code_points, template: str = TEMPLATE, block: int = 512) -> list[str]
             for i in range(0, len(code_points), block)]
 
 
-def our_split(name: str, text: str) -> list[str]:
-    """Our pre-tokens: the regex path (a preset's PinnedRegex, a custom pattern's translation),
-    checked against the C scanner where a preset has one."""
-    pattern = resolve_pattern(PATTERNS.get(name, EXTRA_PATTERNS.get(name)))
+def our_split(given: str, text: str) -> list[str]:
+    """Our pre-tokens under a preset's name or a regex: the regex path (a preset's PinnedRegex, a
+    custom pattern's translation), checked against the C scanner where a preset has one."""
+    pattern = resolve_pattern(given)
     pieces = list(iter_pretokens(text, pattern))
     if compiled.scanner_name(pattern) is not None and compiled.AVAILABLE:
         assert [p.decode() for p in compiled.core().pretokenize(text.encode(), pattern.name)] == pieces
@@ -85,10 +85,10 @@ def exact_oracle(pat_str: str, splits: list[list[str]]) -> tuple[object, dict[by
     return tiktoken.Encoding("exact", pat_str=pat_str, mergeable_ranks=ranks, special_tokens={}), ranks
 
 
-def splits_unlike_tiktoken(name: str, texts: list[str]) -> list[str]:
+def splits_unlike_tiktoken(given: str, texts: list[str]) -> list[str]:
     """The probes (one line each) whose pre-tokens differ from tiktoken's, with both splits."""
-    pat_str = resolve_pattern(PATTERNS.get(name, EXTRA_PATTERNS.get(name))).regex
-    splits = [our_split(name, text) for text in texts]
+    pat_str = resolve_pattern(given).regex
+    splits = [our_split(given, text) for text in texts]
     oracle, ranks = exact_oracle(pat_str, splits)
     bad = [text for text, pieces, ids in zip(texts, splits, oracle.encode_ordinary_batch(texts, num_threads=2))
            if ids != [ranks[piece.encode()] for piece in pieces]]
@@ -96,7 +96,7 @@ def splits_unlike_tiktoken(name: str, texts: list[str]) -> list[str]:
         return []
     # Narrow down to the probes: each one alone, with its own oracle.
     lines = [line for text in bad for line in text.split("\n")]
-    line_splits = [our_split(name, line) for line in lines]
+    line_splits = [our_split(given, line) for line in lines]
     oracle, _ = exact_oracle(pat_str, line_splits)
     theirs = oracle.encode_ordinary_batch(lines, num_threads=2)
     return [f"{line!r}: ours {pieces} tiktoken's {[oracle.decode_single_token_bytes(i) for i in ids]}"
@@ -187,8 +187,20 @@ def test_a_pattern_splits_chosen_code_points_in_many_contexts_as_tiktoken(name, 
     # Both of a custom pattern's translations are run: texts with and without divergent code points.
     holding = [bool(divergent.intersection(map(ord, text))) for text in texts]
     assert any(holding) and not all(holding)
-    differing = splits_unlike_tiktoken(name, texts)
+    differing = splits_unlike_tiktoken({**PATTERNS, **EXTRA_PATTERNS}[name], texts)
     assert not differing, "\n".join(differing)
+
+
+ANCHORED = [r"\w+$|\s+|\S", r"(?m:\w+$)|\s+|\S", r"(?m:^\w+)|\s+|\S", r"\A\w+|\w+\z|\s+|\S",
+            r"(?m)^ ?\w+$|\s+|\S", r"(?s:\w.)|(?-s:.)|\n"]
+ANCHOR_TEXTS = ["ab\n", "ab\ncd\n", "ab\n\n", " x\n y", "ab", "\nab\n", "a b\r\nc\n", "é\u0558\n", "\u0558\n\u0558"]
+
+
+@pytest.mark.parametrize("pattern", ANCHORED)
+def test_anchors_and_the_dot_split_as_tiktoken(pattern):
+    """`$` is the end of the text only (regex's also matches before a final newline), (?m) makes
+    ^ and $ lines', and (?s) lets `.` take a newline, each to the end of its group."""
+    assert not splits_unlike_tiktoken(pattern, ANCHOR_TEXTS)
 
 
 @pytest.mark.parametrize("name", ["llama3", "qwen2", "o200k-custom"])
@@ -216,7 +228,8 @@ def test_o200k_s_own_vocab_encodes_as_tiktoken_where_regex_has_another_unicode(t
         pytest.skip(str(exc))
     pattern = PATTERNS["o200k-custom"]
     ours = Tokenizer.load(path, pattern=pattern, encoder="hybrid")
-    theirs = tiktoken.Encoding("o200k", pat_str=pattern, mergeable_ranks=load_tiktoken_bpe(str(path)), special_tokens={})
+    ranks = load_tiktoken_bpe(str(path))
+    theirs = tiktoken.Encoding("o200k", pat_str=pattern, mergeable_ranks=ranks, special_tokens={})
     assert theirs.encode_ordinary("\u0558's") == [145, 246, 6, 82]
     texts = probes(sorted(custom_regex.divergent().points)[::31], block=256)
     assert ours.encode("\u0558's") == [145, 246, 6, 82]
@@ -225,28 +238,33 @@ def test_o200k_s_own_vocab_encodes_as_tiktoken_where_regex_has_another_unicode(t
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", list(PATTERNS))
-def test_a_pattern_splits_every_code_point_as_tiktoken(name):
+def test_a_pattern_splits_every_code_point_as_tiktoken(name, divergent):
     """Every code point in SWEEP_TEMPLATE's contexts, by ids under the every-byte-pair vocab: a
     preset through our Tokenizer (the C scanner where built), a custom pattern by its pre-tokens
     each merged by tiktoken (its BPE is proven equal to ours elsewhere; the split is what is
-    tested), whole blocks of 4096 code points at a time."""
+    tested). Blocks of 4096 code points: ASCII's, then those `regex` classes as Unicode 16.0 does
+    (the plain translation), then the others (the pinned one)."""
     vocab, merges, ranks = pair_vocab()
     pat_str = resolve_pattern(PATTERNS[name]).regex
     theirs = tiktoken.Encoding(name, pat_str=pat_str, mergeable_ranks=ranks, special_tokens={})
-    # ASCII alone, then blocks: a separator "\x01" between our pre-tokens, "\xff" in the ASCII block.
-    blocks = [SCALARS[:0x80]] + [SCALARS[i:i + 4096] for i in range(0x80, len(SCALARS), 4096)]
-    texts = [text for block in blocks for text in probes(block, SWEEP_TEMPLATE, block=len(block))]
+    rest = SCALARS[0x80:]
+    ordered = [c for c in rest if c not in divergent] + [c for c in rest if c in divergent]
+    blocks = [SCALARS[:0x80]] + [ordered[i:i + 4096] for i in range(0, len(ordered), 4096)]
+    texts = [probes(block, SWEEP_TEMPLATE, block=len(block))[0] for block in blocks]
     expected = theirs.encode_ordinary_batch(texts, num_threads=2)
     if name in PRESETS:
         ours = Tokenizer(vocab, merges, pattern=name).encode_batch(texts)
     else:
+        # Our pre-tokens joined by a character the text does not hold, which `whole` splits at
+        # and nowhere else: "\xff" in the ASCII block, "\x01" in the others.
         pattern = resolve_pattern(PATTERNS[name])
         ours = []
         for index, text in enumerate(texts):
-            separator = "\xff" if index == 0 else "\x01"  # a character the text does not hold
-            whole = tiktoken.Encoding("whole", pat_str=f"[^{separator}]+|{separator}", mergeable_ranks=ranks,
-                                      special_tokens={})
-            dropped = whole.encode_single_token(separator)
+            if index < 2:
+                separator = "\xff" if index == 0 else "\x01"
+                whole = tiktoken.Encoding("whole", pat_str=f"[^{separator}]+|{separator}", mergeable_ranks=ranks,
+                                          special_tokens={})
+                dropped = whole.encode_single_token(separator)
             ids = whole.encode_ordinary(separator.join(iter_pretokens(text, pattern)))
             ours.append([i for i in ids if i != dropped])
     differing = [blocks[i][0] for i, (a, b) in enumerate(zip(ours, expected)) if a != b]
@@ -259,10 +277,10 @@ def test_counting_with_a_custom_pattern_splits_as_tiktoken(tmp_path, divergent):
     """count_pretokens counts the pre-tokens tiktoken makes (in-process and in two workers)."""
     code_points = sorted(divergent)[::5] + list(range(0x20, 0x3000, 37))
     text = "\n".join(TEMPLATE.format(c=chr(c)) for c in code_points)
-    assert not splits_unlike_tiktoken("llama3", [text])
+    assert not splits_unlike_tiktoken(LLAMA3_PATTERN, [text])
     path = tmp_path / "corpus.txt"
     path.write_text(text, encoding="utf-8")
-    expected = Counter(piece.encode() for piece in our_split("llama3", text))
+    expected = Counter(piece.encode() for piece in our_split(LLAMA3_PATTERN, text))
     for workers in (1, 2):
         assert count_pretokens(path, num_workers=workers, pattern=LLAMA3_PATTERN) == expected
 

@@ -117,7 +117,8 @@ def _escape(code_point: int) -> str:
 
 def _class_text(points: CodePoints) -> str:
     """A bracketed class of `points` as ranges (every code point escaped)."""
-    parts = [_escape(start) if end == start + 1 else f"{_escape(start)}-{_escape(end - 1)}" for start, end in points.ranges()]
+    parts = [_escape(start) if end == start + 1 else f"{_escape(start)}-{_escape(end - 1)}"
+             for start, end in points.ranges()]
     return "[" + "".join(parts) + "]"
 
 
@@ -130,10 +131,12 @@ _NATIVE.update({name: (f"\\p{{{name}}}", f"\\P{{{name}}}") for name in (*CATEGOR
 
 @dataclass(frozen=True)
 class _Item:
-    """One member of a class: `text` as `regex` reads it inside brackets ("" for nothing), `native`
-    what that matches by Unicode 16.0's tables, `target` what Rust's regex matches for it."""
+    """One member of a class: `text` as `regex` reads it inside brackets ("" for nothing) and
+    `alone` outside them, `native` what that matches by Unicode 16.0's tables, `target` what
+    Rust's regex matches for it."""
 
     text: str
+    alone: str
     native: CodePoints
     target: CodePoints
 
@@ -145,8 +148,9 @@ def _named_item(name: str, negated: bool, fold: bool) -> _Item:
     if negated:
         points, target = ~points, ~target
     if name in _NATIVE:
-        return _Item(_NATIVE[name][negated], points, target)
-    return _Item(_class_text(points)[1:-1] if points else "", points, target)
+        return _Item(_NATIVE[name][negated], _NATIVE[name][negated], points, target)
+    text = _class_text(points) if points else ""
+    return _Item(text[1:-1], text, points, target)
 
 
 @dataclass(frozen=True)
@@ -165,7 +169,8 @@ class _Class:
 
     def pinned(self, divergent: Divergent) -> str:
         # On the divergent code points, what `regex` itself matches for `native`.
-        matched = CodePoints.of(ord(m.group()) for m in regex.finditer(self.native, divergent.text)) if self.native else CodePoints()
+        matched = CodePoints.of(ord(m.group()) for m in regex.finditer(self.native, divergent.text)) \
+            if self.native else CodePoints()
         outside = ~divergent.points
         drop = ((self.native_points - self.target) & outside) | (matched - self.target)
         add = ((self.target - self.native_points) & outside) | ((self.target & divergent.points) - matched)
@@ -185,18 +190,19 @@ def _patched(native: str, drop: CodePoints, add: CodePoints) -> str:
 
 
 def _single(item: _Item) -> _Class:
-    if item.text.startswith("\\") and item.text[1] in "pPdDsSwW" and "-" not in item.text:
-        return _Class(item.text, item.native, item.target)
-    return _Class(f"[{item.text}]" if item.text else "", item.native, item.target)
+    return _Class(item.alone, item.native, item.target)
 
 
 _FLAGS = frozenset("imsu")
+_FOLDED_BACKREFERENCE = "a backreference under (?i), which `regex` compares by its own case table"
 _BOUNDARY = "(?:(?<={w})(?!{w})|(?<!{w})(?={w}))"
 _NOT_BOUNDARY = "(?:(?<={w})(?={w})|(?<!{w})(?!{w}))"
 _CONTROL = {"n": "\n", "t": "\t", "r": "\r", "f": "\f", "v": "\v", "a": "\a"}
 _HEX_DIGITS = {"x": 2, "u": 4, "U": 8}
 _REPETITION = regex.compile(r"\{[0-9]+(?:,[0-9]*)?\}")
-_GROUP_NAME = regex.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_NAMED_GROUP = regex.compile(r"\(\?P?<[A-Za-z_][A-Za-z0-9_]*>")
+_NAMED_BACKREFERENCE = regex.compile(r"\(\?P=[A-Za-z_][A-Za-z0-9_]*\)")
+_FLAG_GROUP = regex.compile(r"\(\?([A-Za-z]*)(?:-([A-Za-z]*))?([:)])")
 
 
 class _Translator:
@@ -232,7 +238,8 @@ class _Translator:
             elif char == "{":
                 repetition = _REPETITION.match(pattern, self.position)
                 if repetition is None:
-                    raise _refused(self._construct(1), "not a repetition {m}, {m,} or {m,n} (escape a literal { as \\{)")
+                    raise _refused(self._construct(1),
+                                   "not a repetition {m}, {m,} or {m,n} (escape a literal { as \\{)")
                 self._emit(repetition.group(), repetition.end() - self.position)
             elif char in "*+?|":
                 self._emit(char, 1)
@@ -269,18 +276,18 @@ class _Translator:
                 self.flags.append(inherited)
                 self._emit(opener, len(opener))
                 return
-        named = regex.compile(r"\(\?P?<([A-Za-z_][A-Za-z0-9_]*)>").match(pattern, start)
+        named = _NAMED_GROUP.match(pattern, start)
         if named:
             self.flags.append(inherited)
             self._emit(named.group(), named.end() - start)
             return
-        backreference = regex.compile(r"\(\?P=[A-Za-z_][A-Za-z0-9_]*\)").match(pattern, start)
+        backreference = _NAMED_BACKREFERENCE.match(pattern, start)
         if backreference:
             if "i" in inherited:
-                raise _refused(backreference.group(), "a backreference under (?i), which `regex` compares by its own case table")
+                raise _refused(backreference.group(), _FOLDED_BACKREFERENCE)
             self._emit(backreference.group(), backreference.end() - start)
             return
-        flags = regex.compile(r"\(\?([A-Za-z]*)(?:-([A-Za-z]*))?([:)])").match(pattern, start)
+        flags = _FLAG_GROUP.match(pattern, start)
         if flags is None:
             raise _refused(self._construct(3), "a group tiktoken's regex does not have or reads otherwise")
         on, off = set(flags.group(1)), set(flags.group(2) or "")
@@ -321,7 +328,7 @@ class _Translator:
             self._emit("\\Z", 2)
         elif kind in "123456789" and not pattern[start + 2:start + 3].isdigit():
             if fold:
-                raise _refused(self._construct(2), "a backreference under (?i), which `regex` compares by its own case table")
+                raise _refused(self._construct(2), _FOLDED_BACKREFERENCE)
             self._emit(self._construct(2), 2)
         else:
             code_point, length = self._escaped_character()
@@ -373,8 +380,8 @@ class _Translator:
                 break
             first = False
             if char == "[" or pattern[self.position:self.position + 2] in ("&&", "--", "~~"):
-                raise _refused(pattern[start:self.position + 2], "a [ or &&, -- or ~~ inside a class: tiktoken's regex reads "
-                               "a nested class or a set operation there, `regex` characters (escape them)")
+                raise _refused(pattern[start:self.position + 2], "a [ or &&, -- or ~~ inside a class: tiktoken's regex "
+                               "reads a nested class or a set operation there, `regex` characters (escape them)")
             low = self._class_character()
             dash = pattern.startswith("-", self.position) and not pattern.startswith("-]", self.position)
             if isinstance(low, _Item):
@@ -395,7 +402,7 @@ class _Translator:
                 points = CodePoints((low, high + 1))
             else:
                 points = CodePoints((low, low + 1))
-            items.append(_Item(_class_text(points)[1:-1], points, points))
+            items.append(_Item(_class_text(points)[1:-1], "", points, points))
         native = CodePoints.of_ranges(span for item in items for span in item.native.ranges())
         target = CodePoints.of_ranges(span for item in items for span in item.target.ranges())
         if fold:
