@@ -191,16 +191,20 @@ def test_a_pattern_splits_chosen_code_points_in_many_contexts_as_tiktoken(name, 
     assert not differing, "\n".join(differing)
 
 
-ANCHORED = [r"\w+$|\s+|\S", r"(?m:\w+$)|\s+|\S", r"(?m:^\w+)|\s+|\S", r"\A\w+|\w+\z|\s+|\S",
-            r"(?m)^ ?\w+$|\s+|\S", r"(?s:\w.)|(?-s:.)|\n"]
-ANCHOR_TEXTS = ["ab\n", "ab\ncd\n", "ab\n\n", " x\n y", "ab", "\nab\n", "a b\r\nc\n", "é\u0558\n", "\u0558\n\u0558"]
+STRUCTURES = [
+    r"\w+$|\s+|\S", r"(?m:\w+$)|\s+|\S", r"(?m:^\w+)|\s+|\S", r"\A\w+|\w+\z|\s+|\S", r"(?m)^ ?\w+$|\s+|\S",
+    r"(?s:\w.)|(?-s:.)|\n", r"(?:a(?i)b)c|\s+|\S", r"a(?i)b|c|\s+|\S", r"(?i:a(?-i)b)c|\s+|\S", r"(?i)(?:A|(?-i)b)C|\s+|\S",
+]
+STRUCTURE_TEXTS = ["ab\n", "ab\ncd\n", "ab\n\n", " x\n y", "ab", "\nab\n", "a b\r\nc\n", "é\u0558\n", "\u0558\n\u0558",
+                   "abc aBc abC aBC ABC Abc c C bc bC Bc BC ac AC"]
 
 
-@pytest.mark.parametrize("pattern", ANCHORED)
-def test_anchors_and_the_dot_split_as_tiktoken(pattern):
+@pytest.mark.parametrize("pattern", STRUCTURES)
+def test_anchors_the_dot_and_flags_split_as_tiktoken(pattern):
     """`$` is the end of the text only (regex's also matches before a final newline), (?m) makes
-    ^ and $ lines', and (?s) lets `.` take a newline, each to the end of its group."""
-    assert not splits_unlike_tiktoken(pattern, ANCHOR_TEXTS)
+    ^ and $ lines', (?s) lets `.` take a newline; a flag holds to the end of its group, and in the
+    alternatives after it there."""
+    assert not splits_unlike_tiktoken(pattern, STRUCTURE_TEXTS)
 
 
 @pytest.mark.parametrize("name", ["llama3", "qwen2", "o200k-custom"])

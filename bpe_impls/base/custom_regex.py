@@ -33,15 +33,17 @@ a repetition; a backreference under (?i) (case-insensitive comparison by `regex`
 
 from __future__ import annotations
 
+import hashlib
+import re
 import threading
 import unicodedata
 from array import array
 from collections.abc import Iterator
-from dataclasses import dataclass
 from functools import lru_cache
 
 import regex
 
+from . import unicode16
 from .cache import read_entry, write_entry
 from .errors import ConfigError
 from .unicode_sets import CATEGORY_NAMES, CODE_POINTS, GROUPS, CodePoints, case_fold, case_orbits, named_set
@@ -129,16 +131,16 @@ _NATIVE = {"digit": ("\\d", "\\D"), "space": ("\\s", "\\S"), "word": ("\\w", "\\
 _NATIVE.update({name: (f"\\p{{{name}}}", f"\\P{{{name}}}") for name in (*CATEGORY_NAMES, *GROUPS, "LC")})
 
 
-@dataclass(frozen=True)
 class _Item:
     """One member of a class: `text` as `regex` reads it inside brackets ("" for nothing) and
     `alone` outside them, `native` what that matches by Unicode 16.0's tables, `target` what
-    Rust's regex matches for it."""
+    Rust's regex matches for it. (Plain classes, not dataclasses: each of those costs a
+    millisecond at import.)"""
 
-    text: str
-    alone: str
-    native: CodePoints
-    target: CodePoints
+    __slots__ = ("alone", "native", "target", "text")
+
+    def __init__(self, text: str, alone: str, native: CodePoints, target: CodePoints):
+        self.text, self.alone, self.native, self.target = text, alone, native, target
 
 
 def _named_item(name: str, negated: bool, fold: bool) -> _Item:
@@ -153,14 +155,14 @@ def _named_item(name: str, negated: bool, fold: bool) -> _Item:
     return _Item(text[1:-1], text, points, target)
 
 
-@dataclass(frozen=True)
 class _Class:
     """A class in the translated pattern: `native` ("" when it matches nothing) matches `native_points`
     by Unicode 16.0's tables, and Rust's regex matches `target`."""
 
-    native: str
-    native_points: CodePoints
-    target: CodePoints
+    __slots__ = ("native", "native_points", "target")
+
+    def __init__(self, native: str, native_points: CodePoints, target: CodePoints):
+        self.native, self.native_points, self.target = native, native_points, target
 
     def plain(self) -> str:
         if self.native_points == self.target:
@@ -199,10 +201,11 @@ _BOUNDARY = "(?:(?<={w})(?!{w})|(?<!{w})(?={w}))"
 _NOT_BOUNDARY = "(?:(?<={w})(?={w})|(?<!{w})(?!{w}))"
 _CONTROL = {"n": "\n", "t": "\t", "r": "\r", "f": "\f", "v": "\v", "a": "\a"}
 _HEX_DIGITS = {"x": 2, "u": 4, "U": 8}
-_REPETITION = regex.compile(r"\{[0-9]+(?:,[0-9]*)?\}")
-_NAMED_GROUP = regex.compile(r"\(\?P?<[A-Za-z_][A-Za-z0-9_]*>")
-_NAMED_BACKREFERENCE = regex.compile(r"\(\?P=[A-Za-z_][A-Za-z0-9_]*\)")
-_FLAG_GROUP = regex.compile(r"\(\?([A-Za-z]*)(?:-([A-Za-z]*))?([:)])")
+# Pattern syntax, ASCII: the standard `re` compiles these in a tenth of `regex`'s time.
+_REPETITION = re.compile(r"\{[0-9]+(?:,[0-9]*)?\}")
+_NAMED_GROUP = re.compile(r"\(\?P?<[A-Za-z_][A-Za-z0-9_]*>")
+_NAMED_BACKREFERENCE = re.compile(r"\(\?P=[A-Za-z_][A-Za-z0-9_]*\)")
+_FLAG_GROUP = re.compile(r"\(\?([A-Za-z]*)(?:-([A-Za-z]*))?([:)])")
 
 
 class _Translator:
@@ -459,21 +462,23 @@ def _render(pieces, render_class) -> str:
 
 # --- Where `regex`'s tables differ from Unicode 16.0's ---------------------------------------------
 
-@dataclass(frozen=True)
 class Divergent:
     """The code points some class of _NATIVE matches in `regex` and not in Unicode 16.0, or the
     reverse: as CodePoints, as a set of characters (to check a text against) and as one string."""
 
-    points: CodePoints
-    chars: frozenset[str]
-    text: str
+    __slots__ = ("chars", "points", "text")
+
+    def __init__(self, points: CodePoints):
+        self.points = points
+        self.text = "".join(map(chr, points))
+        self.chars = frozenset(self.text)
 
 
 def _regex_points(native: str, every: str) -> CodePoints:
     return CodePoints.of_ranges(match.span() for match in regex.finditer(f"(?:{native})+", every))
 
 
-def divergent_code_points() -> list[int]:
+def divergent_code_points() -> CodePoints:
     """Every code point where a class of _NATIVE matches in the installed `regex` otherwise than
     in Unicode 16.0 (a third of a second: every code point is scanned once per class group)."""
     # Every code point, surrogates included (a str may hold them); decoded, four times as fast as a join.
@@ -487,33 +492,35 @@ def divergent_code_points() -> list[int]:
             spans[match.lastgroup].append(match.span())
         differ += (CodePoints.of_ranges(spans[name]) ^ named_set(name) for name in names)
     differ += (_regex_points(_NATIVE[name][0], every) ^ named_set(name) for name in ("LC", "digit", "space", "word"))
-    return list(CodePoints.of_ranges(span for one in differ for span in one.ranges()))
+    return CodePoints.of_ranges(span for one in differ for span in one.ranges())
 
 
-# Names what the list depends on besides `regex`; bump it when divergent_code_points changes.
+# Names how the set is computed; bump it when divergent_code_points changes.
 _DIVERGENT_VERSION = 1
 
 
 def divergent_name() -> str:
-    """The cache entry's name: what the list depends on."""
-    return f"custom-divergent-v{_DIVERGENT_VERSION}-regex-{regex.__version__}-unicode-{unicodedata.unidata_version}.bin"
+    """The cache entry's name: what the set depends on, the `regex` version and the Unicode 16.0
+    tables shipped (a digest: a fix to them must not meet a set computed before it)."""
+    data = f"{unicode16.CATEGORIES}\n{unicode16.WHITE_SPACE}\n{unicode16.JOIN_CONTROL}\n{unicode16.WORD_SYMBOLS}"
+    digest = hashlib.sha256(data.encode()).hexdigest()[:16]
+    return (f"custom-divergent-v{_DIVERGENT_VERSION}-regex-{regex.__version__}-unicode-{unicodedata.unidata_version}"
+            f"-{digest}.bin")
 
 
 @lru_cache(maxsize=1)
 def divergent() -> Divergent:
-    """divergent_code_points(), kept in the cache folder (base/cache.py) under a name holding the
-    `regex` version."""
+    """divergent_code_points(), kept in the cache folder (base/cache.py) as its ranges' bounds."""
     stored = read_entry(divergent_name())
-    if stored is not None and len(stored) % 4 == 0:
-        code_points = array("I", stored).tolist()
+    if stored is not None and len(stored) % 8 == 0:
+        points = CodePoints(array("I", stored))
     else:
-        code_points = divergent_code_points()
-        write_entry(divergent_name(), array("I", code_points).tobytes())
-    if any(c < 0x80 for c in code_points):
+        points = divergent_code_points()
+        write_entry(divergent_name(), array("I", points.bounds).tobytes())
+    if points.bounds and points.bounds[0] < 0x80:
         # The plain translation runs on ASCII text unchecked: ASCII's classes never change.
         raise RuntimeError("the installed regex module classes ASCII unlike Unicode 16.0")
-    text = "".join(map(chr, code_points))
-    return Divergent(CodePoints.of(code_points), frozenset(text), text)
+    return Divergent(points)
 
 
 class CustomRegex:
