@@ -93,9 +93,9 @@ def test_a_special_token_holding_a_lone_surrogate_is_a_config_error_naming_it(tm
     specials = [EOT, token][-index - 1:]
     path = tmp_path / "corpus.txt"
     path.write_text(TEXT, encoding="utf-8")
-    surrogate = next(c for c in token if 0xD800 <= ord(c) < 0xE000)
+    position = next(i for i, c in enumerate(token) if 0xD800 <= ord(c) < 0xE000)
     expected = re.escape(f"special token #{index} {token!r} is not valid Unicode text "
-                         f"(lone surrogate U+{ord(surrogate):04X})")
+                         f"(lone surrogate U+{ord(token[position]):04X} at position {position})")
     for call in (lambda: train_bpe(path, 300, specials), lambda: count_pretokens(path, specials),
                  lambda: train_bpe_from_iterator([TEXT], 300, specials),
                  lambda: Tokenizer({i: bytes([i]) for i in range(256)}, [], specials)):

@@ -270,6 +270,9 @@ class _Translator:
     def _open(self) -> None:
         pattern, start = self.pattern, self.position
         inherited = set(self.flags[-1])
+        if pattern.startswith("(*", start):
+            raise _refused(self._construct(2), "a backtracking verb of `regex`'s ((*PRUNE), (*SKIP), ...); tiktoken's "
+                           "regex has none")
         if not pattern.startswith("(?", start):
             self.flags.append(inherited)
             self._emit("(", 1)

@@ -190,8 +190,8 @@ def validate_special_tokens(special_tokens: Iterable[str] | None) -> tuple[str, 
             # as a lone surrogate (surrogateescape: $'\xff' arrives as '\udcff').
             raise ConfigError(
                 f"special token #{index} {token!r} is not valid Unicode text (lone surrogate "
-                f"U+{ord(token[exc.start]):04X}): a special token must be text UTF-8 can encode; a "
-                "command-line argument arrives so when its bytes are not UTF-8"
+                f"U+{ord(token[exc.start]):04X} at position {exc.start}): a special token must be text UTF-8 "
+                "can encode; a command-line argument arrives so when its bytes are not UTF-8"
             ) from None
         if token in seen:
             raise ConfigError(f"special token {token!r} is given twice")
