@@ -7,6 +7,7 @@ import os
 import signal
 import threading
 from collections.abc import Callable, Sequence
+from functools import lru_cache
 from pathlib import Path
 
 import pytest
@@ -100,6 +101,17 @@ def openai_and_tiktoken(name: str, path: Path) -> tuple[Tokenizer, object]:
     theirs = tiktoken.Encoding(name, pat_str=PRESETS[pattern].regex, mergeable_ranks=load_tiktoken_bpe(str(path)),
                                special_tokens=specials)
     return ours, theirs
+
+
+@lru_cache(maxsize=1)
+def pair_vocab() -> tuple[dict[int, bytes], list[tuple[bytes, bytes]], dict[bytes, int]]:
+    """Every byte pair merged, those ending in ASCII first, then those starting with it."""
+    ascii_, high = range(0x80), range(0x80, 0x100)
+    order = ([(a, b) for a in range(256) for b in ascii_] + [(a, b) for a in ascii_ for b in high]
+             + [(a, b) for a in high for b in high])
+    merges = [(bytes([a]), bytes([b])) for a, b in order]
+    vocab = {i: bytes([i]) for i in range(256)} | {256 + i: a + b for i, (a, b) in enumerate(merges)}
+    return vocab, merges, {token: rank for rank, token in vocab.items()}
 
 
 def load_gpt2(special_tokens: Sequence[str] = ("<|endoftext|>",), **options: object) -> Tokenizer:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import re
 
 import pytest
 
@@ -79,6 +80,27 @@ def test_an_empty_match_the_probe_misses_is_caught_on_the_text(tmp_path):
 def test_no_custom_pretoken_is_empty():
     pattern = resolve_pattern(r"[a-z]+|\s+|[^a-z\s]")
     assert all(iter_pretokens("héllo, wörld! 12 @x", pattern))
+
+
+# --- a special token UTF-8 cannot encode ------------------------------------------------------
+
+
+@pytest.mark.parametrize("token, index", [("\udcff", 0), ("a\ud800b", 1)])
+def test_a_special_token_holding_a_lone_surrogate_is_a_config_error_naming_it(tmp_path, token, index):
+    # What Python's argv holds for a byte that is not UTF-8 ($'\xff' arrives as '\udcff'); it used
+    # to reach the corpus reader and end there as a UnicodeEncodeError traceback.
+    specials = [EOT, token][-index - 1:]
+    path = tmp_path / "corpus.txt"
+    path.write_text(TEXT, encoding="utf-8")
+    position = next(i for i, c in enumerate(token) if 0xD800 <= ord(c) < 0xE000)
+    expected = re.escape(f"special token #{index} {token!r} is not valid Unicode text "
+                         f"(lone surrogate U+{ord(token[position]):04X} at position {position})")
+    for call in (lambda: train_bpe(path, 300, specials), lambda: count_pretokens(path, specials),
+                 lambda: train_bpe_from_iterator([TEXT], 300, specials),
+                 lambda: Tokenizer({i: bytes([i]) for i in range(256)}, [], specials)):
+        with pytest.raises(ConfigError, match=expected) as raised:
+            call()
+        assert "\n" not in str(raised.value)
 
 
 # --- the counting options, declared once ------------------------------------------------------

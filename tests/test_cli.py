@@ -126,6 +126,16 @@ def test_bad_special_tokens(corpus, tmp_path, specials, needle):
     assert_one_line_error(result, needle)
 
 
+def test_a_special_token_that_is_not_utf8_is_one_line_naming_it(corpus, tmp_path):
+    # subprocess passes '\udcff' as the byte 0xff (surrogateescape), as the shell's $'\xff' does,
+    # and the command's Python reads it back as '\udcff'.
+    result = run("train", str(corpus), "--vocab-size", "300", "--special-token", "\udcff",
+                 "--out", str(tmp_path / "t"))
+    assert_one_line_error(result, "special token #0 '\\udcff' is not valid Unicode text",
+                          "(lone surrogate U+DCFF at position 0)")
+    assert not (tmp_path / "t").exists()
+
+
 def test_invalid_utf8_reports_the_byte_offset_from_a_worker(tmp_path):
     good = (STORY + EOT).encode() * 200
     offset = len(good) - 1000  # deep inside a later chunk, so a worker (not the parent) meets it

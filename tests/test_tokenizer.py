@@ -243,7 +243,8 @@ def test_inconsistent_vocab_or_merges_is_a_config_error(vocab_change, merges, me
         ({"encoder": "fastest"}, r"unknown encoder 'fastest'; choose from scan, heap"),
         ({"cache_size": -1}, r"cache_size must be a non-negative integer, got -1"),
         ({"special_tokens": ["a", "a"]}, r"special token 'a' is given twice"),
-        ({"special_tokens": ["\ud800"]}, r"special token '\\ud800' has a lone surrogate at position 0"),
+        ({"special_tokens": ["\ud800"]},
+         r"special token #0 '\\ud800' is not valid Unicode text \(lone surrogate U\+D800 at position 0\)"),
     ],
 )
 def test_bad_options_are_config_errors(options, message):

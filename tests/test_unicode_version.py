@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import importlib.util
 import sys
-from functools import lru_cache
 from pathlib import Path
 
 import pytest
@@ -23,7 +22,7 @@ from bpe_impls import Tokenizer
 from bpe_impls.base import char_classes, compiled
 from bpe_impls.base.patterns import PRESETS
 from bpe_impls.harness.fixtures import OPENAI_PATTERNS, OPENAI_SPECIALS, openai_rank_file
-from conftest import openai_and_tiktoken
+from conftest import openai_and_tiktoken, pair_vocab
 
 tiktoken = pytest.importorskip("tiktoken")
 native = pytest.mark.skipif(not compiled.AVAILABLE, reason="the compiled core is not built")
@@ -37,17 +36,6 @@ TEMPLATES = ("a{c}b", "{c}A", "1{c}", "!{c}!", " {c}\n", "a{c}'S")
 # Every code point but the surrogates (text cannot hold them) and, of planes 4 to 13 (nothing was
 # ever assigned there), one in 256.
 CODE_POINTS = [c for c in range(0x110000) if not 0xD800 <= c < 0xE000 and (not 0x40000 <= c < 0xE0000 or c % 256 == 0)]
-
-
-@lru_cache(maxsize=1)
-def pair_vocab() -> tuple[dict[int, bytes], list[tuple[bytes, bytes]], dict[bytes, int]]:
-    """Every byte pair merged, those ending in ASCII first, then those starting with it."""
-    ascii_, high = range(0x80), range(0x80, 0x100)
-    order = ([(a, b) for a in range(256) for b in ascii_] + [(a, b) for a in ascii_ for b in high]
-             + [(a, b) for a in high for b in high])
-    merges = [(bytes([a]), bytes([b])) for a, b in order]
-    vocab = {i: bytes([i]) for i in range(256)} | {256 + i: a + b for i, (a, b) in enumerate(merges)}
-    return vocab, merges, {token: rank for rank, token in vocab.items()}
 
 
 def probes(code_points) -> list[str]:

@@ -7,13 +7,13 @@ tiktoken, and a few code points changed category (U+0295: Ll, then Lo). A preset
 `regex`'s own tables would cut text holding them where tiktoken does not. So the presets split by
 Unicode 16.0's classes, whatever `regex` is installed:
 
-- the C scanners read `pinned_table()`, built from the runs in unicode16.py;
+- the C scanners read `pinned_table()`, built from the general categories in unicode16.py;
 - the pure-Python path compiles each preset as `PinnedRegex`: the preset's own regex on text with
   no code point that `regex` classes differently from Unicode 16.0 (nearly all text: ASCII is
   checked first), else the preset rewritten so that each of its classes matches those code points
   as Unicode 16.0 does.
 
-Custom patterns are compiled by `regex` as they are, with its own Unicode version.
+Custom patterns match by Unicode 16.0's classes too, translated (custom_regex.py).
 
 A table is one byte per code point. The low two bits are the class all three presets use: 0 other,
 1 \\p{L}, 2 \\p{N}, 3 \\s; bit 4 and bit 8 say the code point is in o200k's letter sets
@@ -28,13 +28,16 @@ from functools import lru_cache
 
 import regex
 
-from . import unicode16
+from . import unicode16, unicode_sets
 from .cache import read_entry, write_entry
 
 UNICODE_VERSION = unicode16.VERSION
 CODE_POINTS = 0x110000
 _UP, _LOW = 4, 8
-_VALUES = {"Lu": 1 | _UP, "Ll": 1 | _LOW, "Lo": 1 | _UP | _LOW, "M": _UP | _LOW, "N": 2, "WS": 3}
+# Each general category's value (0, other, for those not here); White_Space, 3, is set over them.
+_VALUES = {"Lu": 1 | _UP, "Lt": 1 | _UP, "Ll": 1 | _LOW, "Lm": 1 | _UP | _LOW, "Lo": 1 | _UP | _LOW,
+           "Mn": _UP | _LOW, "Mc": _UP | _LOW, "Me": _UP | _LOW, "Nd": 2, "Nl": 2, "No": 2}
+_WHITE_SPACE = 3
 
 # The classes as `regex` names them in the presets; each is checked against the table as it is
 # built from `regex`: every letter is in one of o200k's sets or both (both exactly when Lm or Lo),
@@ -51,12 +54,12 @@ _EXPECTED = {
 def pinned_table() -> bytes:
     """Unicode 16.0's class of every code point (see above)."""
     table = bytearray(CODE_POINTS)
-    for line in unicode16.RUNS.splitlines():
-        span, name = line.split()
-        first, _, last = span.partition("..")
-        start = int(first, 16)
-        end = int(last or first, 16) + 1
-        table[start:end] = bytes([_VALUES[name]]) * (end - start)
+    for start, stop, step, name in unicode_sets.category_runs():
+        value = _VALUES.get(name)
+        if value:
+            table[start:stop:step] = bytes([value]) * len(range(start, stop, step))
+    for start, end in unicode_sets.named_set("White_Space").ranges():
+        table[start:end] = bytes([_WHITE_SPACE]) * (end - start)
     return bytes(table)
 
 

@@ -6,7 +6,8 @@ pattern. Training counts those pre-tokens as UTF-8 `bytes`; encoding merges each
 
 The presets are tiktoken's patterns, character for character (`tiktoken_ext/openai_public.py`):
 "gpt2" (GPT-2, r50k), "cl100k" (GPT-4) and "o200k" (GPT-4o). Any other regex the `regex` module
-accepts is a custom pattern. What is proven about a preset (where a corpus may be cut into
+accepts is a custom pattern, translated to match by Unicode 16.0's classes as tiktoken does
+(custom_regex.py). What is proven about a preset (where a corpus may be cut into
 independent pieces, how much text decides a pre-token) is recorded with it; a custom pattern gets
 only what holds for every regex: cuts after special tokens, nothing settled before one.
 """
@@ -20,6 +21,7 @@ from functools import lru_cache
 import regex
 
 from .char_classes import PinnedRegex
+from .custom_regex import CustomRegex
 from .errors import ConfigError
 
 GPT2_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}++| ?\p{N}++| ?[^\s\p{L}\p{N}]++|\s++$|\s+(?!\S)|\s"""
@@ -63,13 +65,15 @@ class SplitPattern:
     prose_cuts: str | None = None
     settle_margin: int | None = None
     settle_run: str | None = None
-    # The presets' regexes match by Unicode 16.0's classes, as tiktoken does (char_classes.py).
-    compiled: regex.Pattern | PinnedRegex = field(init=False, repr=False, compare=False)
+    # Every pattern matches by Unicode 16.0's classes, as tiktoken does: the presets' regexes
+    # (char_classes.py), and a custom one translated (custom_regex.py; a ConfigError names what
+    # cannot be made to match as tiktoken does).
+    compiled: PinnedRegex | CustomRegex = field(init=False, repr=False, compare=False)
     settle_run_compiled: PinnedRegex | None = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         pinned = self.regex in _PRESET_REGEXES
-        object.__setattr__(self, "compiled", PinnedRegex(self.regex) if pinned else _compile(self.regex))
+        object.__setattr__(self, "compiled", PinnedRegex(self.regex) if pinned else _custom(self.regex))
         object.__setattr__(self, "settle_run_compiled", PinnedRegex(self.settle_run) if self.settle_run else None)
 
     def __reduce__(self):
@@ -87,6 +91,11 @@ def _preset(name: str) -> SplitPattern:
 @lru_cache(maxsize=32)
 def _compile(pattern: str) -> regex.Pattern:
     return regex.compile(pattern)
+
+
+@lru_cache(maxsize=32)
+def _custom(pattern: str) -> CustomRegex:
+    return CustomRegex(pattern)
 
 
 # The prose cuts (each side ASCII, so a cut never lands inside a UTF-8 character):
@@ -129,13 +138,17 @@ def resolve_pattern(pattern: str | SplitPattern | None) -> SplitPattern:
         if pattern == preset.regex:
             return preset
     try:
-        compiled = _compile(pattern)
+        _compile(pattern)
     except regex.error as exc:
         raise ConfigError(f"pattern {pattern!r} is not a valid regex: {exc}") from None
+    split = SplitPattern("custom", pattern)
+    # The plain translation: exact on the probe, which holds no code point `regex` classes unlike
+    # Unicode 16.0, and it needs no scan of them.
+    compiled = split.compiled.plain
     empty = compiled.search("") or next((m for m in compiled.finditer(_EMPTY_PROBE) if m.start() == m.end()), None)
     if empty is not None:
         raise empty_match(pattern, empty.string, empty.start())
-    return SplitPattern("custom", pattern)
+    return split
 
 
 # Text that puts a custom pattern's zero-width assertions (\b, \B, ^, $, lookarounds) where they
@@ -157,7 +170,8 @@ def empty_match(pattern: str, text: str, position: int) -> ConfigError:
 
 
 def validate_special_tokens(special_tokens: Iterable[str] | None) -> tuple[str, ...]:
-    """Return the special tokens as a tuple, rejecting empty, duplicate or non-string ones."""
+    """Return the special tokens as a tuple, rejecting empty, duplicate or non-string ones, and
+    those UTF-8 cannot encode (a lone surrogate)."""
     if special_tokens is None:
         return ()
     if isinstance(special_tokens, (str, bytes)):
@@ -169,6 +183,16 @@ def validate_special_tokens(special_tokens: Iterable[str] | None) -> tuple[str, 
             raise ConfigError(f"special token #{index} is {type(token).__name__} {token!r}, not str")
         if not token:
             raise ConfigError(f"special token #{index} is empty")
+        try:
+            token.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            # A token is matched and stored as UTF-8. Python's argv holds a byte that is not UTF-8
+            # as a lone surrogate (surrogateescape: $'\xff' arrives as '\udcff').
+            raise ConfigError(
+                f"special token #{index} {token!r} is not valid Unicode text (lone surrogate "
+                f"U+{ord(token[exc.start]):04X} at position {exc.start}): a special token must be text UTF-8 "
+                "can encode; a command-line argument arrives so when its bytes are not UTF-8"
+            ) from None
         if token in seen:
             raise ConfigError(f"special token {token!r} is given twice")
         seen.add(token)
