@@ -160,8 +160,9 @@ encode_token(const BpeTables *t, Cache *c, const unsigned char *s, size_t len,
  * cache past PREFETCH_MIN_SLOTS; *i is where it stopped. 0, or -1 if out of
  * memory. */
 BPE_ALWAYS_INLINE int
-encode_one_by_one(const BpeTables *t, Cache *c, const unsigned char *s, size_t *i,
-                  size_t to, size_t n, IdBuf *out, Spans *spans, int pattern)
+encode_one_by_one(const BpeTables *t, Cache *c, const unsigned char *s,
+                  size_t *i, size_t to, size_t n, IdBuf *out, Spans *spans,
+                  int pattern)
 {
     CacheSlot *slots = c ? c->slots : NULL;
     uint32_t *ids = out->ids;

@@ -30,7 +30,7 @@ typedef struct {
     Ranks r; /* the tokens, by id once sorted */
     int16_t to_byte[TABLE_END];
     unsigned char *text; /* scratch: a decoded JSON string */
-    unsigned char *tok;  /* scratch: a merge's two tokens' bytes, back to back */
+    unsigned char *tok;  /* scratch: a merge's two tokens' bytes */
     unsigned char *made; /* per entry: some merge made it (or it is exempt) */
     uint32_t *merges;    /* (left, right, merged) ids of each merge, in order */
     size_t n_merges, cap_merges;

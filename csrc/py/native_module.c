@@ -6,27 +6,48 @@
  * tally.py, bpe_impls/encoding/encoders.py, bpe_impls/encoding/formats/);
  * tests/test_native.py and the registry-wide suites prove it.
  *
- * The C core, the .c and .h files of csrc/ itself, holds the algorithms and
- * includes no Python.h: csrc/tests/ runs it as a plain C program. This
- * folder, csrc/py/, is its CPython glue (arguments, objects, exceptions, the
- * GIL), kept apart so that the core can be built, tested and reasoned about
- * without an interpreter:
+ * The C core holds the algorithms, in plain C: it includes no Python.h, and
+ * csrc/tests/ builds and runs it as a C program of its own. Its files, in
+ * csrc/ itself:
  *
- *   common.h, common.c    str views, UTF-8 buffers and special tokens from
- *                         Python objects; the core's failures as exceptions
- *   packed_py.h           the packed word counts' faults as ValueError
- *   counter_type.c        PretokenCounter (core: counter.h, counter.c,
- *                         bytes_map.c)
- *   encoder_py.h          what the Encoder's two glue files share
- *   encoder_type.c        Encoder: __init__, encode_utf8(_buffer), bpe, ...
- *   encoder_many.c        Encoder.encode_many_buffer and encode_many_lists
- *                         (core: encoder_internal.h, encoder_*.c)
- *   tables_module.c       rank_file_tables, gpt2_tables, hf_tables,
- *                         hf_model_spans (core: rank_file.c, vocab_files.c)
- *   native_module.c       this module: set_char_classes, pretokenize,
- *                         batch_runs and PyInit__native
- *   trainer_module.c      bpe_impls._native_train, the other extension
- *                         (core: trainer*.c)
+ *   bpe_util.h             the byte hash, growable arrays, symbol visibility
+ *   scanner.h, scan_kind.h, scanner.c
+ *                          the pre-tokenizers over code points and over UTF-8;
+ *                          the class table, the pattern names
+ *   scan_blocks.h          the presets over 64-byte blocks of ASCII
+ *   utf8.c                 UTF-8 validation
+ *   specials.c             special tokens (searched inline: scanner.h)
+ *   counter.h, bytes_map.c, counter.c
+ *                          the pre-token counter: its map; counting, merging
+ *                          and packing
+ *   packed.h               the packed word counts
+ *   encoder_internal.h     the encoder: tables, cache, BPE, the loops
+ *   encoder_tables.c, encoder_cache.c, encoder_bpe.c, encoder_loop.c,
+ *   batch_runs.c           ... and a batch's runs
+ *   u64_heap.h             a heap of integers (long pre-tokens, rank files)
+ *   ranks.h, rank_file.c   tokens by bytes; a tiktoken rank file
+ *   vocab_files.h, vocab_files.c
+ *                          GPT-2's vocab files, an HF tokenizer.json's model
+ *   trainer_internal.h, trainer.c, trainer_load.c, trainer_words.c,
+ *   trainer_pairs.c, trainer_heap.c, trainer_merge.c
+ *                          the native trainer (trainer.c describes it)
+ *
+ * This folder, csrc/py/, is the core's CPython glue (arguments, objects,
+ * exceptions, the GIL), kept apart so that the core can be built, tested and
+ * reasoned about without an interpreter:
+ *
+ *   common.h, common.c     str views, UTF-8 buffers and special tokens from
+ *                          Python objects; the core's failures as exceptions
+ *   packed_py.h            the packed word counts' faults as ValueError
+ *   counter_type.c         PretokenCounter
+ *   encoder_py.h           what the Encoder's two glue files share
+ *   encoder_type.c         Encoder: __init__, encode_utf8(_buffer), bpe, ...
+ *   encoder_many.c         Encoder.encode_many_buffer, encode_many_lists
+ *   tables_module.c        rank_file_tables, gpt2_tables, hf_tables,
+ *                          hf_model_spans
+ *   native_module.c        this module: set_char_classes, pretokenize,
+ *                          batch_runs and PyInit__native
+ *   trainer_module.c       bpe_impls._native_train, the other extension
  */
 #include "common.h"
 
@@ -54,7 +75,8 @@ set_char_classes(PyObject *module, PyObject *arg)
         PyErr_Format(PyExc_ValueError,
                      "class table entry %zd is %d, not one of 0, 2, 3, "
                      "5, 9, 12, 13",
-                     (Py_ssize_t)bad, (int)((const unsigned char *)view.buf)[bad]);
+                     (Py_ssize_t)bad,
+                     (int)((const unsigned char *)view.buf)[bad]);
         break;
     case BPE_CLASSES_OTHER:
         PyErr_SetString(PyExc_ValueError,
