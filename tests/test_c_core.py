@@ -107,7 +107,8 @@ def test_the_core_passes_its_c_tests(tmp_path):
                             capture_output=True, text=True)
     assert linked.returncode == 0, linked.stderr
     # (leaks are checked too: the program frees what it makes)
-    env = {**os.environ, "ASAN_OPTIONS": "abort_on_error=0:halt_on_error=1", "UBSAN_OPTIONS": "halt_on_error=1:print_stacktrace=1"}
+    env = {**os.environ, "ASAN_OPTIONS": "detect_leaks=1:halt_on_error=1",
+           "UBSAN_OPTIONS": "halt_on_error=1:print_stacktrace=1"}
     env.pop("LD_PRELOAD", None)
     ran = subprocess.run([str(program)], capture_output=True, text=True, timeout=300, env=env)
     closing = re.search(r"^test_core: (\d+) passed, (\d+) failed$", ran.stdout, re.MULTILINE)

@@ -149,7 +149,8 @@ def tiny_vocab() -> tuple[dict[int, bytes], list[tuple[bytes, bytes]], Counter]:
 
 def encoder_section(lines: list[str], vocab: dict[int, bytes], merges: list[tuple[bytes, bytes]]) -> None:
     tables = build_tables(vocab, merges, (SPECIAL,))
-    triples = [(left, right, merged) for (left, right), (_, merged) in sorted(tables.ranks.items(), key=lambda kv: kv[1][0])]
+    by_rank = sorted(tables.ranks.items(), key=lambda item: item[1][0])
+    triples = [(left, right, merged) for (left, right), (_, merged) in by_rank]
     lines.append("/* The tiny vocab's tables (build_tables): each byte's id, and the merges in rank order as")
     lines.append(" * (left id, right id, merged id), as the module's Encoder takes them. */")
     lines.append(f"static const uint32_t tiny_byte_ids[256] = {{{numbers(list(tables.byte_ids))}}};")
