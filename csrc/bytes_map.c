@@ -1,16 +1,18 @@
 /* BytesMap (counter.h): bytes -> count, open addressing over an index of
  * entry ids, keys in one arena; and the memory of its tables (huge pages for
  * the large ones, returned to the system when freed). */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE 1 /* mremap (Linux) */
+#endif
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "bpe_util.h"
 #include "counter.h"
 
 #if defined(__linux__)
-#include <sys/mman.h> /* mmap, madvise (pyconfig.h defines _GNU_SOURCE) */
+#include <sys/mman.h> /* mmap, madvise, mremap */
 #endif
 
 /* ---- table memory ------------------------------------------------------- */

@@ -1,11 +1,10 @@
-/* PretokenCounter: counts the pre-tokens of many texts by their UTF-8 bytes,
- * in a BytesMap (see counter.h) whose keys live in one arena: counting creates
- * a Python object per *distinct* pre-token, not per occurrence. add(),
- * add_utf8(), merge() and to_packed() (these two on threads of their own)
- * drop the GIL. */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
+/* Counting pre-tokens into a BytesMap (counter.h), PretokenCounter's core:
+ * by their UTF-8 bytes, from a str's code points or from UTF-8 split on
+ * special tokens; merging two maps and packing one, each on several threads.
+ * Plain C: the Python type is py/counter_type.c, which runs all of these
+ * without the GIL. */
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "bpe_util.h"
@@ -14,187 +13,134 @@
 #include "scan_blocks.h"
 #include "scanner.h"
 
+/* ---- counting ----------------------------------------------------------- */
 
-/* ---- PretokenCounter ---------------------------------------------------- */
-
-static int add_count(BytesMap *m, const unsigned char *key, size_t len,
-                     uint64_t h, int64_t count);
-
-typedef struct {
-    PyObject_HEAD
-    BytesMap counts;
-    /* A call is using the table: add(), add_utf8(), merge() (both
-     * counters) and to_packed() while they run without the GIL (and
-     * to_packed() while it makes its bytes object), to_dict() while it builds
-     * Python objects (which may run Python code). Set and cleared only with
-     * the GIL held; every method that touches the table checks it first, so
-     * no other thread (and no callback) can free, grow or read the table
-     * meanwhile. */
-    int busy;
-    int pattern; /* the scanner: PAT_GPT2, PAT_CL100K or PAT_O200K */
-} CounterObject;
-
-static const char *const pattern_names[N_PATTERNS] = {"gpt2", "cl100k",
-                                                      "o200k"};
-
-/* 1 if the table may be used now, else 0 with RuntimeError set. */
-static int
-counter_usable(CounterObject *self)
+BPE_INTERNAL int
+bpe_count_text(BytesMap *m, Text *t, int pattern)
 {
-    if (self->busy) {
-        PyErr_SetString(PyExc_RuntimeError,
-                        "PretokenCounter is in use by another thread");
+    for (ptrdiff_t i = 0; i < t->n;) {
+        ptrdiff_t j = bpe_text_next_end(t, i, pattern);
+        ptrdiff_t len;
+        const unsigned char *key = bpe_text_utf8(t, i, j, &len);
+        if (key == NULL) {
+            return (int)len; /* -1: lone surrogate, -2: out of memory */
+        }
+        uint64_t h = bpe_hash_bytes(key, (size_t)len);
+        Entry *e = bpe_bm_get(m, key, (size_t)len, h);
+        if (e != NULL) {
+            e->value++;
+        }
+        else if (bpe_bm_insert(m, key, (size_t)len, h, 1, 0) == NULL) {
+            return -2;
+        }
+        i = j;
+    }
+    return 0;
+}
+
+/* Count the pre-tokens of `pattern` (PAT_*) in s[0:n] (valid UTF-8, no
+ * special token); -2 when out of memory. Inlined into count_ordinary once per
+ * pattern, so each copy calls its own scanner (no switch per pre-token).
+ * Each token is looked up as it is scanned (no prefetching lookahead: see
+ * docs/design-notes.md). */
+BPE_ALWAYS_INLINE int
+count_ordinary_as(BytesMap *counts, const unsigned char *s, size_t n,
+                  int pattern)
+{
+    /* ASCII text is split from whole blocks (scan_blocks.h) */
+    Spans spans;
+    bpe_spans_init(&spans, pattern);
+    for (size_t i = 0; i < n;) {
+        size_t j = bpe_spans_next(&spans, s, i, n, pattern);
+        uint64_t h = bpe_hash_bytes(s + i, j - i);
+        Entry *slot = bpe_bm_get(counts, s + i, j - i, h);
+        if (slot != NULL) {
+            slot->value++;
+        }
+        else if (bpe_bm_insert(counts, s + i, j - i, h, 1, 0) == NULL) {
+            return -2;
+        }
+        i = j;
+    }
+    return 0;
+}
+
+static int
+count_ordinary(BytesMap *counts, const unsigned char *s, size_t n, int pattern)
+{
+    switch (pattern) {
+    case PAT_CL100K:
+        return count_ordinary_as(counts, s, n, PAT_CL100K);
+    case PAT_O200K:
+        return count_ordinary_as(counts, s, n, PAT_O200K);
+    default:
+        return count_ordinary_as(counts, s, n, PAT_GPT2);
+    }
+}
+
+BPE_INTERNAL int
+bpe_count_utf8(BytesMap *m, const Specials *sp, const unsigned char *s,
+               size_t n, int pattern)
+{
+    if (!bpe_utf8_valid(s, n)) {
         return 0;
     }
-    if (self->counts.index == NULL) {
-        PyErr_SetString(PyExc_RuntimeError,
-                        "PretokenCounter was not initialised");
-        return 0;
+    for (size_t pos = 0; pos <= n;) {
+        size_t len, which;
+        size_t at = bpe_next_special(sp, s, pos, n, &len, &which);
+        if (count_ordinary(m, s + pos, at - pos, pattern) < 0) {
+            return -2;
+        }
+        pos = at + (len ? len : 1);
     }
     return 1;
 }
 
-static int
-Counter_init(CounterObject *self, PyObject *args, PyObject *kwds)
+BPE_INTERNAL int
+bpe_add_count(BytesMap *m, const unsigned char *key, size_t len, uint64_t h,
+              int64_t count)
 {
-    static char *kwlist[] = {"pattern", NULL};
-    const char *name = "gpt2";
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|s:PretokenCounter", kwlist,
-                                     &name))
-    {
-        return -1;
+    Entry *s = bpe_bm_get(m, key, len, h);
+    if (s == NULL) {
+        return bpe_bm_insert(m, key, len, h, count, 0) == NULL ? -1 : 0;
     }
-    int pattern = bpe_pattern_id(name);
-    if (pattern < 0) {
-        return -1;
-    }
-    if (self->busy) { /* freeing the table under a running add() */
-        PyErr_SetString(PyExc_RuntimeError,
-                        "PretokenCounter is in use by another thread");
-        return -1;
-    }
-    bpe_bm_free(&self->counts);
-    if (bpe_bm_init(&self->counts, 1024) < 0) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    self->pattern = pattern;
+    s->value = count > INT64_MAX - s->value ? INT64_MAX : s->value + count;
     return 0;
 }
 
-static void
-Counter_dealloc(CounterObject *self)
+BPE_INTERNAL int
+bpe_add_packed(BytesMap *m, const PackedView *p)
 {
-    bpe_bm_free(&self->counts);
-    Py_TYPE(self)->tp_free((PyObject *)self);
-}
-
-static PyObject *
-Counter_add(CounterObject *self, PyObject *arg)
-{
-    if (!bpe_classes_ready()) {
-        return NULL;
-    }
-    Text t;
-    if (bpe_text_open(&t, arg) < 0) {
-        return NULL;
-    }
-    /* (a str is immutable, and the caller's reference keeps it alive) */
-    if (!counter_usable(self)) {
-        bpe_text_close(&t);
-        return NULL;
-    }
-    int failed = 0; /* -1: lone surrogate, -2: out of memory */
-    int pattern = self->pattern;
-    self->busy = 1;
-    Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t i = 0; i < t.n;) {
-        Py_ssize_t j = bpe_text_next_end(&t, i, pattern);
-        Py_ssize_t len;
-        const unsigned char *key = bpe_text_utf8(&t, i, j, &len);
-        if (key == NULL) {
-            failed = (int)len;
-            break;
-        }
-        uint64_t h = bpe_hash_bytes(key, (size_t)len);
-        Entry *s = bpe_bm_get(&self->counts, key, (size_t)len, h);
-        if (s != NULL) {
-            s->value++;
-        }
-        else if (bpe_bm_insert(&self->counts, key, (size_t)len, h, 1, 0) ==
-                 NULL)
+    const unsigned char *key = p->bytes;
+    for (uint64_t k = 0; k < p->n; k++) {
+        size_t len = bpe_packed_len(p, k);
+        if (bpe_add_count(m, key, len, bpe_hash_bytes(key, len),
+                          bpe_packed_count(p, k)) < 0)
         {
-            failed = -2;
-            break;
+            return -1;
         }
-        i = j;
+        key += len;
     }
-    Py_END_ALLOW_THREADS
-    self->busy = 0;
-    PyObject *result = NULL;
-    if (failed == -1) {
-        bpe_surrogate_error(&t);
-    }
-    else if (failed == -2) {
-        PyErr_NoMemory();
-    }
-    else {
-        result = Py_NewRef(Py_None);
-    }
-    bpe_text_close(&t);
-    return result;
-}
-
-static PyObject *
-Counter_to_dict(CounterObject *self, PyObject *unused)
-{
-    if (!counter_usable(self)) {
-        return NULL;
-    }
-    PyObject *out = PyDict_New();
-    if (out == NULL) {
-        return NULL;
-    }
-    /* Creating objects may run the garbage collector, and so Python code
-     * (finalizers) that could call this counter's methods: busy refuses them
-     * while the loop reads the table. */
-    self->busy = 1;
-    const BytesMap *m = &self->counts;
-    for (size_t k = 0; k < m->used; k++) { /* in first-seen order */
-        const Entry *s = &m->entries[k];
-        unsigned char buf[INLINE_KEY];
-        PyObject *key = PyBytes_FromStringAndSize(
-            (const char *)bpe_entry_key(m, s, buf), (Py_ssize_t)s->len);
-        PyObject *value = key ? PyLong_FromLongLong(s->value) : NULL;
-        if (value == NULL || PyDict_SetItem(out, key, value) < 0) {
-            Py_XDECREF(key);
-            Py_XDECREF(value);
-            Py_CLEAR(out);
-            break;
-        }
-        Py_DECREF(key);
-        Py_DECREF(value);
-    }
-    self->busy = 0;
-    return out;
+    return 0;
 }
 
 /* ---- merging counters, on several threads --------------------------------
  *
- * merge(other, threads) adds other's counts to this counter's as adding its
- * entries one by one, in other's order, would: keys already here keep their
- * place, new ones follow in other's first-seen order (so to_dict() and
- * to_packed() give the same order for any number of threads). In two phases
- * (three when the index must grow), each on `threads` threads with the GIL
- * released and both counters busy:
+ * bpe_bm_merge(into, from, threads) adds from's counts to into's as adding
+ * its entries one by one, in from's order, would: keys already in `into` keep
+ * their place, new ones follow in from's first-seen order (so the counter's
+ * to_dict() and to_packed() give the same order for any number of threads).
+ * In two phases (three when the index must grow), each on `threads` threads
+ * (PretokenCounter.merge runs it with the GIL released and both counters
+ * busy, so no other code touches either map):
  *
- *   1. lookup: share p of other's entries (a range of positions) is looked up
- *      here, through an index nobody changes meanwhile; a hit adds to its
- *      entry's count (other's keys are distinct, so each entry here is hit by
- *      at most one share: no two threads write one count), a miss is kept in
- *      the share's list, in other's order.
+ *   1. lookup: share p of from's entries (a range of positions) is looked up
+ *      in `into`, through an index nobody changes meanwhile; a hit adds to its
+ *      entry's count (from's keys are distinct, so each entry of `into` is hit
+ *      by at most one share: no two threads write one count), a miss is kept
+ *      in the share's list, in from's order.
  *   2. append: the shares' misses, concatenated, are the new entries, in
- *      other's order; each share copies its own to the place the counts of
+ *      from's order; each share copies its own to the place the counts of
  *      the shares before it give, and puts them in the index, claiming free
  *      slots by compare-and-swap. The index is first grown, if it must be, to
  *      the size one-by-one insertion would reach (a phase clears it, one
@@ -213,23 +159,6 @@ Counter_to_dict(CounterObject *self, PyObject *unused)
 
 /* How many entries ahead the merge's loops prefetch. */
 #define MERGE_AHEAD 16
-
-/* More threads than this are refused (a caller's typo, not a machine). */
-#define MAX_THREADS 1024
-
-/* 1 if `threads` (method's argument) is 1 .. MAX_THREADS, else 0 with
- * ValueError set. */
-static int
-threads_in_range(const char *method, Py_ssize_t threads)
-{
-    if (threads < 1 || threads > MAX_THREADS) {
-        PyErr_Format(PyExc_ValueError,
-                     "%s: threads must be 1 .. %d, not %zd", method,
-                     MAX_THREADS, threads);
-        return 0;
-    }
-    return 1;
-}
 
 typedef struct {
     BytesMap *into;
@@ -425,9 +354,9 @@ merge_run_phase(MergeShare *shares, size_t n)
 }
 
 /* Add from's counts to into's (see above): 0, or -1 when out of memory (into
- * may then hold some of from's counts). Touches no Python object. */
-static int
-bm_merge(BytesMap *into, const BytesMap *from, size_t threads)
+ * may then hold some of from's counts). */
+BPE_INTERNAL int
+bpe_bm_merge(BytesMap *into, const BytesMap *from, size_t threads)
 {
     if (from->used == 0) {
         return 0;
@@ -498,84 +427,18 @@ bm_merge(BytesMap *into, const BytesMap *from, size_t threads)
     return failed ? -1 : 0;
 }
 
-static PyObject *
-Counter_merge(CounterObject *self, PyObject *args, PyObject *kwds)
-{
-    static char *kwlist[] = {"", "threads", NULL};
-    PyObject *arg;
-    Py_ssize_t threads = 1;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|n:merge", kwlist, &arg,
-                                     &threads))
-    {
-        return NULL;
-    }
-    if (!threads_in_range("merge", threads)) {
-        return NULL;
-    }
-    if (!PyObject_TypeCheck(arg, Py_TYPE(self))) {
-        PyErr_Format(PyExc_TypeError,
-                     "can only merge a PretokenCounter, not %.100s",
-                     Py_TYPE(arg)->tp_name);
-        return NULL;
-    }
-    CounterObject *other = (CounterObject *)arg;
-    if (other == self) {
-        PyErr_SetString(PyExc_ValueError,
-                        "cannot merge a counter into itself");
-        return NULL;
-    }
-    if (other->pattern != self->pattern) {
-        PyErr_Format(PyExc_ValueError,
-                     "cannot merge the %s pre-tokens of another counter into "
-                     "this counter of %s pre-tokens",
-                     pattern_names[other->pattern],
-                     pattern_names[self->pattern]);
-        return NULL;
-    }
-    /* (nothing runs Python code between these checks and busy = 1; `args`
-     * holds a reference to other until the end) */
-    if (!counter_usable(self) || !counter_usable(other)) {
-        return NULL;
-    }
-    int failed;
-    self->busy = other->busy = 1;
-    Py_BEGIN_ALLOW_THREADS
-    failed = bm_merge(&self->counts, &other->counts, (size_t)threads);
-    Py_END_ALLOW_THREADS
-    self->busy = other->busy = 0;
-    if (failed) {
-        return PyErr_NoMemory();
-    }
-    Py_RETURN_NONE;
-}
-
-/* Add counts[k] to the count of key (creating it): 0, or -1 when out of
- * memory. A sum past 2**63 - 1 saturates there (a count that large is beyond
- * any corpus; the trainer refuses it anyway). */
-static int
-add_count(BytesMap *m, const unsigned char *key, size_t len, uint64_t h,
-          int64_t count)
-{
-    Entry *s = bpe_bm_get(m, key, len, h);
-    if (s == NULL) {
-        return bpe_bm_insert(m, key, len, h, count, 0) == NULL ? -1 : 0;
-    }
-    s->value = count > INT64_MAX - s->value ? INT64_MAX : s->value + count;
-    return 0;
-}
-
 /* ---- to_packed, on several threads ----------------------------------------
  *
- * to_packed(min_count, threads) writes the entries of at least min_count, in
- * first-seen order, as packed word counts (packed.h). Share p of the entries
- * (a range of positions) is read by one thread, in two phases with the GIL
- * released and the counter busy: (1) how many of its entries are kept and
- * their keys' bytes; then, once the bytes object is made (with the GIL) and
- * the sizes of the shares before each give where its words go, (2) it writes
- * its counts, lengths and keys there. The bytes object is new and nobody else
- * holds it while it is filled. The output is the same for any thread count. */
+ * The entries of at least min_count, in first-seen order, as packed word
+ * counts (packed.h). Share p of the entries (a range of positions) is read by
+ * one thread, in two phases: (1, bpe_pack_plan) how many of its entries are
+ * kept and their keys' bytes; then, once the caller has the buffer (the
+ * module: a new bytes object, made with the GIL, which no other code holds
+ * while it is filled) and the sizes of the shares before each give where its
+ * words go, (2, bpe_pack_write) it writes its counts, lengths and keys there.
+ * The output is the same for any thread count. */
 
-typedef struct {
+struct PackShare {
     const BytesMap *m;
     int64_t min_count;
     enum { PACK_SIZE, PACK_WRITE } phase;
@@ -585,7 +448,7 @@ typedef struct {
     size_t key_bytes;
     /* write: where their counts, lengths and keys go */
     unsigned char *counts, *lengths, *bytes;
-} PackShare;
+};
 
 static void *
 pack_share_run(void *arg)
@@ -623,31 +486,19 @@ pack_share_run(void *arg)
     return NULL;
 }
 
-static PyObject *
-Counter_to_packed(CounterObject *self, PyObject *args, PyObject *kwds)
+BPE_INTERNAL int
+bpe_pack_plan(PackPlan *plan, const BytesMap *m, int64_t min_count,
+              size_t threads, uint64_t *size)
 {
-    static char *kwlist[] = {"min_count", "threads", NULL};
-    long long min_count = 1;
-    Py_ssize_t threads = 1;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|Ln:to_packed", kwlist,
-                                     &min_count, &threads))
-    {
-        return NULL;
-    }
-    if (!threads_in_range("to_packed", threads)) {
-        return NULL;
-    }
-    /* (nothing runs Python code between this check and busy = 1) */
-    if (!counter_usable(self)) {
-        return NULL;
-    }
-    const BytesMap *m = &self->counts;
-    size_t n_shares = (size_t)threads < m->used ? (size_t)threads : m->used;
+    memset(plan, 0, sizeof(*plan));
+    size_t n_shares = threads < m->used ? threads : m->used;
     n_shares = n_shares ? n_shares : 1;
-    PackShare *shares = calloc(n_shares, sizeof(PackShare));
-    if (shares == NULL) {
-        return PyErr_NoMemory();
+    plan->shares = calloc(n_shares, sizeof(PackShare));
+    if (plan->shares == NULL) {
+        return -1;
     }
+    plan->n_shares = n_shares;
+    PackShare *shares = plan->shares;
     for (size_t p = 0; p < n_shares; p++) {
         shares[p].m = m;
         shares[p].min_count = min_count;
@@ -655,251 +506,42 @@ Counter_to_packed(CounterObject *self, PyObject *args, PyObject *kwds)
         shares[p].begin = m->used * p / n_shares;
         shares[p].end = m->used * (p + 1) / n_shares;
     }
-    self->busy = 1;
-    Py_BEGIN_ALLOW_THREADS
     run_shares(pack_share_run, shares, sizeof(PackShare), n_shares);
-    Py_END_ALLOW_THREADS
-    uint64_t n = 0;
-    size_t key_bytes = 0;
     for (size_t p = 0; p < n_shares; p++) {
-        n += shares[p].n;
-        key_bytes += shares[p].key_bytes;
+        plan->n += shares[p].n;
+        plan->key_bytes += shares[p].key_bytes;
     }
-    PyObject *out = NULL;
-    if (key_bytes > (size_t)PY_SSIZE_T_MAX - PACKED_HEADER - 12 * n) {
-        PyErr_NoMemory();
-    }
-    else {
-        out = PyBytes_FromStringAndSize(
-            NULL, (Py_ssize_t)(PACKED_HEADER + 12 * n + key_bytes));
-    }
-    if (out != NULL) {
-        unsigned char *buf = (unsigned char *)PyBytes_AS_STRING(out);
-        uint32_t version = PACKED_VERSION;
-        memcpy(buf, PACKED_MAGIC, 4);
-        memcpy(buf + 4, &version, 4);
-        memcpy(buf + 8, &n, 8);
-        unsigned char *counts = buf + PACKED_HEADER, *lengths = counts + 8 * n,
-                      *bytes = lengths + 4 * n;
-        for (size_t p = 0; p < n_shares; p++) {
-            shares[p].phase = PACK_WRITE;
-            shares[p].counts = counts;
-            shares[p].lengths = lengths;
-            shares[p].bytes = bytes;
-            counts += 8 * shares[p].n;
-            lengths += 4 * shares[p].n;
-            bytes += shares[p].key_bytes;
-        }
-        Py_BEGIN_ALLOW_THREADS
-        run_shares(pack_share_run, shares, sizeof(PackShare), n_shares);
-        Py_END_ALLOW_THREADS
-    }
-    self->busy = 0;
-    free(shares);
-    return out;
-}
-
-static PyObject *
-Counter_add_packed(CounterObject *self, PyObject *arg)
-{
-    Py_buffer view;
-    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) {
-        return NULL;
-    }
-    /* The buffer is exported (a bytearray cannot resize) and nothing below
-     * runs Python code, so it stays as it is while it is read. */
-    PyObject *result = NULL;
-    PackedView p;
-    if (bpe_packed_open(&p, view.buf, (size_t)view.len) < 0 ||
-        !counter_usable(self))
-    {
-        goto done;
-    }
-    for (uint64_t k = 0; k < p.n; k++) {
-        if (bpe_packed_count(&p, k) <= 0) {
-            PyErr_Format(PyExc_ValueError,
-                         "packed word counts: word %llu has count %lld; "
-                         "counts must be positive",
-                         (unsigned long long)k,
-                         (long long)bpe_packed_count(&p, k));
-            goto done;
-        }
-    }
-    const unsigned char *key = p.bytes;
-    for (uint64_t k = 0; k < p.n; k++) {
-        size_t len = bpe_packed_len(&p, k);
-        if (add_count(&self->counts, key, len, bpe_hash_bytes(key, len),
-                      bpe_packed_count(&p, k)) < 0)
-        {
-            PyErr_NoMemory();
-            goto done;
-        }
-        key += len;
-    }
-    result = Py_NewRef(Py_None);
-done:
-    PyBuffer_Release(&view);
-    return result;
-}
-
-/* Count the pre-tokens of `pattern` (PAT_*) in s[0:n] (valid UTF-8, no
- * special token); -2 when out of memory. Inlined into count_utf8 once per
- * pattern, so each copy calls its own scanner (no switch per pre-token).
- * Each token is looked up as it is scanned (no prefetching lookahead: see
- * docs/design-notes.md). */
-BPE_ALWAYS_INLINE int
-count_utf8_as(BytesMap *counts, const unsigned char *s, size_t n, int pattern)
-{
-    /* GPT-2's pattern splits ASCII text from whole blocks (scan_blocks.h) */
-    Spans spans;
-    bpe_spans_init(&spans, pattern);
-    for (size_t i = 0; i < n;) {
-        size_t j = bpe_spans_next(&spans, s, i, n, pattern);
-        uint64_t h = bpe_hash_bytes(s + i, j - i);
-        Entry *slot = bpe_bm_get(counts, s + i, j - i, h);
-        if (slot != NULL) {
-            slot->value++;
-        }
-        else if (bpe_bm_insert(counts, s + i, j - i, h, 1, 0) == NULL) {
-            return -2;
-        }
-        i = j;
-    }
+    /* (no overflow: the keys are in memory, and so are 12 bytes a word) */
+    *size = PACKED_HEADER + 12 * plan->n + (uint64_t)plan->key_bytes;
     return 0;
 }
 
-static int
-count_utf8(BytesMap *counts, const unsigned char *s, size_t n, int pattern)
+BPE_INTERNAL void
+bpe_pack_write(PackPlan *plan, unsigned char *buf)
 {
-    switch (pattern) {
-    case PAT_CL100K:
-        return count_utf8_as(counts, s, n, PAT_CL100K);
-    case PAT_O200K:
-        return count_utf8_as(counts, s, n, PAT_O200K);
-    default:
-        return count_utf8_as(counts, s, n, PAT_GPT2);
+    uint64_t n = plan->n;
+    uint32_t version = PACKED_VERSION;
+    memcpy(buf, PACKED_MAGIC, 4);
+    memcpy(buf + 4, &version, 4);
+    memcpy(buf + 8, &n, 8);
+    unsigned char *counts = buf + PACKED_HEADER, *lengths = counts + 8 * n,
+                  *bytes = lengths + 4 * n;
+    PackShare *shares = plan->shares;
+    for (size_t p = 0; p < plan->n_shares; p++) {
+        shares[p].phase = PACK_WRITE;
+        shares[p].counts = counts;
+        shares[p].lengths = lengths;
+        shares[p].bytes = bytes;
+        counts += 8 * shares[p].n;
+        lengths += 4 * shares[p].n;
+        bytes += shares[p].key_bytes;
     }
+    run_shares(pack_share_run, shares, sizeof(PackShare), plan->n_shares);
 }
 
-static PyObject *
-Counter_add_utf8(CounterObject *self, PyObject *args)
+BPE_INTERNAL void
+bpe_pack_free(PackPlan *plan)
 {
-    PyObject *data_arg, *specials_arg;
-    if (!bpe_classes_ready()) {
-        return NULL;
-    }
-    if (!PyArg_ParseTuple(args, "OO:add_utf8", &data_arg, &specials_arg)) {
-        return NULL;
-    }
-    /* Copies first (Python code may run while they are made), then the state
-     * checks, then the scan: nothing runs between the checks and busy = 1. */
-    Specials sp;
-    Utf8Data d = {0};
-    PyObject *result = NULL;
-    if (bpe_specials_open(&sp, specials_arg) < 0 ||
-        bpe_data_open(&d, data_arg) < 0)
-    {
-        goto done;
-    }
-    const unsigned char *s = d.buf;
-    size_t n = d.len;
-    if (sp.bad >= 0) {
-        /* RegexCounter decodes the data first: not UTF-8 is False whatever
-         * the special tokens */
-        result = bpe_utf8_valid(s, n) ? bpe_specials_refuse(&sp)
-                                      : Py_NewRef(Py_False);
-        goto done;
-    }
-    if (!counter_usable(self)) {
-        goto done;
-    }
-    int valid, failed = 0, pattern = self->pattern;
-    self->busy = 1;
-    Py_BEGIN_ALLOW_THREADS
-    valid = bpe_utf8_valid(s, n);
-    for (size_t pos = 0; valid && pos <= n && !failed;) {
-        size_t len, which;
-        size_t at = bpe_next_special(&sp, s, pos, n, &len, &which);
-        failed = count_utf8(&self->counts, s + pos, at - pos, pattern);
-        pos = at + (len ? len : 1);
-    }
-    Py_END_ALLOW_THREADS
-    self->busy = 0;
-    result = failed ? PyErr_NoMemory() : PyBool_FromLong(valid);
-done:
-    bpe_specials_close(&sp);
-    bpe_data_close(&d);
-    return result;
+    free(plan->shares);
+    memset(plan, 0, sizeof(*plan));
 }
-
-static Py_ssize_t
-Counter_len(CounterObject *self)
-{
-    if (self->busy) { /* the count changes under a running add() */
-        PyErr_SetString(PyExc_RuntimeError,
-                        "PretokenCounter is in use by another thread");
-        return -1;
-    }
-    return (Py_ssize_t)self->counts.used;
-}
-
-static PyMethodDef Counter_methods[] = {
-    {"add", (PyCFunction)Counter_add, METH_O,
-     "add(text)\n--\n\nCount the pre-tokens of text (a str holding no "
-     "special token)."},
-    {"add_utf8", (PyCFunction)Counter_add_utf8, METH_VARARGS,
-     "add_utf8(data, special_tokens)\n--\n\nCount the pre-tokens of UTF-8 "
-     "bytes, split on the special tokens (bytes).\nFalse, counting nothing, "
-     "if data is not valid UTF-8."},
-    {"merge", (PyCFunction)(void (*)(void))Counter_merge,
-     METH_VARARGS | METH_KEYWORDS,
-     "merge(other, /, threads=1)\n--\n\nAdd another PretokenCounter's counts "
-     "to this one, its new pre-tokens after\nthis one's in its first-seen "
-     "order, on `threads` threads (without the GIL)."},
-    {"to_packed", (PyCFunction)(void (*)(void))Counter_to_packed,
-     METH_VARARGS | METH_KEYWORDS,
-     "to_packed(min_count=1, threads=1)\n--\n\nThe counts of at least "
-     "min_count as packed word counts (bytes; see\n"
-     "bpe_impls.corpus.tally.pack_counts), in first-seen order, written on "
-     "`threads`\nthreads (without the GIL)."},
-    {"add_packed", (PyCFunction)Counter_add_packed, METH_O,
-     "add_packed(data)\n--\n\nAdd packed word counts (as to_packed "
-     "makes) to this counter's."},
-    {"to_dict", (PyCFunction)Counter_to_dict, METH_NOARGS,
-     "to_dict()\n--\n\nThe counts so far: {pre-token UTF-8 bytes: count}."},
-    {NULL, NULL, 0, NULL},
-};
-
-static PyObject *
-Counter_get_pattern(CounterObject *self, void *closure)
-{
-    return PyUnicode_FromString(pattern_names[self->pattern]);
-}
-
-static PyGetSetDef Counter_getset[] = {
-    {"pattern", (getter)Counter_get_pattern, NULL,
-     "The split pattern it scans: 'gpt2', 'cl100k' or 'o200k'.", NULL},
-    {NULL, NULL, NULL, NULL, NULL},
-};
-
-static PySequenceMethods Counter_as_sequence = {
-    .sq_length = (lenfunc)Counter_len,
-};
-
-BPE_INTERNAL PyTypeObject bpe_CounterType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "bpe_impls._native.PretokenCounter",
-    .tp_doc =
-        "PretokenCounter(pattern='gpt2'): counts the pre-tokens of a preset "
-        "split pattern ('gpt2', 'cl100k' or 'o200k') by their UTF-8 bytes. "
-        "One thread at a time: a call made while another thread's add(), "
-        "merge() or to_packed() runs raises RuntimeError.",
-    .tp_basicsize = sizeof(CounterObject),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_new = PyType_GenericNew,
-    .tp_init = (initproc)Counter_init,
-    .tp_dealloc = (destructor)Counter_dealloc,
-    .tp_methods = Counter_methods,
-    .tp_getset = Counter_getset,
-    .tp_as_sequence = &Counter_as_sequence,
-};

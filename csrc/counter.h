@@ -1,6 +1,7 @@
 /* BytesMap, the byte string -> (value, aux) table of the pre-token counter
- * (bytes_map.c), and the PretokenCounter type (counter.c). The encoder keeps
- * a cache of its own (encoder_internal.h).
+ * (bytes_map.c), and the counting done on it (counter.c): PretokenCounter's
+ * core (its Python type is py/counter_type.c). The encoder keeps a cache of
+ * its own (encoder_internal.h).
  *
  * Laid out as CPython's dict: the entries in one dense array in insertion
  * order, found through an open-addressing index of positions (linear probing).
@@ -15,11 +16,13 @@
 #ifndef BPE_COUNTER_H
 #define BPE_COUNTER_H
 
-#include <Python.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
 #include "bpe_util.h"
+#include "packed.h"
+#include "scanner.h"
 
 #define INLINE_KEY 8
 #define NO_ENTRY UINT32_MAX
@@ -157,6 +160,57 @@ BPE_INTERNAL void table_free(void *p, size_t bytes);
 BPE_INTERNAL int table_reserve(void *items_ptr, size_t *cap, size_t used,
                                size_t need, size_t size, size_t first_cap);
 
-extern BPE_INTERNAL PyTypeObject bpe_CounterType;
+/* ---- counting (counter.c) ------------------------------------------------
+ *
+ * None of these touches anything but the maps and inputs given: the module
+ * runs them without the GIL, the maps held by its counters for the call. */
+
+/* Count the pre-tokens of `pattern` (PAT_*) in the text: 0, -1 at a lone
+ * surrogate (its position in t->bad; the pre-tokens before it are counted),
+ * -2 when out of memory. */
+BPE_INTERNAL int bpe_count_text(BytesMap *m, Text *t, int pattern);
+
+/* Count the pre-tokens of `pattern` in UTF-8 s[0:n], split on the special
+ * tokens (which are not counted): 1, or 0 (nothing counted) if s is not valid
+ * UTF-8; -2 when out of memory. */
+BPE_INTERNAL int bpe_count_utf8(BytesMap *m, const Specials *sp,
+                                const unsigned char *s, size_t n, int pattern);
+
+/* Add count to the count of key (hash h; creating it): 0, or -1 when out of
+ * memory. A sum past 2**63 - 1 saturates there. */
+BPE_INTERNAL int bpe_add_count(BytesMap *m, const unsigned char *key,
+                               size_t len, uint64_t h, int64_t count);
+
+/* Add the packed words' counts (each must be positive: see
+ * bpe_packed_first_bad_count) in their order: 0, or -1 when out of memory. */
+BPE_INTERNAL int bpe_add_packed(BytesMap *m, const PackedView *p);
+
+/* More threads than this are refused (a caller's typo, not a machine). */
+#define BPE_MAX_THREADS 1024
+
+/* Add from's counts to into's on `threads` threads (1 .. BPE_MAX_THREADS), as
+ * adding from's entries one by one would (see counter.c): 0, or -1 when out
+ * of memory (into may then hold some of from's counts). */
+BPE_INTERNAL int bpe_bm_merge(BytesMap *into, const BytesMap *from,
+                              size_t threads);
+
+/* Packing a map's entries of at least min_count as packed word counts, on
+ * threads: bpe_pack_plan sizes the output (its bytes in *size), the caller
+ * provides a buffer of that size, bpe_pack_write fills it, bpe_pack_free
+ * ends. The map must not change in between. */
+typedef struct PackShare PackShare;
+typedef struct {
+    PackShare *shares;
+    size_t n_shares;
+    uint64_t n;       /* entries kept */
+    size_t key_bytes; /* their keys' bytes */
+} PackPlan;
+
+/* 0, or -1 when out of memory; bpe_pack_free(plan) must follow either way. */
+BPE_INTERNAL int bpe_pack_plan(PackPlan *plan, const BytesMap *m,
+                               int64_t min_count, size_t threads,
+                               uint64_t *size);
+BPE_INTERNAL void bpe_pack_write(PackPlan *plan, unsigned char *buf);
+BPE_INTERNAL void bpe_pack_free(PackPlan *plan);
 
 #endif /* BPE_COUNTER_H */

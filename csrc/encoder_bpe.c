@@ -1,7 +1,5 @@
 /* BPE of one pre-token's ids over the pair map: a scan for short pre-tokens,
  * a heap for long ones. */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -151,5 +149,3 @@ done:
     return out;
 }
 
-/* BPE of one pre-token's bytes, appended to out (which has room for len
- * ids); 0, or -1 if out of memory. */

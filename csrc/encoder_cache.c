@@ -1,7 +1,5 @@
 /* The encoder's pre-token cache: pre-token bytes -> ids (encoder_internal.h
  * describes its layout); growth, eviction and storing a miss. */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
 #include <stdint.h>
 #include <string.h>
 

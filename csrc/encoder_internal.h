@@ -1,15 +1,18 @@
-/* The encoder's private header: what its components share (encoder_cache.c,
- * encoder_bpe.c, encoder_loop.c, encoder_type.c). The small functions every
- * pre-token calls are static inline here, so each component inlines them. */
+/* The encoder's core: what its components share (encoder_tables.c,
+ * encoder_cache.c, encoder_bpe.c, encoder_loop.c, batch_runs.c) and what its
+ * Python type (py/encoder_type.c, py/encoder_many.c) calls. The small
+ * functions every pre-token calls are static inline here, so each component
+ * inlines them. Plain C: the tables, caches and outputs are the caller's
+ * memory, and nothing here takes a lock (the Python type gives each call a
+ * cache of its own and keeps the tables alive while a call runs). */
 #ifndef BPE_ENCODER_INTERNAL_H
 #define BPE_ENCODER_INTERNAL_H
 
-#include <Python.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
 #include "bpe_util.h"
-#include "encoder.h"
 #include "scan_blocks.h"
 #include "scanner.h"
 
@@ -19,12 +22,6 @@
 #define SCAN_LIMIT 64
 /* Longer pre-tokens are not cached: rare, and they would pin large keys. */
 #define MAX_CACHED_BYTES 1024
-/* Inputs shorter than this are encoded without releasing the GIL: handing it
- * over costs more than such a call. */
-#define NOGIL_MIN_BYTES 4096
-/* Ids below this get a shared int object each (IdObjects); larger ones (rare:
- * special tokens of huge vocabularies) a new int per use. */
-#define MAX_ID_OBJECTS (1u << 20)
 
 /* The merges: (left, right) -> (rank, merged id), open addressing, one slot
  * per probe (key, rank and merged id on one cache line). */
@@ -135,18 +132,11 @@ typedef struct {
     size_t len, cap;
 } IdBuf;
 
-/* A spare output buffer larger than this many ids is not kept for the next
- * call. */
-#define MAX_SPARE_IDS ((size_t)1 << 24)
-
 /* ---- the tables ---------------------------------------------------------
  *
- * What an __init__ builds, reference counted (with the GIL held): each call
- * takes a reference before it releases the GIL, so a concurrent __init__ that
- * swaps in new tables only drops its own, and the old tables go when the last
- * call using them ends. */
+ * What BPE reads: the merges and the byte ids, built once (encoder_tables.c)
+ * and only read after, by any number of calls at once. */
 typedef struct {
-    Py_ssize_t refs;
     PairMap pairs;
     uint32_t byte_ids[256];
     /* byte_pairs[x << 8 | y]: the rank (high half) and merged id (low half)
@@ -155,26 +145,7 @@ typedef struct {
      * directly instead of probing the pair map (2 MB for GPT-2). */
     uint64_t *byte_pairs;
     int pattern; /* the scanner: PAT_GPT2, PAT_CL100K or PAT_O200K */
-    size_t cache_size;
-    /* The caches not in use: a call takes one (the last returned: the
-     * warmest) and gives it back at its end, both with the GIL held, so no
-     * lock is needed and each thread encoding at a time has a cache of its
-     * own: no atomics on the hit path, and it scales with the threads. Each
-     * holds at most cache_size pre-tokens. (A cache shared by the threads
-     * was measured and dropped: docs/design-notes.md.) */
-    Cache **pool;
-    size_t pool_len, pool_cap;
-    /* The int object of each id below id_objects_len, made on first use (with
-     * the GIL), so filling a list is a store and an INCREF per id. Once
-     * id_objects_full, every one is made and none changes again: a batch's
-     * lists are then filled from it without the GIL. */
-    PyObject **id_objects;
-    size_t id_objects_len;
-    int id_objects_full;
-    /* The output buffer of the last call, kept for the next (with the GIL,
-     * as the caches): a warm call then writes to memory already mapped. */
-    IdBuf spare;
-} Tables;
+} BpeTables;
 
 /* pack_mask[len]: the bits of a key of len <= 15 bytes in each half. */
 static const uint64_t pack_mask[INLINE_KEY_BYTES + 1][2] = {
@@ -279,24 +250,6 @@ cache_has_room(const Cache *c, size_t n)
            (2 * (c->used + 1) <= c->mask + 1 || c->mask + 1 >= c->max_cap);
 }
 
-/* The int object of an id (a new reference), with the GIL. */
-static inline PyObject *
-tables_id_object(Tables *t, uint32_t id)
-{
-    if (id < t->id_objects_len) {
-        PyObject *v = t->id_objects[id];
-        if (v == NULL) {
-            v = PyLong_FromUnsignedLong(id);
-            if (v == NULL) {
-                return NULL;
-            }
-            t->id_objects[id] = v;
-        }
-        return Py_NewRef(v);
-    }
-    return PyLong_FromUnsignedLong(id);
-}
-
 static inline int
 idbuf_reserve(IdBuf *b, size_t extra)
 {
@@ -324,21 +277,6 @@ BPE_INTERNAL int
 cache_store(Cache *c, const unsigned char *s, size_t len, size_t room,
             const uint32_t *ids, size_t n);
 
-BPE_INTERNAL void
-tables_free(Tables *t);
-
-BPE_INTERNAL void
-tables_decref(Tables *t);
-
-BPE_INTERNAL Cache *
-tables_take_cache(Tables *t, int *failed);
-
-BPE_INTERNAL void
-tables_give_cache(Tables *t, Cache *c);
-
-BPE_INTERNAL PyObject *
-ids_to_list(Tables *t, const uint32_t *ids, size_t n);
-
 BPE_INTERNAL size_t
 bpe_scan(const PairMap *pm, const uint64_t *byte_pairs,
          const unsigned char *bytes, uint32_t *ids, size_t n, uint32_t *ranks,
@@ -347,13 +285,84 @@ bpe_scan(const PairMap *pm, const uint64_t *byte_pairs,
 BPE_INTERNAL size_t
 bpe_heap(const PairMap *pm, uint32_t *ids, size_t n);
 
+/* BPE of one pre-token's bytes key[0:len], appended to out (which has room
+ * for len ids): 0, or -1 when out of memory. No cache. */
 BPE_INTERNAL int
-encode_pretoken(const Tables *t, const unsigned char *key, size_t len,
+encode_pretoken(const BpeTables *t, const unsigned char *key, size_t len,
                 IdBuf *out);
 
+/* The ids of valid UTF-8 s[0:n] appended to out: split on the special tokens
+ * (longest first), each one becoming its id (special_ids[k] for the token
+ * added k-th), the text between them encoded through the cache c (NULL: none;
+ * a cache is used by one call at a time). With settled, only what more data
+ * could not change, its length in bytes into *cut (see encoder_loop.c). 0, or
+ * -1 when out of memory. */
 BPE_INTERNAL int
-encode_text(const Tables *t, Cache *c, const Specials *sp,
+encode_text(const BpeTables *t, Cache *c, const Specials *sp,
             const uint32_t *special_ids, const unsigned char *s, size_t n,
             int settled, IdBuf *out, size_t *cut);
+
+/* One text of a batch: its UTF-8, and whether it is known valid (a str's). */
+typedef struct {
+    const unsigned char *s;
+    size_t n;
+    int valid;
+} Utf8Text;
+
+/* encode_text (not settled) of texts[0:count] in turn into out, offsets[k +
+ * 1] the end of text k's ids in out (offsets[0] is the caller's): 0, -1 when
+ * out of memory, 1 when texts[*bad], not known valid, is not valid UTF-8
+ * (the texts before it encoded). */
+BPE_INTERNAL int
+encode_many(const BpeTables *t, Cache *c, const Specials *sp,
+            const uint32_t *special_ids, const Utf8Text *texts, size_t count,
+            int64_t *offsets, IdBuf *out, size_t *bad);
+
+/* ids[0:n] into dst as native-endian unsigned integers of `itemsize` bytes
+ * (2 or 4; dst suitably aligned); for 2, whether every id fits (else dst is
+ * left part-written). */
+BPE_INTERNAL int
+bpe_ids_narrow(void *dst, const uint32_t *ids, size_t n, int itemsize);
+
+/* ---- building the tables (encoder_tables.c) ------------------------------ */
+
+/* An empty pair map with room for n merges: 0, or -1 when out of memory. */
+BPE_INTERNAL int
+bpe_pairs_init(PairMap *pm, size_t n);
+
+/* Merge (a, b) -> merged with this rank, unless the pair has a rank already
+ * (a repeated pair keeps its first rank); at most as many as bpe_pairs_init
+ * made room for. */
+BPE_INTERNAL void
+bpe_pairs_add(PairMap *pm, uint32_t a, uint32_t b, uint32_t merged,
+              uint32_t rank);
+
+/* An empty pair map holding the n merges packed as native uint32 (left,
+ * right, merged) triples at p (any alignment), in rank order; the largest
+ * merged id raises *max_id. 0, -1 when out of memory, 1 when merge *bad_rank
+ * holds the id UINT32_MAX (no token id). */
+BPE_INTERNAL int
+bpe_pairs_read_triples(PairMap *pm, const unsigned char *p, size_t n,
+                       uint32_t *max_id, size_t *bad_rank);
+
+/* The byte_pairs of t's pairs and byte_ids: 0, or -1 when out of memory. */
+BPE_INTERNAL int
+bpe_tables_fill_byte_pairs(BpeTables *t);
+
+/* Free what t holds (safe on a zeroed BpeTables). */
+BPE_INTERNAL void
+bpe_tables_clear(BpeTables *t);
+
+/* ---- batches (batch_runs.c) ---------------------------------------------- */
+
+/* The bounds of `parts` runs over items of cumulative sizes ends[0:count]
+ * (count > 0, total = ends[count - 1]), as tokenizer._batch_runs gives them:
+ * 0, then for each k in 1 .. parts - 1 the index after the item whose end is
+ * nearest k/parts of the total (the earlier on a tie) when it is new and
+ * below count, then count; into bounds (room for count + 1), their number
+ * returned. */
+BPE_INTERNAL size_t
+bpe_run_bounds(const int64_t *ends, size_t count, int64_t total, size_t parts,
+               size_t *bounds);
 
 #endif /* BPE_ENCODER_INTERNAL_H */

@@ -1,99 +1,15 @@
-/* Encoding a text without Python objects or the GIL: the tables a call reads,
- * each pre-token through the cache or BPE, special tokens and the settled
- * cut of encode_iterable. */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
+/* Encoding a text: each pre-token through the cache or BPE, special tokens,
+ * the settled cut of encode_iterable, and a batch's texts in turn. Reads the
+ * tables and the inputs, writes only the call's cache and output: the Python
+ * type runs it without the GIL. */
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "encoder_internal.h"
 
-BPE_INTERNAL void
-tables_free(Tables *t)
-{
-    if (t == NULL) {
-        return;
-    }
-    free(t->pairs.slots);
-    free(t->byte_pairs);
-    free(t->spare.ids);
-    for (size_t k = 0; k < t->pool_len; k++) {
-        cache_free(t->pool[k]);
-    }
-    free(t->pool);
-    if (t->id_objects != NULL) {
-        for (size_t k = 0; k < t->id_objects_len; k++) {
-            Py_XDECREF(t->id_objects[k]);
-        }
-        free(t->id_objects);
-    }
-    free(t);
-}
-
-BPE_INTERNAL void
-tables_decref(Tables *t)
-{
-    if (t != NULL && --t->refs == 0) {
-        tables_free(t);
-    }
-}
-
-/* A cache for one call (NULL: caching is off); *failed set when out of
- * memory. With the GIL. */
-BPE_INTERNAL Cache *
-tables_take_cache(Tables *t, int *failed)
-{
-    *failed = 0;
-    if (t->cache_size == 0) {
-        return NULL;
-    }
-    if (t->pool_len) {
-        return t->pool[--t->pool_len];
-    }
-    Cache *c = cache_new(t->cache_size);
-    if (c == NULL) {
-        *failed = 1;
-    }
-    return c;
-}
-
-/* Give a cache back (with the GIL); one that cannot be kept is freed. */
-BPE_INTERNAL void
-tables_give_cache(Tables *t, Cache *c)
-{
-    if (c == NULL) {
-        return;
-    }
-    if (bpe_reserve(&t->pool, &t->pool_cap, t->pool_len + 1, sizeof(Cache *),
-                    4) < 0)
-    {
-        cache_free(c);
-        return;
-    }
-    t->pool[t->pool_len++] = c;
-}
-
-/* A list of the ids in b[from:to], with the GIL. */
-BPE_INTERNAL PyObject *
-ids_to_list(Tables *t, const uint32_t *ids, size_t n)
-{
-    PyObject *out = PyList_New((Py_ssize_t)n);
-    if (out == NULL) {
-        return NULL;
-    }
-    for (size_t k = 0; k < n; k++) {
-        PyObject *v = tables_id_object(t, ids[k]);
-        if (v == NULL) {
-            Py_DECREF(out);
-            return NULL;
-        }
-        PyList_SET_ITEM(out, (Py_ssize_t)k, v);
-    }
-    return out;
-}
-
 BPE_INTERNAL int
-encode_pretoken(const Tables *t, const unsigned char *key, size_t len,
+encode_pretoken(const BpeTables *t, const unsigned char *key, size_t len,
                 IdBuf *out)
 {
     if (len > SCAN_LIMIT) {
@@ -178,7 +94,7 @@ cache_lookup(const Cache *c, const unsigned char *s, size_t len, size_t room)
 /* A pre-token missed by the cache (or with none): its ids by BPE appended to
  * out (which has room for len ids), then cached; -1 when out of memory. */
 static int
-encode_miss(const Tables *t, Cache *c, const unsigned char *s, size_t len,
+encode_miss(const BpeTables *t, Cache *c, const unsigned char *s, size_t len,
             size_t room, IdBuf *out)
 {
     size_t before = out->len;
@@ -198,7 +114,7 @@ encode_miss(const Tables *t, Cache *c, const unsigned char *s, size_t len,
  * in that slot when no slot has to move (no second probe); -1 when out of
  * memory. */
 static int
-encode_miss_short(const Tables *t, Cache *c, CacheSlot *slot, uint64_t k0,
+encode_miss_short(const BpeTables *t, Cache *c, CacheSlot *slot, uint64_t k0,
                   uint64_t k1, const unsigned char *s, size_t len, size_t room,
                   IdBuf *out)
 {
@@ -217,7 +133,7 @@ encode_miss_short(const Tables *t, Cache *c, CacheSlot *slot, uint64_t k0,
  * out; -1 when out of memory. s[0:len] is the pre-token, `room` the bytes
  * readable from s on. */
 BPE_ALWAYS_INLINE int
-encode_token(const Tables *t, Cache *c, const unsigned char *s, size_t len,
+encode_token(const BpeTables *t, Cache *c, const unsigned char *s, size_t len,
              size_t room, IdBuf *out)
 {
     /* room for the ids (at most one a byte) and for a whole inline copy */
@@ -236,7 +152,7 @@ encode_token(const Tables *t, Cache *c, const unsigned char *s, size_t len,
     return encode_miss(t, c, s, len, room, out);
 }
 
-/* ---- encoding a text (no Python objects, no GIL needed) ------------------ */
+/* ---- encoding a text ----------------------------------------------------- */
 
 /* The pre-tokens of s[*i:to] one at a time, while the cache is small enough
  * to stay in L2 (or is off): the hit path works on local copies of the cache's
@@ -244,8 +160,9 @@ encode_token(const Tables *t, Cache *c, const unsigned char *s, size_t len,
  * cache past PREFETCH_MIN_SLOTS; *i is where it stopped. 0, or -1 if out of
  * memory. */
 BPE_ALWAYS_INLINE int
-encode_one_by_one(const Tables *t, Cache *c, const unsigned char *s, size_t *i,
-                  size_t to, size_t n, IdBuf *out, Spans *spans, int pattern)
+encode_one_by_one(const BpeTables *t, Cache *c, const unsigned char *s,
+                  size_t *i, size_t to, size_t n, IdBuf *out, Spans *spans,
+                  int pattern)
 {
     CacheSlot *slots = c ? c->slots : NULL;
     uint32_t *ids = out->ids;
@@ -302,7 +219,7 @@ encode_one_by_one(const Tables *t, Cache *c, const unsigned char *s, size_t *i,
  * the time the batch is looked up the slots are on their way. *i moves past
  * the batch. 0, or -1 if out of memory. */
 BPE_ALWAYS_INLINE int
-encode_prefetched_batch(const Tables *t, Cache *c, const unsigned char *s,
+encode_prefetched_batch(const BpeTables *t, Cache *c, const unsigned char *s,
                         size_t *i, size_t to, size_t n, IdBuf *out,
                         Spans *spans, int pattern)
 {
@@ -363,7 +280,7 @@ encode_prefetched_batch(const Tables *t, Cache *c, const unsigned char *s,
  * into out. Inlined once per pattern (encode_ordinary), so each copy calls
  * its own scanner inline. */
 BPE_ALWAYS_INLINE int
-encode_range(const Tables *t, Cache *c, const unsigned char *s, size_t from,
+encode_range(const BpeTables *t, Cache *c, const unsigned char *s, size_t from,
              size_t to, size_t n, IdBuf *out, int pattern)
 {
     Spans spans;
@@ -381,7 +298,7 @@ encode_range(const Tables *t, Cache *c, const unsigned char *s, size_t from,
 }
 
 static int
-encode_ordinary(const Tables *t, Cache *c, const unsigned char *s,
+encode_ordinary(const BpeTables *t, Cache *c, const unsigned char *s,
                 size_t from, size_t to, size_t n, IdBuf *out)
 {
     switch (t->pattern) {
@@ -468,11 +385,14 @@ is_settled(const unsigned char *s, size_t j, size_t end, int pattern)
 
 /* The whole of encode_utf8 over valid UTF-8 s[0:n], into out: split on the
  * special tokens (longest first), each one becoming its id, the text between
- * them encoded. With settled, only what more data could not change (see
- * Encoder_encode_utf8), its length in bytes into *cut. 0, or -1 when out of
- * memory. Touches no Python object: runs without the GIL. */
+ * them encoded. With settled, Tokenizer._encode_settled in bytes, for
+ * encode_iterable: only what more data could not change, its length in bytes
+ * into *cut: special tokens that start where the longest one still fits, then
+ * the pre-tokens after the last of them that end before the unsettled region
+ * and are settled by their pattern's rule (is_settled). 0, or -1 when out of
+ * memory. */
 BPE_INTERNAL int
-encode_text(const Tables *t, Cache *c, const Specials *sp,
+encode_text(const BpeTables *t, Cache *c, const Specials *sp,
             const uint32_t *special_ids, const unsigned char *s, size_t n,
             int settled, IdBuf *out, size_t *cut)
 {
@@ -523,4 +443,42 @@ encode_text(const Tables *t, Cache *c, const Specials *sp,
         pos = at + (len ? len : 1);
     }
     return 0;
+}
+
+BPE_INTERNAL int
+encode_many(const BpeTables *t, Cache *c, const Specials *sp,
+            const uint32_t *special_ids, const Utf8Text *texts, size_t count,
+            int64_t *offsets, IdBuf *out, size_t *bad)
+{
+    for (size_t k = 0; k < count; k++) {
+        const unsigned char *s = texts[k].s;
+        size_t n = texts[k].n, cut;
+        if (!texts[k].valid && !bpe_utf8_valid(s, n)) {
+            *bad = k;
+            return 1;
+        }
+        if (encode_text(t, c, sp, special_ids, s, n, 0, out, &cut) < 0) {
+            return -1;
+        }
+        offsets[k + 1] = (int64_t)out->len;
+    }
+    return 0;
+}
+
+BPE_INTERNAL int
+bpe_ids_narrow(void *dst, const uint32_t *ids, size_t n, int itemsize)
+{
+    if (itemsize == 4) {
+        if (n) {
+            memcpy(dst, ids, n * sizeof(uint32_t));
+        }
+        return 1;
+    }
+    uint16_t *half = dst;
+    uint32_t high = 0;
+    for (size_t k = 0; k < n; k++) {
+        high |= ids[k];
+        half[k] = (uint16_t)ids[k];
+    }
+    return high <= UINT16_MAX;
 }

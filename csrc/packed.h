@@ -6,7 +6,7 @@
 #ifndef BPE_PACKED_H
 #define BPE_PACKED_H
 
-#include <Python.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -31,33 +31,47 @@ typedef struct {
     uint64_t n;
 } PackedView;
 
+/* What is wrong with a buffer that bpe_packed_open refuses; `value` is the
+ * version read (PACKED_BAD_VERSION), the word count (PACKED_TOO_MANY), the
+ * word that ends past the buffer (PACKED_PAST_END) or the bytes left after
+ * the last word (PACKED_TRAILING). py/packed_py.h turns it into the
+ * ValueError's one line. */
+enum {
+    PACKED_OK = 0,
+    PACKED_NO_HEADER,
+    PACKED_BAD_VERSION,
+    PACKED_TOO_MANY,
+    PACKED_PAST_END,
+    PACKED_TRAILING,
+};
+
+typedef struct {
+    int what;
+    uint64_t value;
+} PackedError;
+
 /* Check buf[0:len] is a well-formed packed buffer and set *view to its parts:
- * 0, or -1 with a one-line ValueError saying what is wrong (counts are not
- * checked: the readers decide what a bad count is). */
+ * PACKED_OK, or what is wrong (also in *err). Counts are not checked: the
+ * readers decide what a bad count is. */
 static inline int
-bpe_packed_open(PackedView *view, const unsigned char *buf, size_t len)
+bpe_packed_open(PackedView *view, const unsigned char *buf, size_t len,
+                PackedError *err)
 {
     uint32_t version;
     uint64_t n;
+    err->value = 0;
     if (len < PACKED_HEADER || memcmp(buf, PACKED_MAGIC, 4) != 0) {
-        PyErr_SetString(PyExc_ValueError,
-                        "not packed word counts (no BPEW header)");
-        return -1;
+        return err->what = PACKED_NO_HEADER;
     }
     memcpy(&version, buf + 4, 4);
     memcpy(&n, buf + 8, 8);
     if (version != PACKED_VERSION) {
-        PyErr_Format(PyExc_ValueError,
-                     "packed word counts of version %u; this build reads "
-                     "version %d",
-                     (unsigned)version, PACKED_VERSION);
-        return -1;
+        err->value = version;
+        return err->what = PACKED_BAD_VERSION;
     }
     if (n > (len - PACKED_HEADER) / 12) {
-        PyErr_Format(PyExc_ValueError,
-                     "packed word counts: %llu words do not fit in %zu bytes",
-                     (unsigned long long)n, len);
-        return -1;
+        err->value = n;
+        return err->what = PACKED_TOO_MANY;
     }
     view->n = n;
     view->counts = buf + PACKED_HEADER;
@@ -69,20 +83,15 @@ bpe_packed_open(PackedView *view, const unsigned char *buf, size_t len)
         memcpy(&l, view->lengths + 4 * k, 4);
         total += l;
         if (total > room) {
-            PyErr_Format(PyExc_ValueError,
-                         "packed word counts: word %llu ends past the "
-                         "buffer's %zu bytes",
-                         (unsigned long long)k, len);
-            return -1;
+            err->value = k;
+            return err->what = PACKED_PAST_END;
         }
     }
     if (total != room) {
-        PyErr_Format(PyExc_ValueError,
-                     "packed word counts: %llu bytes after the last word",
-                     (unsigned long long)(room - total));
-        return -1;
+        err->value = room - total;
+        return err->what = PACKED_TRAILING;
     }
-    return 0;
+    return err->what = PACKED_OK;
 }
 
 /* Word k's length (words are read in order: the caller keeps the offset). */
@@ -100,6 +109,19 @@ bpe_packed_count(const PackedView *view, uint64_t k)
     int64_t c;
     memcpy(&c, view->counts + 8 * k, 8);
     return c;
+}
+
+/* The first word whose count is not positive (which the readers refuse), or
+ * view->n if there is none. */
+static inline uint64_t
+bpe_packed_first_bad_count(const PackedView *view)
+{
+    for (uint64_t k = 0; k < view->n; k++) {
+        if (bpe_packed_count(view, k) <= 0) {
+            return k;
+        }
+    }
+    return view->n;
 }
 
 #endif /* BPE_PACKED_H */

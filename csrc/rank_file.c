@@ -15,34 +15,32 @@
  * rank, leftmost on a tie) with a heap of (rank, position) over a linked list
  * of pieces: O(L log L) pair lookups for a token of L bytes, where merging one
  * pair per pass was O(L^2). */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "bpe_util.h"
-#include "encoder.h"
 #include "ranks.h"
 #include "u64_heap.h"
 
-static signed char b64_value[256];
-
-static void
-b64_init(void)
+/* A base64 character's value, -1 if it is none. (No table to initialise:
+ * nothing shared that a thread could see half made.) */
+static inline int
+b64_digit(unsigned char c)
 {
-    const char *alphabet =
-        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    memset(b64_value, -1, sizeof(b64_value));
-    for (int k = 0; k < 64; k++) {
-        b64_value[(unsigned char)alphabet[k]] = (signed char)k;
-    }
+    return c >= 'A' && c <= 'Z'   ? c - 'A'
+           : c >= 'a' && c <= 'z' ? c - 'a' + 26
+           : c >= '0' && c <= '9' ? c - '0' + 52
+           : c == '+'             ? 62
+           : c == '/'             ? 63
+                                  : -1;
 }
 
 /* Decode s[0:len] (len a positive multiple of 4; '=' only as the last one or
  * two characters) to out; the number of bytes, or -1 if it is not of that
  * form. Bits below the last whole byte are ignored, as binascii does. */
-static Py_ssize_t
+static ptrdiff_t
 b64_decode(const unsigned char *s, size_t len, unsigned char *out)
 {
     if (len == 0 || len % 4 != 0) {
@@ -58,7 +56,7 @@ b64_decode(const unsigned char *s, size_t len, unsigned char *out)
                 v[k] = 0;
                 continue;
             }
-            v[k] = b64_value[s[i + k]];
+            v[k] = b64_digit(s[i + k]);
             if (v[k] < 0) {
                 return -1;
             }
@@ -71,7 +69,7 @@ b64_decode(const unsigned char *s, size_t len, unsigned char *out)
             out[n++] = (unsigned char)((v[2] & 3) << 6 | v[3]);
         }
     }
-    return (Py_ssize_t)n;
+    return (ptrdiff_t)n;
 }
 
 /* Parse the file into r (entries in rank order, a rank given twice a fault): 0, 1 if the file is not of
@@ -116,7 +114,7 @@ ranks_parse(Ranks *r, const unsigned char *data, size_t size)
             }
             value = value * 10 + (uint64_t)(c - '0');
         }
-        Py_ssize_t got = b64_decode(line, (size_t)(space - line), blob + used);
+        ptrdiff_t got = b64_decode(line, (size_t)(space - line), blob + used);
         if (got <= 0 || value > MAX_RANK) {
             goto done;
         }
@@ -250,168 +248,64 @@ token_merge(const Ranks *r, const unsigned char *s, size_t len,
     return 1;
 }
 
-static PyObject *
-bytes_of(const void *p, size_t n)
+BPE_INTERNAL int
+bpe_rank_file_read(RankFile *rf, const unsigned char *data, size_t size)
 {
-    return PyBytes_FromStringAndSize((const char *)p, (Py_ssize_t)n);
-}
-
-/* The results as Python objects (see bpe_rank_file_tables), or NULL with an
- * exception set. */
-BPE_INTERNAL PyObject *
-bpe_ranks_result(const Ranks *r, const uint32_t *merges, size_t n_merges,
-              const uint32_t *byte_ids, PyObject *specials)
-{
-    PyObject *items[6] = {NULL};
-    PyObject *result = NULL;
-    int64_t *offsets = malloc((r->n + 1) * sizeof(int64_t));
-    if (offsets == NULL) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    for (size_t k = 0; k <= r->n; k++) {
-        offsets[k] = (int64_t)r->off[k];
-    }
-    items[0] = bytes_of(r->blob, r->off[r->n]);
-    items[1] = bytes_of(offsets, (r->n + 1) * sizeof(int64_t));
-    items[2] = bytes_of(r->rank, r->n * sizeof(uint32_t));
-    items[3] = bytes_of(merges, n_merges * 3 * sizeof(uint32_t));
-    items[4] = PyTuple_New(256);
-    items[5] = PyTuple_New(PyTuple_GET_SIZE(specials));
-    for (int k = 0; k < 6; k++) {
-        if (items[k] == NULL) {
-            goto done;
-        }
-    }
-    for (int b = 0; b < 256; b++) {
-        PyObject *id = PyLong_FromUnsignedLong(byte_ids[b]);
-        if (id == NULL) {
-            goto done;
-        }
-        PyTuple_SET_ITEM(items[4], b, id);
-    }
-    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(specials); k++) {
-        PyObject *special = PyTuple_GET_ITEM(specials, k);
-        size_t len = (size_t)PyBytes_GET_SIZE(special);
-        uint32_t e = len == 0 ? NOT_FOUND
-                              : ranks_find(r, (const unsigned char *)PyBytes_AS_STRING(special), len);
-        PyObject *rank = PyLong_FromLongLong(e == NOT_FOUND ? -1 : (long long)r->rank[e]);
-        if (rank == NULL) {
-            goto done;
-        }
-        PyTuple_SET_ITEM(items[5], k, rank);
-    }
-    result = PyTuple_Pack(6, items[0], items[1], items[2], items[3], items[4], items[5]);
-done:
-    for (int k = 0; k < 6; k++) {
-        Py_XDECREF(items[k]);
-    }
-    free(offsets);
-    return result;
-}
-
-/* rank_file_tables(data, specials) -> None, or (blob, offsets, ranks, merges,
- * byte_ids, special_ranks): the tokens' bytes back to back in rank order;
- * native int64 offsets of each token in blob (n + 1); native uint32 ranks,
- * ascending; native uint32 (left rank, right rank, merged rank) of each merge
- * in rank order; the rank of each byte 0..255; the rank of each of
- * `specials` (a sequence of bytes) that is a token, else -1. None: the file
- * is not of the plain form, or the Python path refuses it. */
-BPE_INTERNAL PyObject *
-bpe_rank_file_tables(PyObject *module, PyObject *args)
-{
-    PyObject *data, *specials_arg;
-    if (!PyArg_ParseTuple(args, "O!O:rank_file_tables", &PyBytes_Type, &data,
-                          &specials_arg))
-    {
-        return NULL;
-    }
-    PyObject *specials = PySequence_Tuple(specials_arg);
-    if (specials == NULL) {
-        return NULL;
-    }
-    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(specials); k++) {
-        if (!PyBytes_Check(PyTuple_GET_ITEM(specials, k))) {
-            PyErr_SetString(PyExc_TypeError, "specials must be bytes");
-            Py_DECREF(specials);
-            return NULL;
-        }
-    }
-    if (b64_value[0] == 0) {
-        b64_init();
-    }
-    Ranks r;
-    memset(&r, 0, sizeof(r));
+    memset(rf, 0, sizeof(*rf));
+    Ranks *r = &rf->r;
     Work w;
     memset(&w, 0, sizeof(w));
-    uint32_t *merges = NULL;
-    size_t n_merges = 0;
-    uint32_t byte_ids[256];
-    PyObject *result = NULL;
-    const unsigned char *buf = (const unsigned char *)PyBytes_AS_STRING(data);
-    size_t size = (size_t)PyBytes_GET_SIZE(data);
-    int status;
-
-    /* data is an immutable bytes object we hold a reference to; everything
-     * else here is this call's own memory. */
-    Py_BEGIN_ALLOW_THREADS
-    status = ranks_parse(&r, buf, size);
+    int status = ranks_parse(r, data, size);
     if (status == 0) {
-        status = ranks_index(&r, 0);
+        status = ranks_index(r, 0);
     }
     for (int b = 0; status == 0 && b < 256; b++) {
         unsigned char c = (unsigned char)b;
-        uint32_t k = ranks_find(&r, &c, 1);
+        uint32_t k = ranks_find(r, &c, 1);
         if (k == NOT_FOUND) {
             status = 1;
         }
         else {
-            byte_ids[b] = r.rank[k];
+            rf->byte_ids[b] = r->rank[k];
         }
     }
     if (status == 0) {
-        merges = malloc((r.n - 256 + 1) * 3 * sizeof(uint32_t));
+        rf->merges = malloc((r->n - 256 + 1) * 3 * sizeof(uint32_t));
         w.pair2 = malloc(65536 * sizeof(uint32_t));
-        status = merges == NULL || w.pair2 == NULL ? -1 : 0;
+        status = rf->merges == NULL || w.pair2 == NULL ? -1 : 0;
     }
     for (size_t k = 0; status == 0 && k < 65536; k++) {
         unsigned char two[2] = {(unsigned char)(k >> 8), (unsigned char)k};
-        uint32_t e = ranks_find(&r, two, 2);
-        w.pair2[k] = e == NOT_FOUND ? NOT_FOUND : r.rank[e];
+        uint32_t e = ranks_find(r, two, 2);
+        w.pair2[k] = e == NOT_FOUND ? NOT_FOUND : r->rank[e];
     }
-    for (size_t k = 0; status == 0 && k < r.n; k++) {
-        const unsigned char *s = r.blob + r.off[k];
-        size_t len = r.off[k + 1] - r.off[k], split;
+    for (size_t k = 0; status == 0 && k < r->n; k++) {
+        const unsigned char *s = r->blob + r->off[k];
+        size_t len = r->off[k + 1] - r->off[k], split;
         if (len == 1) {
             continue;
         }
         if (len >= UINT32_MAX || work_reserve(&w, len) < 0) {
             status = -1;
         }
-        else if (!token_merge(&r, s, len, r.rank[k], &w, &split)) {
+        else if (!token_merge(r, s, len, r->rank[k], &w, &split)) {
             status = 1;
         }
         else {
-            merges[3 * n_merges] = r.rank[ranks_find(&r, s, split)];
-            merges[3 * n_merges + 1] = r.rank[ranks_find(&r, s + split, len - split)];
-            merges[3 * n_merges + 2] = r.rank[k];
-            n_merges++;
+            uint32_t *m = rf->merges + 3 * rf->n_merges++;
+            m[0] = r->rank[ranks_find(r, s, split)];
+            m[1] = r->rank[ranks_find(r, s + split, len - split)];
+            m[2] = r->rank[k];
         }
     }
-    Py_END_ALLOW_THREADS
-
-    if (status < 0) {
-        PyErr_NoMemory();
-    }
-    else if (status > 0) {
-        result = Py_NewRef(Py_None);
-    }
-    else {
-        result = bpe_ranks_result(&r, merges, n_merges, byte_ids, specials);
-    }
-    ranks_free(&r);
     work_free(&w);
-    free(merges);
-    Py_DECREF(specials);
-    return result;
+    return status;
+}
+
+BPE_INTERNAL void
+bpe_rank_file_free(RankFile *rf)
+{
+    ranks_free(&rf->r);
+    free(rf->merges);
+    memset(rf, 0, sizeof(*rf));
 }

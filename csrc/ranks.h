@@ -1,11 +1,11 @@
 /* Ranks: tokens' bytes back to back, each with a number (a rank file's rank,
  * a vocab's id), and a hash map from bytes to entry. rank_file.c reads a
- * tiktoken rank file into one, vocab_files.c a vocab.json or tokenizer.json
- * model; bpe_ranks_result (rank_file.c) gives its tables to Python. */
+ * tiktoken rank file into one, vocab_files.c (vocab_files.h) a vocab.json or
+ * tokenizer.json model; py/tables_module.c gives their tables to Python. */
 #ifndef BPE_RANKS_H
 #define BPE_RANKS_H
 
-#include <Python.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -163,13 +163,24 @@ ranks_sort(Ranks *r, size_t extra, size_t extra_bytes)
     return 0;
 }
 
-/* (blob, offsets, ranks, merges, byte_ids, special_ranks) of sorted r, as
- * rank_file_tables returns them (special_ranks: the rank of each bytes of
- * the tuple `specials` that is an entry, else -1), or NULL with an exception
- * set. */
-BPE_INTERNAL PyObject *bpe_ranks_result(const Ranks *r, const uint32_t *merges,
-                                        size_t n_merges,
-                                        const uint32_t *byte_ids,
-                                        PyObject *specials);
+/* ---- a tiktoken rank file (rank_file.c) --------------------------------- */
+
+/* A rank file's tables: its tokens in rank order (the ranks ascending), the
+ * merges rebuilt from the ranks as (left rank, right rank, merged rank)
+ * triples in rank order, and each byte's rank. */
+typedef struct {
+    Ranks r;
+    uint32_t *merges;
+    size_t n_merges;
+    uint32_t byte_ids[256];
+} RankFile;
+
+/* Read data[0:size], one `base64(token) SP rank LF` line per token, into rf:
+ * 0; 1 if the file is not of that plain form or holds a fault the Python
+ * reader refuses (it is then read by Python, which names the fault); -1 when
+ * out of memory. bpe_rank_file_free(rf) must follow either way. */
+BPE_INTERNAL int bpe_rank_file_read(RankFile *rf, const unsigned char *data,
+                                    size_t size);
+BPE_INTERNAL void bpe_rank_file_free(RankFile *rf);
 
 #endif /* BPE_RANKS_H */

@@ -1,9 +1,9 @@
 /* Template: the scanners over one kind of text. scanner.h includes this file
- * once per PEP 393 kind, with CHAR_T the kind's code unit type and SUFFIX the
- * functions' name suffix (as CPython's Objects/stringlib does), so each kind
- * gets its own loops over its own unit width:
+ * once per code unit width of a str (PEP 393's kinds: 1, 2 or 4 bytes), with
+ * CHAR_T the unit type and SUFFIX the functions' name suffix (as CPython's
+ * Objects/stringlib does), so each width gets its own loops:
  *
- *     #define CHAR_T Py_UCS1
+ *     #define CHAR_T uint8_t
  *     #define SUFFIX _1
  *     #include "scan_kind.h"
  *
@@ -32,8 +32,8 @@
 /* The code point at position j, its length in units into len. */
 #define SCAN_READ(s, j, len) bpe_utf8_at((s), (j), &(len))
 #else
-#define POS_T Py_ssize_t
-#define SCAN_READ(s, j, len) ((len) = 1, (Py_UCS4)(s)[j])
+#define POS_T ptrdiff_t
+#define SCAN_READ(s, j, len) ((len) = 1, (uint32_t)(s)[j])
 #endif
 /* In a run of letters (cls), move j past its ASCII letters in bulk when the
  * units are bytes (UTF-8, or a Latin-1 str, whose units >= 0x80 are
@@ -57,15 +57,15 @@
 BPE_ALWAYS_INLINE POS_T
 SCAN_NAME(bpe_gpt2_end, SUFFIX)(const CHAR_T *s, POS_T i, POS_T n)
 {
-    Py_UCS4 c = s[i]; /* (in UTF-8, the first byte: compared to ASCII only) */
+    uint32_t c = s[i]; /* (in UTF-8, the first byte: compared to ASCII only) */
     /* '(?:[sdmt]|ll|ve|re): lower case only, tried before everything else. */
     if (c == '\'' && i + 1 < n) {
-        Py_UCS4 d = s[i + 1];
+        uint32_t d = s[i + 1];
         if (d == 's' || d == 'd' || d == 'm' || d == 't') {
             return i + 2;
         }
         if (i + 2 < n) {
-            Py_UCS4 e = s[i + 2];
+            uint32_t e = s[i + 2];
             if ((d == 'l' && e == 'l') || (d == 'v' && e == 'e') ||
                 (d == 'r' && e == 'e'))
             {
@@ -114,10 +114,10 @@ SCAN_NAME(bpe_gpt2_end, SUFFIX)(const CHAR_T *s, POS_T i, POS_T n)
  * U+017F LATIN SMALL LETTER LONG S, whose simple case folding is s (the
  * `regex` module's (?i) folds simply; tests/test_native_patterns.py checks
  * every code point against it). */
-BPE_ALWAYS_INLINE Py_UCS4
+BPE_ALWAYS_INLINE uint32_t
 SCAN_NAME(bpe_contraction_letter, SUFFIX)(const CHAR_T *s, POS_T j, POS_T *len)
 {
-    Py_UCS4 d = SCAN_READ(s, j, *len);
+    uint32_t d = SCAN_READ(s, j, *len);
     if (d >= 'A' && d <= 'Z') {
         d += 'a' - 'A';
     }
@@ -131,13 +131,13 @@ BPE_ALWAYS_INLINE POS_T
 SCAN_NAME(bpe_contraction_end, SUFFIX)(const CHAR_T *s, POS_T i, POS_T n)
 {
     POS_T len;
-    Py_UCS4 d = SCAN_NAME(bpe_contraction_letter, SUFFIX)(s, i + 1, &len);
+    uint32_t d = SCAN_NAME(bpe_contraction_letter, SUFFIX)(s, i + 1, &len);
     POS_T k = i + 1 + len;
     if (d == 's' || d == 'd' || d == 'm' || d == 't') {
         return k;
     }
     if (k < n && (d == 'l' || d == 'v' || d == 'r')) {
-        Py_UCS4 e = s[k];
+        uint32_t e = s[k];
         e = (e >= 'A' && e <= 'Z') ? e + ('a' - 'A') : e;
         if (e == (d == 'l' ? 'l' : 'e')) {
             return k + 1;
@@ -150,7 +150,7 @@ SCAN_NAME(bpe_contraction_end, SUFFIX)(const CHAR_T *s, POS_T i, POS_T n)
  * with character c, whose first character ends at j. */
 BPE_ALWAYS_INLINE POS_T
 SCAN_NAME(bpe_cl100k_space_end, SUFFIX)(const CHAR_T *s, POS_T i, POS_T j,
-                                        POS_T n, Py_UCS4 c)
+                                        POS_T n, uint32_t c)
 {
     const unsigned char *char_class = bpe_char_class;
     POS_T len;
@@ -183,7 +183,7 @@ SCAN_NAME(bpe_cl100k_space_end, SUFFIX)(const CHAR_T *s, POS_T i, POS_T j,
 BPE_ALWAYS_INLINE POS_T
 SCAN_NAME(bpe_cl100k_end, SUFFIX)(const CHAR_T *s, POS_T i, POS_T n)
 {
-    Py_UCS4 c = s[i];
+    uint32_t c = s[i];
     POS_T len;
     if (c == '\'' && i + 1 < n) {
         POS_T end = SCAN_NAME(bpe_contraction_end, SUFFIX)(s, i, n);
@@ -312,7 +312,7 @@ BPE_ALWAYS_INLINE POS_T
 SCAN_NAME(bpe_o200k_end, SUFFIX)(const CHAR_T *s, POS_T i, POS_T n)
 {
     const unsigned char *char_class = bpe_char_class;
-    Py_UCS4 c = s[i];
+    uint32_t c = s[i];
     POS_T len;
     int f = SCAN_CLASS(i, len), cls = f & CLS_BASE;
     POS_T j = i + len, end;
@@ -376,13 +376,13 @@ SCAN_NAME(bpe_o200k_end, SUFFIX)(const CHAR_T *s, POS_T i, POS_T n)
 #ifndef SCAN_UTF8
 /* UTF-8 bytes of s[i:j] into out (room for 4 bytes a character); -1 at a lone
  * surrogate, whose position goes to *bad. */
-static inline Py_ssize_t
-SCAN_NAME(bpe_utf8, SUFFIX)(const CHAR_T *s, Py_ssize_t i, Py_ssize_t j,
-                            unsigned char *out, Py_ssize_t *bad)
+static inline ptrdiff_t
+SCAN_NAME(bpe_utf8, SUFFIX)(const CHAR_T *s, ptrdiff_t i, ptrdiff_t j,
+                            unsigned char *out, ptrdiff_t *bad)
 {
     unsigned char *p = out;
     for (; i < j; i++) {
-        Py_UCS4 c = s[i];
+        uint32_t c = s[i];
         if (c < 0x80) {
             *p++ = (unsigned char)c;
         }

@@ -1,19 +1,21 @@
 /* The pre-tokenizers: hand-written scanners for the three preset split
  * patterns of bpe_impls/base/patterns.py (GPT-2's, cl100k's and o200k's,
- * tiktoken's strings), each over a str's code points (each PEP 393 kind) and
- * over valid UTF-8 bytes, all from one template (scan_kind.h). They need a
- * few character classes (letter, number, whitespace, other, and o200k's
- * letter sets); their table is built by bpe_impls/base/compiled.py from the
- * `regex` module itself and handed in with set_char_classes(), so the C and
- * the pure-Python paths use the same Unicode data.
+ * tiktoken's strings), each over a str's code points (code units of 1, 2 or 4
+ * bytes) and over valid UTF-8 bytes, all from one template (scan_kind.h).
+ * They need a few character classes (letter, number, whitespace, other, and
+ * o200k's letter sets); their table is built by bpe_impls/base/compiled.py
+ * from Unicode data and installed with bpe_char_classes_set() (the module's
+ * set_char_classes()), so the C and the pure-Python paths use the same
+ * classes.
  *
  * The functions called inside the counter's and the encoder's loops are
  * `static inline` here rather than in scanner.c: a call across .c files cannot
- * be inlined. */
+ * be inlined. Plain C: the Python side (str objects, buffers, exceptions) is
+ * in py/common.h. */
 #ifndef BPE_SCANNER_H
 #define BPE_SCANNER_H
 
-#include <Python.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -29,7 +31,7 @@
  * [\p{Ll}\p{Lm}\p{Lo}\p{M}]: a letter is in one or both, a mark (\p{M}, of
  * base class other) in both, anything else in neither. So the entries are 0
  * (other), 2 (number), 3 (whitespace), 5 (Lu, Lt), 9 (Ll), 13 (Lm, Lo) and 12
- * (mark); set_char_classes() accepts no other value. */
+ * (mark); bpe_char_classes_set() accepts no other value. */
 enum {
     CLS_OTHER = 0,
     CLS_LETTER = 1,
@@ -44,16 +46,29 @@ enum {
 /* The split patterns that have a scanner: the presets of base/patterns.py. */
 enum { PAT_GPT2 = 0, PAT_CL100K = 1, PAT_O200K = 2, N_PATTERNS = 3 };
 
-/* One class per code point (1.1 MB); NULL until set_char_classes() is called.
- * Once set, it is never freed or changed: scans in other threads read it
- * without the GIL. */
+/* One class per code point (1.1 MB); NULL until bpe_char_classes_set()
+ * installs it. Once set, it is never freed or changed: scans in other threads
+ * read it with no lock. */
 extern BPE_INTERNAL unsigned char *bpe_char_class;
 
-/* 1 if the class table is set, else 0 with RuntimeError set. */
-BPE_INTERNAL int bpe_classes_ready(void);
+/* What bpe_char_classes_set() says of a table. */
+enum {
+    BPE_CLASSES_SET = 0,       /* installed (or the same table already was) */
+    BPE_CLASSES_BAD_SIZE = 1,  /* not N_CODEPOINTS entries */
+    BPE_CLASSES_BAD_ENTRY = 2, /* entry *bad is no class (see the enum) */
+    BPE_CLASSES_OTHER = 3,     /* a different table is already installed */
+    BPE_CLASSES_NO_MEMORY = -1,
+};
+
+/* Check table[0:len] and install a copy of it as bpe_char_class, unless one
+ * is installed already (the first stays: a scan may be reading it). Not
+ * synchronised with itself: callers take turns (the module calls it with the
+ * GIL held). */
+BPE_INTERNAL int bpe_char_classes_set(const unsigned char *table, size_t len,
+                                      size_t *bad);
 
 /* The code point at byte i of valid UTF-8, and its length in *len. */
-static inline Py_UCS4
+static inline uint32_t
 bpe_utf8_at(const unsigned char *s, size_t i, size_t *len)
 {
     unsigned char c = s[i];
@@ -63,16 +78,16 @@ bpe_utf8_at(const unsigned char *s, size_t i, size_t *len)
     }
     if (c < 0xE0) {
         *len = 2;
-        return (Py_UCS4)(c & 0x1F) << 6 | (s[i + 1] & 0x3F);
+        return (uint32_t)(c & 0x1F) << 6 | (s[i + 1] & 0x3F);
     }
     if (c < 0xF0) {
         *len = 3;
-        return ((Py_UCS4)(c & 0x0F) << 12 | (Py_UCS4)(s[i + 1] & 0x3F) << 6 |
+        return ((uint32_t)(c & 0x0F) << 12 | (uint32_t)(s[i + 1] & 0x3F) << 6 |
                 (s[i + 2] & 0x3F));
     }
     *len = 4;
-    return ((Py_UCS4)(c & 0x07) << 18 | (Py_UCS4)(s[i + 1] & 0x3F) << 12 |
-            (Py_UCS4)(s[i + 2] & 0x3F) << 6 | (s[i + 3] & 0x3F));
+    return ((uint32_t)(c & 0x07) << 18 | (uint32_t)(s[i + 1] & 0x3F) << 12 |
+            (uint32_t)(s[i + 2] & 0x3F) << 6 | (s[i + 3] & 0x3F));
 }
 
 /* The end of the run of ASCII letters at s[j:n] (units of one byte: UTF-8 or
@@ -104,16 +119,16 @@ bpe_ascii_letters_end(const unsigned char *s, size_t j, size_t n)
     return j;
 }
 
-/* bpe_{gpt2,cl100k,o200k}_end_{1,2,4} and bpe_utf8_{1,2,4}, per str kind. */
-#define CHAR_T Py_UCS1
+/* bpe_{gpt2,cl100k,o200k}_end_{1,2,4} and bpe_utf8_{1,2,4}, per unit width. */
+#define CHAR_T uint8_t
 #define SUFFIX _1
 #include "scan_kind.h"
 
-#define CHAR_T Py_UCS2
+#define CHAR_T uint16_t
 #define SUFFIX _2
 #include "scan_kind.h"
 
-#define CHAR_T Py_UCS4
+#define CHAR_T uint32_t
 #define SUFFIX _4
 #include "scan_kind.h"
 
@@ -141,50 +156,76 @@ bpe_next_end_utf8(const unsigned char *s, size_t i, size_t n, int pattern)
     }
 }
 
-/* The PAT_* of a pattern name ("gpt2", "cl100k", "o200k"), or -1 with
- * ValueError set. */
+/* The PAT_* of a pattern name ("gpt2", "cl100k", "o200k"), or -1. */
 BPE_INTERNAL int bpe_pattern_id(const char *name);
+
+/* The name of each PAT_*. */
+extern BPE_INTERNAL const char *const bpe_pattern_names[N_PATTERNS];
 
 /* True if s[0:n] is valid UTF-8 as Python's strict decoder defines it (no
  * surrogates, nothing overlong, nothing above U+10FFFF, no truncated
  * sequence). */
 BPE_INTERNAL int bpe_utf8_valid(const unsigned char *s, size_t n);
 
-/* A str's code points, read without the GIL (a str is immutable; the caller
- * holds a reference). */
+/* A text's code points as a str holds them: n code units of `kind` bytes
+ * each (1, 2 or 4: PEP 393's kinds have these values), read in place. The
+ * owner of the data keeps it alive and unchanged while the view is used (a
+ * str is immutable). */
 typedef struct {
     int kind;
     const void *data;
-    Py_ssize_t n;
-    int ascii; /* then the data are already the UTF-8 bytes */
+    ptrdiff_t n;
+    int ascii; /* every unit is below 0x80: the data are the UTF-8 bytes */
     /* UTF-8 of the current pre-token, when not ascii */
     unsigned char *scratch;
     size_t scratch_cap;
     /* position of a lone surrogate, after bpe_text_utf8 failed */
-    Py_ssize_t bad;
+    ptrdiff_t bad;
 } Text;
 
-/* Open a view of obj: 0, or -1 with TypeError set if it is not a str. */
-BPE_INTERNAL int bpe_text_open(Text *t, PyObject *obj);
+/* A view of data[0:n] (units of `kind` bytes); bpe_text_close(t) must
+ * follow. */
+static inline void
+bpe_text_init(Text *t, int kind, const void *data, ptrdiff_t n, int ascii)
+{
+    t->kind = kind;
+    t->data = data;
+    t->n = n;
+    t->ascii = ascii;
+    t->scratch = NULL;
+    t->scratch_cap = 0;
+    t->bad = -1;
+}
+
 BPE_INTERNAL void bpe_text_close(Text *t);
 
-/* Set ValueError for the lone surrogate that made bpe_text_utf8 fail; returns
- * NULL. */
-BPE_INTERNAL PyObject *bpe_surrogate_error(const Text *t);
+/* The code point at i. */
+static inline uint32_t
+bpe_text_at(const Text *t, ptrdiff_t i)
+{
+    switch (t->kind) {
+    case 1:
+        return ((const uint8_t *)t->data)[i];
+    case 2:
+        return ((const uint16_t *)t->data)[i];
+    default:
+        return ((const uint32_t *)t->data)[i];
+    }
+}
 
 /* The end of the pre-token of `pattern` (PAT_*) that starts at i (i <
  * t->n). */
-BPE_ALWAYS_INLINE Py_ssize_t
-bpe_text_next_end(const Text *t, Py_ssize_t i, int pattern)
+BPE_ALWAYS_INLINE ptrdiff_t
+bpe_text_next_end(const Text *t, ptrdiff_t i, int pattern)
 {
 #define SCAN_KINDS(name)                                                     \
     switch (t->kind) {                                                       \
-    case PyUnicode_1BYTE_KIND:                                               \
-        return name##_1((const Py_UCS1 *)t->data, i, t->n);                  \
-    case PyUnicode_2BYTE_KIND:                                               \
-        return name##_2((const Py_UCS2 *)t->data, i, t->n);                  \
+    case 1:                                                                  \
+        return name##_1((const uint8_t *)t->data, i, t->n);                  \
+    case 2:                                                                  \
+        return name##_2((const uint16_t *)t->data, i, t->n);                 \
     default:                                                                 \
-        return name##_4((const Py_UCS4 *)t->data, i, t->n);                  \
+        return name##_4((const uint32_t *)t->data, i, t->n);                 \
     }
     switch (pattern) {
     case PAT_CL100K:
@@ -200,7 +241,7 @@ bpe_text_next_end(const Text *t, Py_ssize_t i, int pattern)
 /* The UTF-8 bytes of text[i:j]; NULL with *len = -1 at a lone surrogate, -2
  * when out of memory. Valid until the next call. */
 static inline const unsigned char *
-bpe_text_utf8(Text *t, Py_ssize_t i, Py_ssize_t j, Py_ssize_t *len)
+bpe_text_utf8(Text *t, ptrdiff_t i, ptrdiff_t j, ptrdiff_t *len)
 {
     if (t->ascii) {
         *len = j - i;
@@ -213,14 +254,14 @@ bpe_text_utf8(Text *t, Py_ssize_t i, Py_ssize_t j, Py_ssize_t *len)
         return NULL;
     }
     switch (t->kind) {
-    case PyUnicode_1BYTE_KIND:
-        *len = bpe_utf8_1((const Py_UCS1 *)t->data, i, j, t->scratch, &t->bad);
+    case 1:
+        *len = bpe_utf8_1((const uint8_t *)t->data, i, j, t->scratch, &t->bad);
         break;
-    case PyUnicode_2BYTE_KIND:
-        *len = bpe_utf8_2((const Py_UCS2 *)t->data, i, j, t->scratch, &t->bad);
+    case 2:
+        *len = bpe_utf8_2((const uint16_t *)t->data, i, j, t->scratch, &t->bad);
         break;
     default:
-        *len = bpe_utf8_4((const Py_UCS4 *)t->data, i, j, t->scratch, &t->bad);
+        *len = bpe_utf8_4((const uint32_t *)t->data, i, j, t->scratch, &t->bad);
         break;
     }
     return *len < 0 ? NULL : t->scratch;
@@ -232,17 +273,20 @@ bpe_text_utf8(Text *t, Py_ssize_t i, Py_ssize_t j, Py_ssize_t *len)
  * orders them as character length does).
  *
  * The tokens' bytes are copied into memory the Specials own: the caller's
- * sequence and its bytes objects may change or be freed as soon as Python code
- * runs (an id's __index__, another thread once the GIL is released). */
+ * copies may change or go as soon as they are added (in the module: an id's
+ * __index__, another thread once the GIL is released). */
 typedef struct {
     size_t count;
     const unsigned char **token;
     size_t *len;
-    size_t *origin; /* each token's position in the sequence given */
+    size_t *origin; /* each token's position in the order added */
     unsigned char *bytes; /* every token's bytes, back to back */
-    /* the position (in the sequence given) of the first token that is not
-     * valid UTF-8, else -1: see bpe_specials_refuse */
-    Py_ssize_t bad;
+    size_t used;          /* of bytes */
+    /* the position (in the order added) of the first token that is not valid
+     * UTF-8, else -1: the caller refuses it (such a token could match inside
+     * a character, and a scanner would then start between a character's
+     * bytes and read past the end of the data) */
+    ptrdiff_t bad;
     /* first[b]: some special token starts with byte b */
     unsigned char first[256];
     /* how many distinct first bytes; with one (the usual '<'), it is
@@ -251,35 +295,18 @@ typedef struct {
     unsigned char first_byte;
 } Specials;
 
-/* Copy seq (a sequence of non-empty bytes) into sp: 0, or -1 with an exception
- * set. A token that is not valid UTF-8 (whole characters) is not an error here
- * but recorded in sp->bad: the caller refuses it, with bpe_specials_refuse,
- * after the checks that come first for it. bpe_specials_close(sp) must follow
- * either way. */
-BPE_INTERNAL int bpe_specials_open(Specials *sp, PyObject *seq);
+/* No special tokens (what bpe_specials_close leaves): safe to close. */
+BPE_INTERNAL void bpe_specials_empty(Specials *sp);
+/* Room for `count` tokens of `total` bytes in all, added next with
+ * bpe_specials_add: 0, or -1 when out of memory. bpe_specials_close(sp) must
+ * follow either way. */
+BPE_INTERNAL int bpe_specials_reserve(Specials *sp, size_t count,
+                                      size_t total);
+/* Add a non-empty token (within the room reserved), kept longest first; one
+ * that is not valid UTF-8 (whole characters) is recorded in sp->bad. */
+BPE_INTERNAL void bpe_specials_add(Specials *sp, const unsigned char *token,
+                                   size_t len);
 BPE_INTERNAL void bpe_specials_close(Specials *sp);
-/* Set the ValueError naming the token at sp->bad (>= 0); returns NULL. Such a
- * token could match inside a character, and the scanner would then start
- * between a character's bytes and read past the end of the data. */
-BPE_INTERNAL PyObject *bpe_specials_refuse(const Specials *sp);
-
-/* UTF-8 input held still for a call: a bytes object as it stands (immutable,
- * and referenced), anything else with the buffer protocol copied while the GIL
- * is held. A bytearray or a writable memoryview could otherwise change (even
- * when its export keeps it from resizing) between the UTF-8 check and the
- * scan, which relies on that check, while the GIL is released or while Python
- * code runs (an id's __index__). */
-typedef struct {
-    const unsigned char *buf;
-    size_t len;
-    PyObject *obj;      /* the bytes object, or NULL */
-    unsigned char *own; /* the copy, or NULL */
-} Utf8Data;
-
-/* 0, or -1 with an exception set (TypeError if obj has no buffer);
- * bpe_data_close(d) must follow either way. */
-BPE_INTERNAL int bpe_data_open(Utf8Data *d, PyObject *obj);
-BPE_INTERNAL void bpe_data_close(Utf8Data *d);
 
 /* Texts shorter than this are searched for a byte 16 bytes at a time here
  * rather than by memchr, whose cost per call dominates on short texts: on a

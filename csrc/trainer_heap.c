@@ -1,16 +1,13 @@
 /* The lazy max-heap of pairs above a moving floor: cut when full, refilled
  * from the pair table when dry; pop checks an entry against the table. */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
-
 #include "trainer_internal.h"
 
 /* ---- the heap ----------------------------------------------------------- */
 
 /* A max-heap of Entry: highest count first, ties to the greatest (left bytes,
- * right bytes). A mirror of encoder.c's heap, not shared with it: that one
- * orders plain uint64 keys, and a generic heap would call ranks_before through
- * a pointer once per level of every sift. */
+ * right bytes). Not u64_heap.h's (the encoder's and the rank file reader's):
+ * that one orders plain uint64 keys, and a generic heap would call
+ * ranks_before through a pointer once per level of every sift. */
 
 static int
 ranks_before(const State *s, Entry e, Entry f)

@@ -1,12 +1,18 @@
-/* The native trainer's private header: the types its components share
+/* The native trainer's core: the types its components share
  * (trainer_words.c, trainer_pairs.c, trainer_heap.c, trainer_merge.c,
  * trainer_load.c, trainer.c), the small functions the merge loop calls on
- * every occurrence (static inline), and the components' functions. The
- * design is described at the top of trainer.c. */
+ * every occurrence (static inline), and the components' functions, which the
+ * Python module (py/trainer_module.c) calls. The design is described at the
+ * top of trainer.c. Plain C: a State is one run's memory, used by one thread
+ * at a time.
+ *
+ * Include it first: mremap needs _GNU_SOURCE before any system header. */
 #ifndef BPE_TRAINER_INTERNAL_H
 #define BPE_TRAINER_INTERNAL_H
 
-#include <Python.h>
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE 1
+#endif
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -16,24 +22,20 @@
 #include <malloc.h> /* malloc_trim */
 #endif
 #if defined(__linux__)
-#include <sys/mman.h> /* mmap, mremap (pyconfig.h defines _GNU_SOURCE) */
+#include <sys/mman.h> /* mmap, mremap */
 #endif
 
 #include "bpe_util.h"
 #include "packed.h"
 
-/* val[] of the cell before a word is BOUNDARY + the word's count (or, for a
- * count of count_limit or more, count_limit + its index in big_counts): it
- * matches no token, ends every walk and gives a merge the word's count with
- * no array of counts. Boundaries lie below every dead cell's offset (which is
- * > -(the longest word's length)), so `v <= s->last_boundary` tells them
- * apart. */
+/* The base of a boundary cell's code (trainer.c describes the cells). */
 #define BOUNDARY INT32_MIN
 /* Tokens walked back from a cell to its word's boundary, to read the word's
  * count, before a long word's boundary is looked up in long_starts instead:
  * bounds the walk in a word of millions of bytes. */
 #define WALK_LIMIT 32
-/* val[] of a token's inner cell (any negative but BOUNDARY would do) */
+/* val[] of a token's inner cell, never read (any negative above
+ * last_boundary would do) */
 #define DEAD (-1)
 /* merges between signal checks and progress calls */
 #define BATCH 256
@@ -151,7 +153,7 @@ typedef struct {
     int32_t lost, gained;
 } Shift;
 typedef struct {
-    /* per cell: token id at a token's start, else BOUNDARY or negative */
+    /* the cells: boundaries, token ids, offsets (trainer.c) */
     int32_t *val;
     int32_t num_cells, num_words;
     int32_t last_boundary; /* val[] <= it is a boundary */
@@ -257,15 +259,7 @@ boundary_count(const State *s, int32_t v)
     int64_t code = (int64_t)v - BOUNDARY;
     return code < s->count_limit ? code : s->big_counts[code - s->count_limit];
 }
-/* Iterates a dict (or Counter) in place, without copying it, and any other
- * mapping through .items(). A dict subclass is read as a dict: an items()
- * override would not be called. */
-typedef struct {
-    PyObject *dict;
-    Py_ssize_t pos;
-    PyObject *items; /* a list of (key, value) tuples, for other mappings */
-} ItemIter;
-/* What the words' first pass adds up, for alloc_cells. */
+/* What the words' first pass adds up, for train_alloc_cells. */
 typedef struct {
     int64_t cells, words, pairs_weight, max_len;
 } Sizes;
@@ -340,10 +334,85 @@ initial_pairs(State *s);
 BPE_INTERNAL void
 state_free(State *s);
 
-BPE_INTERNAL int
-load_words(State *s, PyObject *word_counts);
+/* ---- a run, as the module drives it ---------------------------------------
+ *
+ *     State s = {0};  s.heap_limit = ...;
+ *     words: train_load_packed(&s, view), or for a mapping, train_size_word
+ *            per word, train_alloc_cells, train_lay_word per word and
+ *            train_end_words;
+ *     train_prepare(&s, num_merges);
+ *     while ((made = train_batch(&s, batch++)) == BATCH) { ... }
+ *     the merges: s.merge_left[i], s.merge_right[i] (token ids; their bytes
+ *            by token_bytes), i < s.num_merges;
+ *     state_free(&s);
+ *
+ * The statuses of the loading steps: */
+enum {
+    TRAIN_OK = 0,
+    TRAIN_NO_MEMORY = -1,
+    /* the pair occurrences could sum past 2**63 - 1 */
+    TRAIN_TOO_MANY_OCCURRENCES = 1,
+    /* the words' cells would reach 2**31 */
+    TRAIN_TOO_MANY_CELLS = 2,
+    /* the words differ from those sized (the caller's mapping changed) */
+    TRAIN_CHANGED = 3,
+    /* a word's count is not positive (packed counts: *bad is the word) */
+    TRAIN_BAD_COUNT = 4,
+};
 
+/* Add one word of `len` bytes seen `count` (> 0) times to the sizes. */
 BPE_INTERNAL int
-load_packed(State *s, PyObject *packed);
+train_size_word(Sizes *sizes, int64_t len, int64_t count);
+
+/* The cells for the words sized: 0 or TRAIN_NO_MEMORY. */
+BPE_INTERNAL int
+train_alloc_cells(State *s, const Sizes *sizes);
+
+/* Lay out a word of two or more bytes (its boundary, then its bytes) from
+ * cell *n on, as sized: 0, TRAIN_NO_MEMORY or TRAIN_CHANGED. */
+BPE_INTERNAL int
+train_lay_word(State *s, int32_t *n, int64_t count, const unsigned char *bytes,
+               size_t len);
+
+/* After the last word (w of them, ending at cell n): 0 or TRAIN_CHANGED. */
+BPE_INTERNAL int
+train_end_words(State *s, int32_t n, int32_t w);
+
+/* Every word of the packed counts laid out, as the steps above do for a
+ * mapping: 0, TRAIN_BAD_COUNT (word *bad), TRAIN_TOO_MANY_* or
+ * TRAIN_NO_MEMORY. */
+BPE_INTERNAL int
+train_load_packed(State *s, const PackedView *p, uint64_t *bad);
+
+/* The arrays of up to num_merges merges, the tokens and the words' pairs: 0,
+ * or -1 when out of memory. */
+BPE_INTERNAL int
+train_prepare(State *s, int64_t num_merges);
+
+/* Up to BATCH merges (the batch-th batch, from 1): how many were made (fewer
+ * than BATCH: the budget is spent or no pair is left), or -1 when out of
+ * memory. */
+BPE_INTERNAL int32_t
+train_batch(State *s, int64_t batch);
+
+/* A statistic of the run, for train(stats=...). */
+typedef struct {
+    const char *name;
+    long long value;
+} TrainStat;
+
+#define TRAIN_STATS 16
+
+/* The run's statistics into out[0:TRAIN_STATS]. */
+BPE_INTERNAL void
+train_stats(const State *s, TrainStat out[TRAIN_STATS]);
+
+/* Token id's bytes, their length in *len. */
+static inline const uint8_t *
+token_bytes(const Tokens *t, int32_t id, size_t *len)
+{
+    *len = (size_t)t->len[id];
+    return t->bytes + t->start[id];
+}
 
 #endif /* BPE_TRAINER_INTERNAL_H */

@@ -1,8 +1,5 @@
 /* Merging: one merge of a pair at every live occurrence, the neighbours'
- * counts moved, and the loop of merges (no Python object, no GIL). */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
-
+ * counts moved, and the loop of merges. */
 #include "trainer_internal.h"
 
 /* ---- merging ------------------------------------------------------------ */
@@ -145,7 +142,7 @@ merge_pair(State *s, int32_t id, int32_t new_id)
 }
 
 /* Up to `limit` merges: how many were made (fewer when no pair is left), or -1
- * when out of memory. Touches no Python object: runs with the GIL released. */
+ * when out of memory. Touches only s: the module runs it without the GIL. */
 BPE_INTERNAL int32_t
 run_merges(State *s, int32_t limit)
 {

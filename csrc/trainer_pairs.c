@@ -1,9 +1,6 @@
 /* The pair table: (left id, right id) -> pair record, open addressing with
  * 4-byte slots; pair records reused when a pair dies; the shifts that turn
  * most of a merge's pair lookups into array reads; stale lists compacted. */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
-
 #include "trainer_internal.h"
 
 /* ---- pairs -------------------------------------------------------------- */

@@ -1,9 +1,6 @@
 /* The trainer's memory for words and tokens: occurrence lists (one entry
  * inline, then an arena of small lists, then pages of their own) and the
  * token table (id <-> bytes, one id per byte string). */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
-
 #include "trainer_internal.h"
 
 BPE_INTERNAL int32_t *

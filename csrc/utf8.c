@@ -1,8 +1,6 @@
 /* UTF-8 validation: 16 bytes at a time with SSSE3 (the Keiser-Lemire method,
  * chosen at run time), else eight ASCII bytes at a time and one character at
  * a time; both give the same answer for every input (tests/test_native.py). */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
 #include <stdint.h>
 #include <string.h>
 

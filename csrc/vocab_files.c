@@ -15,20 +15,17 @@
  * Tokens are stored in GPT-2's printable form: every byte as one character
  * (bytes_to_unicode), all below U+0144, so a token string's UTF-8 is one or
  * two bytes per character. */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "bpe_util.h"
-#include "encoder.h"
 #include "ranks.h"
 #include "scanner.h" /* bpe_utf8_valid */
+#include "vocab_files.h"
 
 /* ---- GPT-2's byte table ----------------------------------------------- */
-
-#define TABLE_END 0x144 /* every character of the table is below it */
 
 /* to_byte[c]: the byte character c stands for, -1 if none. */
 static void
@@ -47,7 +44,7 @@ byte_table(int16_t to_byte[TABLE_END])
 
 /* The bytes that s[0:len] (UTF-8) stands for, written to out: their number,
  * or -1 if a character is outside the table (or s is not such UTF-8). */
-static Py_ssize_t
+static ptrdiff_t
 table_bytes(const int16_t *to_byte, const unsigned char *s, size_t len,
             unsigned char *out)
 {
@@ -69,7 +66,7 @@ table_bytes(const int16_t *to_byte, const unsigned char *s, size_t len,
         }
         out[n++] = (unsigned char)to_byte[c];
     }
-    return (Py_ssize_t)n;
+    return (ptrdiff_t)n;
 }
 
 /* ---- JSON, the parts these files use ---------------------------------- */
@@ -288,23 +285,8 @@ is_name(const unsigned char *key, size_t len, const char *name)
 
 /* ---- the tables --------------------------------------------------------- */
 
-typedef struct {
-    Ranks r; /* the tokens, by id once sorted */
-    int16_t to_byte[TABLE_END];
-    unsigned char *text; /* scratch: a decoded JSON string */
-    unsigned char *tok;  /* scratch: a merge's two tokens' bytes, back to back */
-    unsigned char *made; /* per entry: some merge made it (or it is exempt) */
-    uint32_t *merges;    /* (left, right, merged) ids of each merge, in order */
-    size_t n_merges, cap_merges;
-    size_t keys;    /* the vocab's keys */
-    Ranks specials; /* the special tokens' bytes, numbered in order */
-    /* per special token: its id, and the id of the vocab key equal to it
-     * (NOT_FOUND: none) */
-    uint32_t *special_ids, *key_ids;
-} Build;
-
-static void
-build_free(Build *b)
+BPE_INTERNAL void
+bpe_vocab_free(VocabBuild *b)
 {
     ranks_free(&b->r);
     ranks_free(&b->specials);
@@ -314,6 +296,8 @@ build_free(Build *b)
     free(b->merges);
     free(b->special_ids);
     free(b->key_ids);
+    free(b->encoder);
+    memset(b, 0, sizeof(*b));
 }
 
 /* Arrays for n entries of `bytes` bytes in all: 0, or -1 if out of memory. */
@@ -346,7 +330,7 @@ entry_added(Ranks *r, size_t len, uint32_t id)
  * Keys are in GPT-2's form, except (`hf`) a key equal to a special token
  * whose id is that token's, which stands for its own UTF-8 (hf.py's load). */
 static int
-read_vocab(Build *b, Cursor *c, int hf, size_t extra, size_t extra_bytes)
+read_vocab(VocabBuild *b, Cursor *c, int hf, size_t extra, size_t extra_bytes)
 {
     /* Each entry takes at least 4 bytes of text ("":0), and a token's bytes
      * are no more than its key's. */
@@ -380,7 +364,7 @@ read_vocab(Build *b, Cursor *c, int hf, size_t extra, size_t extra_bytes)
             entry_added(r, len, id);
         }
         else {
-            Py_ssize_t got = table_bytes(b->to_byte, b->text, len, at);
+            ptrdiff_t got = table_bytes(b->to_byte, b->text, len, at);
             if (got <= 0) {
                 return 1;
             }
@@ -412,7 +396,7 @@ read_vocab(Build *b, Cursor *c, int hf, size_t extra, size_t extra_bytes)
  * against the tokens and the earlier merges, and add it, as build_tables and
  * check_merge do: 0, 1 if they refuse it, -1 if out of memory. */
 static int
-add_merge(Build *b, size_t left_len, size_t right_len)
+add_merge(VocabBuild *b, size_t left_len, size_t right_len)
 {
     const Ranks *r = &b->r;
     const unsigned char *tok = b->tok;
@@ -437,7 +421,7 @@ add_merge(Build *b, size_t left_len, size_t right_len)
 /* A merge written "left right" (UTF-8 s[0:len], not in b->tok): one space
  * with a token on each side, as `text.split(" ")` must give two. */
 static int
-add_text_merge(Build *b, const unsigned char *s, size_t len)
+add_text_merge(VocabBuild *b, const unsigned char *s, size_t len)
 {
     const unsigned char *space = len ? memchr(s, ' ', len) : NULL;
     if (space == NULL || space == s || space == s + len - 1 ||
@@ -446,8 +430,8 @@ add_text_merge(Build *b, const unsigned char *s, size_t len)
         return 1;
     }
     size_t left_text = (size_t)(space - s);
-    Py_ssize_t left_len = table_bytes(b->to_byte, s, left_text, b->tok);
-    Py_ssize_t right_len = left_len <= 0 ? -1
+    ptrdiff_t left_len = table_bytes(b->to_byte, s, left_text, b->tok);
+    ptrdiff_t right_len = left_len <= 0 ? -1
         : table_bytes(b->to_byte, space + 1, len - left_text - 1, b->tok + left_len);
     return right_len <= 0 ? 1 : add_merge(b, (size_t)left_len, (size_t)right_len);
 }
@@ -456,7 +440,7 @@ add_text_merge(Build *b, const unsigned char *s, size_t len)
  * universal newlines); a first line starting "#version" skipped, blank lines
  * skipped, every other line a merge. */
 static int
-read_merges_txt(Build *b, const unsigned char *data, size_t size)
+read_merges_txt(VocabBuild *b, const unsigned char *data, size_t size)
 {
     size_t pos = 0;
     for (size_t number = 1; pos < size; number++) {
@@ -488,7 +472,7 @@ read_merges_txt(Build *b, const unsigned char *data, size_t size)
 /* A tokenizer.json's model merges: a JSON array of [left, right] string
  * pairs or "left right" strings. */
 static int
-read_merges_json(Build *b, Cursor *c)
+read_merges_json(VocabBuild *b, Cursor *c)
 {
     if (expect(c, '[')) {
         return 1;
@@ -504,7 +488,7 @@ read_merges_json(Build *b, Cursor *c)
         skip_ws(c);
         if (c->p < c->end && *c->p == '[') {
             c->p++;
-            Py_ssize_t left_len = -1, right_len = -1;
+            ptrdiff_t left_len = -1, right_len = -1;
             if (json_string(c, b->text, &len) == 0) {
                 left_len = table_bytes(b->to_byte, b->text, len, b->tok);
             }
@@ -529,7 +513,7 @@ read_merges_json(Build *b, Cursor *c)
 
 /* The entry of each byte's token into byte_ids: 0, or 1 if a byte has none. */
 static int
-find_byte_ids(const Build *b, uint32_t byte_ids[256])
+find_byte_ids(const VocabBuild *b, uint32_t byte_ids[256])
 {
     for (int k = 0; k < 256; k++) {
         unsigned char c = (unsigned char)k;
@@ -545,7 +529,7 @@ find_byte_ids(const Build *b, uint32_t byte_ids[256])
 /* Append special token k (its bytes not a token yet) with id `id`, above
  * every id so far (else 1: the order by id would break, left to Python). */
 static int
-append_special(Build *b, size_t k, uint32_t id)
+append_special(VocabBuild *b, size_t k, uint32_t id)
 {
     Ranks *r = &b->r;
     if (r->n > 0 && id <= r->rank[r->n - 1]) {
@@ -560,7 +544,7 @@ append_special(Build *b, size_t k, uint32_t id)
 /* gpt2: the rest of load_tokenizer_files, build_tables and
  * check_every_token_made after the vocab and merges are read. */
 static int
-finish_gpt2(Build *b)
+finish_gpt2(VocabBuild *b)
 {
     Ranks *r = &b->r, *sp = &b->specials;
     for (size_t k = 0; k < sp->n; k++) {
@@ -595,7 +579,7 @@ finish_gpt2(Build *b)
  * then each must be found under its id (else the file's ids are not what
  * Python's checks accept, which they then name). */
 static int
-place_hf_specials(Build *b)
+place_hf_specials(VocabBuild *b)
 {
     Ranks *r = &b->r, *sp = &b->specials;
     for (size_t k = 0; k < sp->n; k++) {
@@ -615,8 +599,8 @@ place_hf_specials(Build *b)
 /* The merges the encoder takes: a pair listed twice only at its last place
  * (build_tables' rank table keeps the last rank), into out: their number, or
  * -1 if out of memory. */
-static Py_ssize_t
-encoder_merges(const Build *b, uint32_t *out)
+static ptrdiff_t
+encoder_merges(const VocabBuild *b, uint32_t *out)
 {
     size_t n = b->n_merges, cap = 16;
     while (cap < 2 * n + 2) {
@@ -647,212 +631,104 @@ encoder_merges(const Build *b, uint32_t *out)
     }
     free(seen);
     free(keep);
-    return (Py_ssize_t)kept;
+    return (ptrdiff_t)kept;
 }
 
-/* b's tables as Python objects: (blob, offsets, ids, merges, byte_ids,
- * special_ids, encoder_merges, keys, key_ids), or NULL with an exception. */
-static PyObject *
-build_result(const Build *b, const uint32_t byte_ids[256], const uint32_t *encoder,
-             size_t n_encoder, PyObject *specials)
-{
-    PyObject *tables = bpe_ranks_result(&b->r, b->merges, b->n_merges, byte_ids, specials);
-    PyObject *key_ids = PyTuple_New((Py_ssize_t)b->specials.n);
-    PyObject *result = NULL;
-    if (tables == NULL || key_ids == NULL) {
-        goto done;
-    }
-    for (size_t k = 0; k < b->specials.n; k++) {
-        PyObject *id = PyLong_FromLongLong(b->key_ids[k] == NOT_FOUND ? -1 : (long long)b->key_ids[k]);
-        if (id == NULL) {
-            goto done;
-        }
-        PyTuple_SET_ITEM(key_ids, (Py_ssize_t)k, id);
-    }
-    result = Py_BuildValue("OOOOOOy#nO", PyTuple_GET_ITEM(tables, 0), PyTuple_GET_ITEM(tables, 1),
-                           PyTuple_GET_ITEM(tables, 2), PyTuple_GET_ITEM(tables, 3),
-                           PyTuple_GET_ITEM(tables, 4), PyTuple_GET_ITEM(tables, 5),
-                           (const char *)encoder, (Py_ssize_t)(n_encoder * 3 * sizeof(uint32_t)),
-                           (Py_ssize_t)b->keys, key_ids);
-done:
-    Py_XDECREF(tables);
-    Py_XDECREF(key_ids);
-    return result;
-}
+/* ---- the special tokens ------------------------------------------------- */
 
-/* Copy the special tokens (a sequence of bytes) and, for hf, their ids (a
- * sequence of ints) into b: 0, 1 if they are not as the caller promised
- * (the result is then None), -1 with an exception set. */
-static int
-build_specials(Build *b, PyObject *specials, PyObject *ids)
+BPE_INTERNAL int
+bpe_vocab_specials_reserve(VocabBuild *b, size_t n, size_t total)
 {
-    Py_ssize_t n = PyTuple_GET_SIZE(specials), total = 0;
-    for (Py_ssize_t k = 0; k < n; k++) {
-        PyObject *special = PyTuple_GET_ITEM(specials, k);
-        if (!PyBytes_Check(special)) {
-            PyErr_SetString(PyExc_TypeError, "specials must be bytes");
-            return -1;
-        }
-        total += PyBytes_GET_SIZE(special);
-    }
-    b->special_ids = malloc(((size_t)n + 1) * sizeof(uint32_t));
-    b->key_ids = malloc(((size_t)n + 1) * sizeof(uint32_t));
-    if (b->special_ids == NULL || b->key_ids == NULL || entries_alloc(&b->specials, (size_t)n, (size_t)total) < 0) {
-        PyErr_NoMemory();
+    b->special_ids = malloc((n + 1) * sizeof(uint32_t));
+    b->key_ids = malloc((n + 1) * sizeof(uint32_t));
+    if (b->special_ids == NULL || b->key_ids == NULL ||
+        entries_alloc(&b->specials, n, total) < 0)
+    {
         return -1;
     }
-    for (Py_ssize_t k = 0; k < n; k++) {
-        PyObject *special = PyTuple_GET_ITEM(specials, k);
-        Py_ssize_t len = PyBytes_GET_SIZE(special);
-        memcpy(b->specials.blob + b->specials.off[k], PyBytes_AS_STRING(special), (size_t)len);
-        entry_added(&b->specials, (size_t)len, (uint32_t)k);
-        b->key_ids[k] = NOT_FOUND;
-        b->special_ids[k] = NOT_FOUND;
-        if (len == 0) {
-            return 1;
-        }
-        if (ids != NULL) {
-            unsigned long long id = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(ids, k));
-            if (id == (unsigned long long)-1 && PyErr_Occurred()) {
-                if (!PyErr_ExceptionMatches(PyExc_OverflowError)) {
-                    return -1;
-                }
-                PyErr_Clear();
-                return 1;
-            }
-            if (id > MAX_RANK) {
-                return 1;
-            }
-            b->special_ids[k] = (uint32_t)id;
-        }
-    }
-    int status = ranks_index(&b->specials, 0);
-    if (status < 0) {
-        PyErr_NoMemory();
-    }
-    return status;
+    return 0;
 }
 
-/* The shared part of gpt2_tables and hf_tables. */
-static PyObject *
-vocab_tables(PyObject *vocab, PyObject *merges, PyObject *specials_arg, PyObject *ids_arg)
+BPE_INTERNAL int
+bpe_vocab_special_add(VocabBuild *b, const unsigned char *token, size_t len)
 {
-    int hf = ids_arg != NULL;
-    PyObject *specials = PySequence_Tuple(specials_arg);
-    PyObject *ids = hf ? PySequence_Tuple(ids_arg) : NULL;
-    PyObject *result = NULL;
-    Build b;
-    memset(&b, 0, sizeof(b));
-    uint32_t *encoder = NULL;
-    Py_ssize_t n_encoder = 0;
-    uint32_t byte_ids[256];
-    if (specials == NULL || (hf && ids == NULL)) {
-        goto done;
-    }
-    if (hf && PyTuple_GET_SIZE(ids) != PyTuple_GET_SIZE(specials)) {
-        PyErr_SetString(PyExc_ValueError, "specials and special_ids differ in length");
-        goto done;
-    }
-    int status = build_specials(&b, specials, ids);
-    if (status < 0) {
-        goto done;
-    }
-    const unsigned char *vocab_data = (const unsigned char *)PyBytes_AS_STRING(vocab);
-    const unsigned char *merges_data = (const unsigned char *)PyBytes_AS_STRING(merges);
-    size_t vocab_size = (size_t)PyBytes_GET_SIZE(vocab), merges_size = (size_t)PyBytes_GET_SIZE(merges);
-    size_t longest = vocab_size > merges_size ? vocab_size : merges_size;
+    size_t k = b->specials.n;
+    memcpy(b->specials.blob + b->specials.off[k], token, len);
+    entry_added(&b->specials, len, (uint32_t)k);
+    b->key_ids[k] = NOT_FOUND;
+    b->special_ids[k] = NOT_FOUND;
+    return len == 0;
+}
 
-    /* vocab and merges are immutable bytes objects we hold references to;
-     * everything else here is this call's own memory. */
-    Py_BEGIN_ALLOW_THREADS
-    if (status == 0) {
-        byte_table(b.to_byte);
-        /* a decoded string or a merge's bytes is never longer than its text */
-        b.text = malloc(longest + 1);
-        b.tok = malloc(longest + 1);
-        status = b.text == NULL || b.tok == NULL ? -1 : 0;
+BPE_INTERNAL int
+bpe_vocab_special_id(VocabBuild *b, size_t k, uint64_t id)
+{
+    if (id > MAX_RANK) {
+        return 1;
     }
+    b->special_ids[k] = (uint32_t)id;
+    return 0;
+}
+
+BPE_INTERNAL int
+bpe_vocab_specials_done(VocabBuild *b)
+{
+    return ranks_index(&b->specials, 0);
+}
+
+/* ---- the whole read ------------------------------------------------------ */
+
+BPE_INTERNAL int
+bpe_vocab_read(VocabBuild *b, int hf, const unsigned char *vocab,
+               size_t vocab_size, const unsigned char *merges,
+               size_t merges_size)
+{
+    size_t longest = vocab_size > merges_size ? vocab_size : merges_size;
+    byte_table(b->to_byte);
+    /* a decoded string or a merge's bytes is never longer than its text */
+    b->text = malloc(longest + 1);
+    b->tok = malloc(longest + 1);
+    int status = b->text == NULL || b->tok == NULL ? -1 : 0;
     if (status == 0) {
-        Cursor c = {vocab_data, vocab_data + vocab_size};
-        status = read_vocab(&b, &c, hf, b.specials.n, b.specials.off[b.specials.n]);
+        Cursor c = {vocab, vocab + vocab_size};
+        status = read_vocab(b, &c, hf, b->specials.n,
+                            b->specials.off[b->specials.n]);
         if (status == 0) {
             skip_ws(&c);
             status = c.p != c.end;
         }
     }
     if (status == 0 && hf) {
-        status = place_hf_specials(&b);
+        status = place_hf_specials(b);
     }
     if (status == 0) {
-        status = find_byte_ids(&b, byte_ids);
+        status = find_byte_ids(b, b->byte_ids);
     }
     if (status == 0 && hf) {
-        Cursor c = {merges_data, merges_data + merges_size};
-        status = read_merges_json(&b, &c);
+        Cursor c = {merges, merges + merges_size};
+        status = read_merges_json(b, &c);
         if (status == 0) {
             skip_ws(&c);
             status = c.p != c.end;
         }
     }
     else if (status == 0) {
-        status = read_merges_txt(&b, merges_data, merges_size);
+        status = read_merges_txt(b, merges, merges_size);
         if (status == 0) {
-            status = finish_gpt2(&b);
+            status = finish_gpt2(b);
         }
     }
     if (status == 0) {
-        encoder = malloc((3 * b.n_merges + 1) * sizeof(uint32_t));
-        n_encoder = encoder == NULL ? -1 : encoder_merges(&b, encoder);
-        status = n_encoder < 0 ? -1 : 0;
+        b->encoder = malloc((3 * b->n_merges + 1) * sizeof(uint32_t));
+        ptrdiff_t n = b->encoder == NULL ? -1 : encoder_merges(b, b->encoder);
+        status = n < 0 ? -1 : 0;
+        b->n_encoder = n < 0 ? 0 : (size_t)n;
     }
-    Py_END_ALLOW_THREADS
-
-    if (status < 0) {
-        PyErr_NoMemory();
-    }
-    else if (status > 0) {
-        result = Py_NewRef(Py_None);
-    }
-    else {
-        result = build_result(&b, byte_ids, encoder, (size_t)n_encoder, specials);
-    }
-done:
-    build_free(&b);
-    free(encoder);
-    Py_XDECREF(specials);
-    Py_XDECREF(ids);
-    return result;
+    return status;
 }
 
-/* gpt2_tables(vocab_json, merges_txt, specials): see native_module.c. */
-BPE_INTERNAL PyObject *
-bpe_gpt2_tables(PyObject *module, PyObject *args)
-{
-    PyObject *vocab, *merges, *specials;
-    if (!PyArg_ParseTuple(args, "O!O!O:gpt2_tables", &PyBytes_Type, &vocab, &PyBytes_Type, &merges, &specials)) {
-        return NULL;
-    }
-    return vocab_tables(vocab, merges, specials, NULL);
-}
-
-/* hf_tables(vocab, merges, specials, special_ids): see native_module.c. */
-BPE_INTERNAL PyObject *
-bpe_hf_tables(PyObject *module, PyObject *args)
-{
-    PyObject *vocab, *merges, *specials, *ids;
-    if (!PyArg_ParseTuple(args, "O!O!OO:hf_tables", &PyBytes_Type, &vocab, &PyBytes_Type, &merges, &specials,
-                          &ids))
-    {
-        return NULL;
-    }
-    return vocab_tables(vocab, merges, specials, ids);
-}
-
-/* Find the values of "vocab" and "merges" in the object under the
- * top-level key "model": 0 with their bounds in at[0:2] and at[2:4], 1 if the
- * document is not of that shape or one of those keys is there twice. */
-static int
-model_spans(const unsigned char *data, size_t size, size_t at[4])
+BPE_INTERNAL int
+bpe_vocab_hf_spans(const unsigned char *data, size_t size, size_t at[4])
 {
     Cursor c = {data, data + size};
     int models = 0, seen[2] = {0, 0};
@@ -913,23 +789,3 @@ model_spans(const unsigned char *data, size_t size, size_t at[4])
     return !(seen[0] && seen[1]);
 }
 
-/* hf_model_spans(document): see native_module.c. */
-BPE_INTERNAL PyObject *
-bpe_hf_model_spans(PyObject *module, PyObject *arg)
-{
-    if (!PyBytes_Check(arg)) {
-        PyErr_SetString(PyExc_TypeError, "hf_model_spans takes bytes");
-        return NULL;
-    }
-    size_t at[4];
-    int status;
-    const unsigned char *data = (const unsigned char *)PyBytes_AS_STRING(arg);
-    size_t size = (size_t)PyBytes_GET_SIZE(arg);
-    Py_BEGIN_ALLOW_THREADS
-    status = model_spans(data, size, at);
-    Py_END_ALLOW_THREADS
-    if (status) {
-        Py_RETURN_NONE;
-    }
-    return Py_BuildValue("nnnn", (Py_ssize_t)at[0], (Py_ssize_t)at[1], (Py_ssize_t)at[2], (Py_ssize_t)at[3]);
-}

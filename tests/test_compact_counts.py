@@ -258,7 +258,7 @@ def test_hand_over_empties_packed_counts_into_a_list():
 
 @needs_core
 def test_native_lists_past_their_own_pages_size_grow_shrink_and_free_as_naive():
-    # Occurrence lists of 16384 entries or more get pages of their own (trainer.c's BIG_LIST): the
+    # Occurrence lists of 16384 entries or more get pages of their own (trainer_internal.h's BIG_LIST): the
     # byte pair (a, b)'s list starts there; (ab, c)'s grows into them by doubling, then doubles
     # again in place; (b, c) keeps 1,000 of its 41,000 entries once (a, b) is merged, so it
     # moves back to the heap; every one is freed when its pair is merged or counted down to 0.

@@ -154,7 +154,7 @@ def test_counter_rejects_overlong_surrogate_out_of_range_and_truncated_utf8(data
     assert pretoken_counter(compiled=True).add_utf8(data, []) is False
 
 
-# Forms the validator must accept or refuse wherever they fall: scanner.c checks 16 bytes at a time
+# Forms the validator must accept or refuse wherever they fall: utf8.c checks 16 bytes at a time
 # (SSSE3) and reads each byte's class from the one to three before it, across a block's edge too.
 UTF8_FORMS = [
     "é".encode(), "東".encode(), "😀".encode(), "\U0010ffff".encode(), "\ud7ff".encode(), "\ue000".encode(),

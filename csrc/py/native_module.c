@@ -1,27 +1,57 @@
 /* bpe_impls._native: the pre-tokenizers of the preset split patterns (GPT-2,
- * cl100k, o200k), a pre-token counter and a BPE encoder, in C.
+ * cl100k, o200k), a pre-token counter, a BPE encoder and the readers of
+ * tokenizer files, in C.
  *
  * Each piece does exactly what the pure-Python path does (bpe_impls/corpus/
- * tally.py and bpe_impls/encoding/encoders.py); tests/test_native.py and the
- * registry-wide suites prove it.
+ * tally.py, bpe_impls/encoding/encoders.py, bpe_impls/encoding/formats/);
+ * tests/test_native.py and the registry-wide suites prove it.
  *
- *   scanner.h, scan_kind.h, scanner.c  the pre-tokenizers, over str and over
- *                                      UTF-8
- *   counter.h, counter.c               PretokenCounter and its bytes map
- *   encoder.h, encoder.c               Encoder
- *   native_module.c                    this module: its functions and
- *                                      PyInit__native
+ * The C core holds the algorithms, in plain C: it includes no Python.h, and
+ * csrc/tests/ builds and runs it as a C program of its own. Its files, in
+ * csrc/ itself:
+ *
+ *   bpe_util.h             the byte hash, growable arrays, symbol visibility
+ *   scanner.h, scan_kind.h, scanner.c
+ *                          the pre-tokenizers over code points and over UTF-8;
+ *                          the class table, the pattern names
+ *   scan_blocks.h          the presets over 64-byte blocks of ASCII
+ *   utf8.c                 UTF-8 validation
+ *   specials.c             special tokens (searched inline: scanner.h)
+ *   counter.h, bytes_map.c, counter.c
+ *                          the pre-token counter: its map; counting, merging
+ *                          and packing
+ *   packed.h               the packed word counts
+ *   encoder_internal.h     the encoder: tables, cache, BPE, the loops
+ *   encoder_tables.c, encoder_cache.c, encoder_bpe.c, encoder_loop.c,
+ *   batch_runs.c           ... and a batch's runs
+ *   u64_heap.h             a heap of integers (long pre-tokens, rank files)
+ *   ranks.h, rank_file.c   tokens by bytes; a tiktoken rank file
+ *   vocab_files.h, vocab_files.c
+ *                          GPT-2's vocab files, an HF tokenizer.json's model
+ *   trainer_internal.h, trainer.c, trainer_load.c, trainer_words.c,
+ *   trainer_pairs.c, trainer_heap.c, trainer_merge.c
+ *                          the native trainer (trainer.c describes it)
+ *
+ * This folder, csrc/py/, is the core's CPython glue (arguments, objects,
+ * exceptions, the GIL), kept apart so that the core can be built, tested and
+ * reasoned about without an interpreter:
+ *
+ *   common.h, common.c     str views, UTF-8 buffers and special tokens from
+ *                          Python objects; the core's failures as exceptions
+ *   packed_py.h            the packed word counts' faults as ValueError
+ *   counter_type.c         PretokenCounter
+ *   encoder_py.h           what the Encoder's two glue files share
+ *   encoder_type.c         Encoder: __init__, encode_utf8(_buffer), bpe, ...
+ *   encoder_many.c         Encoder.encode_many_buffer, encode_many_lists
+ *   tables_module.c        rank_file_tables, gpt2_tables, hf_tables,
+ *                          hf_model_spans
+ *   native_module.c        this module: set_char_classes, pretokenize,
+ *                          batch_runs and PyInit__native
+ *   trainer_module.c       bpe_impls._native_train, the other extension
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
-#include <stdint.h>
-#include <string.h>
+#include "common.h"
 
-#include "bpe_util.h"
-#include "counter.h"
-#include "encoder.h"
-#include "scan_blocks.h"
-#include "scanner.h"
+#include "encoder_internal.h" /* bpe_run_bounds */
 
 static PyObject *
 set_char_classes(PyObject *module, PyObject *arg)
@@ -30,57 +60,32 @@ set_char_classes(PyObject *module, PyObject *arg)
     if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) {
         return NULL;
     }
+    size_t bad = 0;
     PyObject *result = NULL;
-    unsigned char *copy = NULL;
-    if (view.len != N_CODEPOINTS) {
+    switch (bpe_char_classes_set(view.buf, (size_t)view.len, &bad)) {
+    case BPE_CLASSES_SET:
+        result = Py_NewRef(Py_None);
+        break;
+    case BPE_CLASSES_BAD_SIZE:
         PyErr_Format(PyExc_ValueError,
                      "class table must have %d entries, got %zd", N_CODEPOINTS,
                      view.len);
-        goto done;
-    }
-    /* The entries the scanners rely on (scanner.h): a letter is in one or
-     * both of o200k's sets, a mark (other) in both, nothing else in either. */
-    static const unsigned char valid[256] = {
-        [CLS_OTHER] = 1,
-        [CLS_NUMBER] = 1,
-        [CLS_SPACE] = 1,
-        [CLS_LETTER | CLS_UP] = 1,
-        [CLS_LETTER | CLS_LOW] = 1,
-        [CLS_LETTER | CLS_UP | CLS_LOW] = 1,
-        [CLS_OTHER | CLS_UP | CLS_LOW] = 1,
-    };
-    const unsigned char *classes = view.buf;
-    for (Py_ssize_t k = 0; k < view.len; k++) {
-        if (!valid[classes[k]]) {
-            PyErr_Format(PyExc_ValueError,
-                         "class table entry %zd is %d, not one of 0, 2, 3, "
-                         "5, 9, 12, 13",
-                         k, (int)classes[k]);
-            goto done;
-        }
-    }
-    /* The table in use is never freed or changed: scans in other threads read
-     * it without the GIL. The first one set stays; a later call must bring the
-     * same table. */
-    if (bpe_char_class != NULL) {
-        if (memcmp(bpe_char_class, classes, N_CODEPOINTS) != 0) {
-            PyErr_SetString(PyExc_ValueError,
-                            "a different class table is already set");
-            goto done;
-        }
-        result = Py_NewRef(Py_None);
-        goto done;
-    }
-    copy = malloc(N_CODEPOINTS);
-    if (copy == NULL) {
+        break;
+    case BPE_CLASSES_BAD_ENTRY:
+        PyErr_Format(PyExc_ValueError,
+                     "class table entry %zd is %d, not one of 0, 2, 3, "
+                     "5, 9, 12, 13",
+                     (Py_ssize_t)bad,
+                     (int)((const unsigned char *)view.buf)[bad]);
+        break;
+    case BPE_CLASSES_OTHER:
+        PyErr_SetString(PyExc_ValueError,
+                        "a different class table is already set");
+        break;
+    default:
         PyErr_NoMemory();
-        goto done;
+        break;
     }
-    memcpy(copy, classes, N_CODEPOINTS);
-    bpe_ascii_blocks = bpe_blocks_match_classes(copy);
-    bpe_char_class = copy;
-    result = Py_NewRef(Py_None);
-done:
     PyBuffer_Release(&view);
     return result;
 }
@@ -127,7 +132,7 @@ pretokenize(PyObject *module, PyObject *args, PyObject *kwds)
     {
         return NULL;
     }
-    int pattern = bpe_pattern_id(name);
+    int pattern = bpe_pattern_from_name(name);
     if (pattern < 0 || !bpe_classes_ready()) {
         return NULL;
     }
@@ -143,7 +148,7 @@ pretokenize(PyObject *module, PyObject *args, PyObject *kwds)
         return NULL;
     }
     for (Py_ssize_t i = 0; i < t.n;) {
-        Py_ssize_t j = bpe_text_next_end(&t, i, pattern);
+        Py_ssize_t j = (Py_ssize_t)bpe_text_next_end(&t, i, pattern);
         PyObject *piece = PyUnicode_Substring(arg, i, j);
         if (piece == NULL || PyList_Append(out, piece) < 0) {
             Py_XDECREF(piece);
@@ -156,24 +161,14 @@ pretokenize(PyObject *module, PyObject *args, PyObject *kwds)
     return out;
 }
 
-/* Append i to the list as an int: 0, or -1 with an exception set. */
-static int
-append_index(PyObject *list, Py_ssize_t i)
-{
-    PyObject *v = PyLong_FromSsize_t(i);
-    int err = v == NULL ? -1 : PyList_Append(list, v);
-    Py_XDECREF(v);
-    return err;
-}
-
 /* batch_runs(items, kind, max_parts, min_parts, min_size): the bounds of
  * contiguous, non-empty runs of the list's items of about equal total size (a
  * str's length, a bytes' size), as tokenizer._batch_runs computes them in
  * Python: `parts` of them at most, total // min_size clamped to [min_parts,
  * max_parts], run k ending after the item whose cumulative size is nearest
- * k/parts of the total. Every item must be a `kind` (str or bytes): else
- * TypeError naming its index. One C pass, as a Python loop over a large batch
- * costs as much per item as encoding a short line does. */
+ * k/parts of the total (bpe_run_bounds). Every item must be a `kind` (str or
+ * bytes): else TypeError naming its index. One C pass, as a Python loop over
+ * a large batch costs as much per item as encoding a short line does. */
 /* The cumulative sizes of items (len of each str, or of each bytes) in ends;
  * their total, or -1 with TypeError naming the first item that is not a
  * `kind`. No Python code runs here: the list stays as it is. */
@@ -199,58 +194,18 @@ batch_sizes(PyObject *items, int want_str, int64_t *ends)
     return total;
 }
 
-/* The index of the item whose end is nearest target (the earlier one on a
- * tie), as the twin's bisect_left and comparison give it. Python's float
- * arithmetic, so the bounds are the twin's exactly (every integer here is
- * below 2**53, so exact as a double). */
-static Py_ssize_t
-nearest_end(const int64_t *ends, Py_ssize_t count, double target)
-{
-    Py_ssize_t lo = 0, hi = count; /* bisect_left(ends, target) */
-    while (lo < hi) {
-        Py_ssize_t mid = lo + (hi - lo) / 2;
-        if ((double)ends[mid] < target) {
-            lo = mid + 1;
-        }
-        else {
-            hi = mid;
-        }
-    }
-    if (lo == count ||
-        (lo > 0 && target - (double)ends[lo - 1] < (double)ends[lo] - target))
-    {
-        lo--;
-    }
-    return lo;
-}
-
-/* The bounds of `parts` runs over items of cumulative sizes ends[0:count]
- * (count > 0): a list of indices from 0 to count, a repeat dropped as the
- * twin's set drops it. */
+/* bounds[0:n] as a list of ints. */
 static PyObject *
-run_bounds(const int64_t *ends, Py_ssize_t count, int64_t total,
-           Py_ssize_t parts)
+index_list(const size_t *bounds, size_t n)
 {
-    PyObject *out = PyList_New(0);
-    if (out == NULL || append_index(out, 0) < 0) {
-        Py_XDECREF(out);
-        return NULL;
-    }
-    Py_ssize_t last = 0;
-    for (Py_ssize_t k = 1; k < parts; k++) {
-        double target = (double)(total * (int64_t)k) / (double)parts;
-        Py_ssize_t i = nearest_end(ends, count, target);
-        if (i + 1 > last && i + 1 < count) {
-            if (append_index(out, i + 1) < 0) {
-                Py_DECREF(out);
-                return NULL;
-            }
-            last = i + 1;
+    PyObject *out = PyList_New((Py_ssize_t)n);
+    for (size_t k = 0; out != NULL && k < n; k++) {
+        PyObject *v = PyLong_FromSize_t(bounds[k]);
+        if (v == NULL) {
+            Py_CLEAR(out);
+            break;
         }
-    }
-    if (append_index(out, count) < 0) {
-        Py_DECREF(out);
-        return NULL;
+        PyList_SET_ITEM(out, (Py_ssize_t)k, v);
     }
     return out;
 }
@@ -276,8 +231,12 @@ batch_runs(PyObject *module, PyObject *args)
         return NULL;
     }
     Py_ssize_t count = PyList_GET_SIZE(items);
+    /* ends[0:count + 1] and then at most count + 1 distinct bounds */
     int64_t *ends = PyMem_Malloc(((size_t)count + 1) * sizeof(int64_t));
-    if (ends == NULL) {
+    size_t *bounds = PyMem_Malloc(((size_t)count + 2) * sizeof(size_t));
+    if (ends == NULL || bounds == NULL) {
+        PyMem_Free(ends);
+        PyMem_Free(bounds);
         return PyErr_NoMemory();
     }
     PyObject *out = NULL;
@@ -290,9 +249,11 @@ batch_runs(PyObject *module, PyObject *args)
         Py_ssize_t parts = (Py_ssize_t)(total / min_size);
         parts = parts < min_parts ? min_parts : parts;
         parts = parts > max_parts ? max_parts : parts;
-        out = run_bounds(ends, count, total, parts);
+        out = index_list(bounds, bpe_run_bounds(ends, (size_t)count, total,
+                                                (size_t)parts, bounds));
     }
     PyMem_Free(ends);
+    PyMem_Free(bounds);
     return out;
 }
 
