@@ -17,6 +17,7 @@ def set_char_classes(table: ReadableBuffer, /) -> None: ...
 def pretokenize(text: str, pattern: str = "gpt2") -> list[str]: ...
 @overload
 def pretokenize(text: ReadableBuffer, pattern: str = "gpt2") -> list[bytes]: ...
+
 # (items: a list whose items should all be `kind`, str or bytes: another item is a TypeError naming it)
 def batch_runs(
     items: list[str | bytes] | list[str] | list[bytes], kind: type, max_parts: int, min_parts: int, min_size: int, /
@@ -50,8 +51,12 @@ class Encoder:
     ) -> None: ...
     @overload
     def encode_utf8(
-        self, data: bytes | str, special_tokens: Sequence[bytes], special_ids: Sequence[int],
-        settled: Literal[False] = False, /,
+        self,
+        data: bytes | str,
+        special_tokens: Sequence[bytes],
+        special_ids: Sequence[int],
+        settled: Literal[False] = False,
+        /,
     ) -> list[int]: ...
     @overload
     def encode_utf8(
@@ -59,21 +64,38 @@ class Encoder:
     ) -> tuple[list[int], int]: ...
     @overload
     def encode_utf8_buffer(
-        self, data: bytes | str, special_tokens: Sequence[bytes], special_ids: Sequence[int],
-        settled: Literal[False] = False, itemsize: int = 4,
+        self,
+        data: bytes | str,
+        special_tokens: Sequence[bytes],
+        special_ids: Sequence[int],
+        settled: Literal[False] = False,
+        itemsize: int = 4,
     ) -> bytearray: ...
     @overload
     def encode_utf8_buffer(
-        self, data: bytes | str, special_tokens: Sequence[bytes], special_ids: Sequence[int], settled: Literal[True],
+        self,
+        data: bytes | str,
+        special_tokens: Sequence[bytes],
+        special_ids: Sequence[int],
+        settled: Literal[True],
         itemsize: int = 4,
     ) -> tuple[bytearray, int]: ...
     def encode_many_buffer(
-        self, datas: Sequence[bytes | str], special_tokens: Sequence[bytes], special_ids: Sequence[int], itemsize: int = 4,
-        start: int = 0, stop: int = ...,
+        self,
+        datas: Sequence[bytes | str],
+        special_tokens: Sequence[bytes],
+        special_ids: Sequence[int],
+        itemsize: int = 4,
+        start: int = 0,
+        stop: int = ...,
     ) -> tuple[bytearray, bytearray]: ...
     def encode_many_lists(
-        self, datas: Sequence[bytes | str], special_tokens: Sequence[bytes], special_ids: Sequence[int],
-        start: int = 0, stop: int = ...,
+        self,
+        datas: Sequence[bytes | str],
+        special_tokens: Sequence[bytes],
+        special_ids: Sequence[int],
+        start: int = 0,
+        stop: int = ...,
     ) -> list[list[int]]: ...
     def bpe(self, token_bytes: bytes, /) -> list[int]: ...
     def split_utf8(self, data: bytes, /) -> list[int]: ...

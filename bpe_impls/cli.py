@@ -560,9 +560,16 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    from .harness.verify import ImplementationError, SearchSettings, Verification, verify_encoder, verify_tokenizer, verify_trainer
-
     """0: no divergence; 1: one found; 2: usage, or an implementation that cannot be loaded or called."""
+    from .harness.verify import (
+        ImplementationError,
+        SearchSettings,
+        Verification,
+        verify_encoder,
+        verify_tokenizer,
+        verify_trainer,
+    )
+
     if not (args.trainer or args.tokenizer or args.encoder):
         print("bpe verify: error: give --trainer, --tokenizer or --encoder", file=sys.stderr)
         return 2

@@ -36,10 +36,10 @@ from typing import Any
 
 from tqdm import tqdm
 
+from ..base import compiled
 from ..base.checks import one_line, require_int, require_main_guard, resolve_workers, validate_min_count
 from ..base.errors import BpeError, ConfigError, WorkerError
 from ..base.patterns import GPT2, SplitPattern
-from ..base import compiled
 from .tally import CountingBackend, PackedCounts, Tally, drop_rare, failed_unit_error, merge_packed, tally_unit
 from .units import SkipReport
 

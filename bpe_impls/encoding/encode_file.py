@@ -36,8 +36,8 @@ from ..base.checks import require_int, resolve_workers
 from ..base.errors import ConfigError, CorpusError, EncodeError, unreadable
 from ..corpus.cuts import CutFinder
 from ..corpus.units import FileStamp, check_unchanged, read_range
-from .tokenizer import Tokenizer
 from .formats.npy import NpyStreamWriter
+from .tokenizer import Tokenizer
 
 _T = TypeVar("_T")
 

@@ -52,11 +52,11 @@ from ..base.checks import resolve_workers
 from ..base.patterns import GPT2, SplitPattern, resolve_pattern, special_token_regex
 from ..corpus import count_pretokens
 from ..encoding import Tokenizer
+from ..encoding.encode_file import encode_file
 from ..encoding.formats.gpt2 import load_tokenizer_files
 from ..trainers import DEFAULT_IMPL, IMPLEMENTATIONS, train_bpe
 from . import peers as peer_adapters
 from .fixtures import gpt2_files
-from ..encoding.encode_file import encode_file
 from .measure import Measured, measure_in_child, measure_tree
 
 ENCODE_SAMPLE_BYTES = 8 << 20  # encode at most this much of the corpus: MB/s settles long before

@@ -25,7 +25,7 @@ from typing import NamedTuple
 from ...base import compiled
 from ...base.errors import ConfigError
 from ...base.patterns import SplitPattern, resolve_pattern, validate_special_tokens
-from ..tables import MAX_TOKEN_ID, PackedTables, PackedTokenizer, TableMerges, TableVocab, Tables, build_tables
+from ..tables import MAX_TOKEN_ID, PackedTables, PackedTokenizer, TableMerges, Tables, TableVocab, build_tables
 from . import FORMATS, detect, gpt2, hf, table_cache, tiktoken_file
 from .common import TokenizerData, special_ids_match
 
