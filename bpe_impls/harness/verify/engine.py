@@ -22,7 +22,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from hypothesis import HealthCheck, given, seed as hypothesis_seed, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import seed as hypothesis_seed
+from hypothesis import strategies as st
 from hypothesis.errors import HypothesisException
 
 from ...base.errors import BpeError
