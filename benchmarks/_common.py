@@ -15,8 +15,8 @@ import os
 import re
 import time
 from collections import Counter
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, NoReturn
 
 # asv installs the package non-editable into its own environment, where bpe_impls.harness.fixtures's default

@@ -41,15 +41,15 @@ INSTRUCTION_TRAINERS = [name for name in TRAINERS if name != "naive"] or ["nativ
 
 # Run by the interpreter under valgrind: argv is the counts file, the trainer, the vocab size and
 # whether to merge. Everything but the merge is the same in both runs.
-_SCRIPT = """
+_SCRIPT = f"""
 import pickle, sys
 from bpe_impls import IMPLEMENTATIONS
 with open(sys.argv[1], "rb") as counts_file:
     counts = pickle.load(counts_file)
 train = IMPLEMENTATIONS[sys.argv[2]]
 if sys.argv[4] == "merge":
-    train(counts, int(sys.argv[3]), %r)
-""" % (SPECIAL_TOKENS,)
+    train(counts, int(sys.argv[3]), {SPECIAL_TOKENS!r})
+"""
 
 _TOTAL = re.compile(r"I\s+refs:\s+([\d,]+)")
 

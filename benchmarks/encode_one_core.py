@@ -142,7 +142,7 @@ def main() -> None:
     parser.add_argument("--vocab-size", type=int, default=32000)
     args = parser.parse_args()
     results, left_out = measure(args.vocab, args.texts, args.repeat, args.train, args.vocab_size)
-    print(f"vocab: {args.train and f'{args.vocab_size} trained on {os.path.basename(args.train)}' or args.vocab}"
+    print(f"vocab: {(args.train and f'{args.vocab_size} trained on {os.path.basename(args.train)}') or args.vocab}"
           + "".join(f"; {note}" for note in left_out))
     for result in results:
         names = list(dict.fromkeys(name for name, _ in result.mb_per_s))

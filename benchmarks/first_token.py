@@ -88,8 +88,8 @@ def _run_file(folder: Path) -> Path:
 def setup(vocab: str, folder: Path) -> dict[str, object]:
     """The files every cell reads, written to `folder`, and the fields the cells' code is formatted with."""
     from bpe_impls import Tokenizer
-    from bpe_impls.base.patterns import PRESETS
     from bpe_impls.base.errors import ConfigError
+    from bpe_impls.base.patterns import PRESETS
     from bpe_impls.harness.fixtures import OPENAI_PATTERNS, OPENAI_SPECIALS, openai_rank_file
 
     try:
@@ -143,7 +143,7 @@ def measure(vocab: str, runs: int, skip: Sequence[str] = ()) -> dict[str, list[f
                 cells[f"load: {name}"] = _TIMED.format(setup=prelude, work=work.format(**fields))
             cells = {name: code for name, code in cells.items() if not any(part in name for part in skip)}
             figures: dict[str, list[float]] = {name: [] for name in cells}
-            for name, code in cells.items():  # a warm-up of each (file caches, .pyc files)
+            for code in cells.values():  # a warm-up of each (file caches, .pyc files)
                 _process(code)
             for _ in range(runs):
                 for name, code in cells.items():

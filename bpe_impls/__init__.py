@@ -31,7 +31,16 @@ _LAZY = {
 if TYPE_CHECKING:
     from .corpus import SkippedRecordsWarning, count_pretokens
     from .encoding import Tokenizer
-    from .trainers import DEFAULT_IMPL, IMPLEMENTATIONS, Merges, Trainer, Vocab, get_trainer, train_bpe, train_bpe_from_iterator
+    from .trainers import (
+        DEFAULT_IMPL,
+        IMPLEMENTATIONS,
+        Merges,
+        Trainer,
+        Vocab,
+        get_trainer,
+        train_bpe,
+        train_bpe_from_iterator,
+    )
 
 
 __getattr__, __dir__ = lazy_names(__name__, _LAZY)

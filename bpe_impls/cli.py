@@ -19,8 +19,10 @@ import sys
 import threading
 import time
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from types import FrameType
+from typing import Any
 
 import numpy as np
 
@@ -258,7 +260,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "compare": cmd_compare, "gen-corpus": cmd_gen_corpus, "scaling": cmd_scaling, "report": cmd_report,
         "verify": cmd_verify,
     }[args.command]
-    previous: dict[int, object] = {}
+    previous: dict[int, _Handler] = {}
     try:
         _stop_on_termination(previous)
         return handler(args)
@@ -279,6 +281,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         _restore_handlers(previous)
 
 
+# A signal's handler, as signal.signal takes and gives it back.
+_Handler = Callable[[int, FrameType | None], Any] | int | signal.Handlers | None
+
+
 class Terminated(KeyboardInterrupt):
     """SIGTERM or SIGHUP, raised where Ctrl-C raises KeyboardInterrupt, so that the same cleanup
     runs (temp files removed, workers stopped) instead of the process dying on the spot."""
@@ -293,7 +299,7 @@ def _raise_terminated(signum: int, frame: object) -> None:
     raise Terminated(signum)
 
 
-def _stop_on_termination(previous: dict[int, object]) -> None:
+def _stop_on_termination(previous: dict[int, _Handler]) -> None:
     """Make SIGTERM and SIGHUP raise Terminated, recording in `previous` the handlers they had.
     A signal already handled or ignored (nohup) is left alone, as is every signal off the main
     thread (where Python cannot set handlers)."""
@@ -304,7 +310,7 @@ def _stop_on_termination(previous: dict[int, object]) -> None:
             previous[signum] = signal.signal(signum, _raise_terminated)
 
 
-def _restore_handlers(previous: dict[int, object]) -> None:
+def _restore_handlers(previous: dict[int, _Handler]) -> None:
     for signum, handler in previous.items():
         signal.signal(signum, handler)
 
@@ -554,9 +560,16 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    from .harness.verify import ImplementationError, SearchSettings, Verification, verify_encoder, verify_tokenizer, verify_trainer
-
     """0: no divergence; 1: one found; 2: usage, or an implementation that cannot be loaded or called."""
+    from .harness.verify import (
+        ImplementationError,
+        SearchSettings,
+        Verification,
+        verify_encoder,
+        verify_tokenizer,
+        verify_trainer,
+    )
+
     if not (args.trainer or args.tokenizer or args.encoder):
         print("bpe verify: error: give --trainer, --tokenizer or --encoder", file=sys.stderr)
         return 2

@@ -47,7 +47,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def _option(config: pytest.Config, name: str) -> str:
-    value = config.getoption(name)
+    value: str | None = config.getoption(name)
     if not value:
         pytest.skip(f"no {name} given")
     return value

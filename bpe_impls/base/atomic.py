@@ -152,6 +152,7 @@ def _commit(outputs: Sequence[_Output]) -> None:
             for current in replaced:
                 _keep_old(current)
         for current in replaced:
+            assert current.temp is not None  # (every output not written through has its temp file)
             os.replace(current.temp, current.real)
             renamed.append(current)
     except BaseException as exc:  # an error or Ctrl-C between renames

@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import os
 import sys
+from types import FrameType
 
 from .errors import ConfigError
 
@@ -52,7 +53,7 @@ def require_main_guard(what: str) -> None:
     script = getattr(main, "__file__", None)
     if script is None or getattr(main, "__spec__", None) is not None:
         return  # an interactive session, or `python -m`: nothing is re-run
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     while frame is not None and not (frame.f_code.co_name == "<module>" and frame.f_globals.get("__name__") == "__main__"):
         frame = frame.f_back
     if frame is None or frame.f_code.co_filename != script:

@@ -15,14 +15,46 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Protocol
 
 from .char_classes import pinned_table
 from .patterns import PRESETS, SplitPattern
 
+if TYPE_CHECKING:
+    from .._native import Encoder, PretokenCounter, RankTablesResult, VocabTablesResult
+
+
+class NativeCore(Protocol):
+    """What the package calls in the compiled core (bpe_impls/_native.pyi has its types; mypy checks
+    that the module fulfils this)."""
+
+    @property
+    def Encoder(self) -> type[Encoder]: ...
+    @property
+    def PretokenCounter(self) -> type[PretokenCounter]: ...
+    def set_char_classes(self, table: bytes, /) -> None: ...
+    def batch_runs(
+        self, items: list[str | bytes] | list[str] | list[bytes], kind: type, max_parts: int, min_parts: int,
+        min_size: int, /,
+    ) -> list[int]: ...
+    def rank_file_tables(self, data: bytes, specials: Sequence[bytes], /) -> RankTablesResult | None: ...
+    def gpt2_tables(
+        self, vocab_json: bytes, merges_txt: bytes, specials: Sequence[bytes], /
+    ) -> VocabTablesResult | None: ...
+    def hf_tables(
+        self, vocab: bytes, merges: bytes, specials: Sequence[bytes], special_ids: Sequence[int], /
+    ) -> VocabTablesResult | None: ...
+    def hf_model_spans(self, document: bytes, /) -> tuple[int, int, int, int] | None: ...
+
+
+_native: NativeCore | None
 try:
-    from .. import _native
+    from .. import _native as _built
 except ImportError:  # not built (no compiler at install time)
     _native = None
+else:
+    _native = _built
 
 # BPE_IMPLS_PURE=1 turns off every compiled part (this core and the native trainer).
 DISABLED: bool = os.environ.get("BPE_IMPLS_PURE", "") not in ("", "0")
@@ -46,10 +78,10 @@ _loading = threading.Lock()
 _loaded = False
 
 
-def core():
+def core() -> NativeCore:
     """The extension module, with its class table loaded (once per process, whichever thread asks first)."""
     global _loaded
-    if not AVAILABLE:
+    if not AVAILABLE or _native is None:
         raise RuntimeError("the compiled core is not available (not built, or BPE_IMPLS_PURE=1)")
     if not _loaded:
         with _loading:

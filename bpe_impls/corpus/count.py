@@ -28,7 +28,6 @@ from .planning import plan_inputs
 from .tally import CountingBackend, PackedCounts, drop_rare, has_compiled_counter, pretoken_counter
 from .units import Unit
 
-
 # name -> factory(num_workers, scheduler address). DaskBackend imports dask only when it counts.
 BACKENDS: dict[str, Callable[[int | None, str | None], CountingBackend]] = {
     "local": lambda num_workers, scheduler: LocalBackend(num_workers),

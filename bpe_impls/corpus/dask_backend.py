@@ -36,10 +36,10 @@ from typing import Any
 
 from tqdm import tqdm
 
+from ..base import compiled
 from ..base.checks import one_line, require_int, require_main_guard, resolve_workers, validate_min_count
 from ..base.errors import BpeError, ConfigError, WorkerError
 from ..base.patterns import GPT2, SplitPattern
-from ..base import compiled
 from .tally import CountingBackend, PackedCounts, Tally, drop_rare, failed_unit_error, merge_packed, tally_unit
 from .units import SkipReport
 
@@ -103,13 +103,15 @@ def _merge_task(*tallies: Tally, min_count: int = 1) -> Tally:
     if not tallies:
         return Tally()
     skipped = sum((tally.skipped for tally in tallies), SkipReport())
-    if compiled.AVAILABLE and all(isinstance(tally.counts, PackedCounts) for tally in tallies):
+    packed = [tally.counts for tally in tallies if isinstance(tally.counts, PackedCounts)]
+    if compiled.AVAILABLE and len(packed) == len(tallies):
         # Summed in the compiled counter's table and packed again: the inputs are only read.
-        return Tally(merge_packed([tally.counts for tally in tallies], min_count), skipped)
+        return Tally(merge_packed(packed, min_count), skipped)
     ordered = sorted(tallies, key=lambda t: len(t.counts), reverse=True)
     total = Tally(Counter(ordered[0].counts), ordered[0].skipped)
     for tally in ordered[1:]:
         total.add(tally)
+    assert isinstance(total.counts, Counter)  # (Tally.add keeps a Counter a Counter)
     drop_rare(total.counts, min_count)
     return total
 

@@ -246,9 +246,10 @@ def _count_compiled(
     reported with its unit.
     """
     counters: list[PretokenCounter] = []
-    mine = threading.local()
+    mine: threading.local | None = threading.local()
 
     def count(unit: Unit) -> SkipReport:
+        assert mine is not None  # (dropped below, once every unit is counted)
         counter = getattr(mine, "counter", None)
         if counter is None:
             counter = mine.counter = pretoken_counter(pattern=pattern)
@@ -334,6 +335,7 @@ class LocalBackend(CountingBackend):
                     pool.stop(graceful=False)
                     raise
                 pool.stop(graceful=True)
+        assert isinstance(total.counts, Counter)  # (the pure-Python paths count into Counters)
         drop_rare(total.counts, min_count)
         return total
 

@@ -16,7 +16,16 @@ from ..base.errors import ConfigError, CorpusError, unreadable
 from ..base.patterns import GPT2, SplitPattern, validate_special_tokens
 from .cuts import find_chunk_boundaries, safe_cuts
 from .inputs import Inputs, input_format, resolve_inputs
-from .units import CompressedJsonl, FileStamp, CompressedText, JsonlRange, ParquetRowGroup, TextRange, Unit, open_parquet
+from .units import (
+    CompressedJsonl,
+    CompressedText,
+    FileStamp,
+    JsonlRange,
+    ParquetRowGroup,
+    TextRange,
+    Unit,
+    open_parquet,
+)
 
 # A unit is read whole by one worker, so its size bounds a worker's memory (bytes + decoded text
 # + pieces, a few times this); it also bounds how long one straggler can hold up the others.

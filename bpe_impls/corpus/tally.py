@@ -29,7 +29,7 @@ from array import array
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, Self
 
 from ..base import compiled as compiled_core
 from ..base.checks import one_line, validate_min_count
@@ -47,7 +47,7 @@ class PretokenCounter(Protocol):
 
     def add(self, text: str) -> None: ...
     def add_utf8(self, data: bytes, special_tokens: Sequence[bytes]) -> bool: ...
-    def merge(self, other: PretokenCounter, /, threads: int = 1) -> None: ...
+    def merge(self, other: Self, /, threads: int = 1) -> None: ...  # another counter of its own kind
     def to_dict(self) -> dict[bytes, int]: ...
     def to_packed(self, min_count: int = 1, threads: int = 1) -> bytes: ...
     def __len__(self) -> int: ...
@@ -218,15 +218,16 @@ def pretoken_counter(compiled: bool | None = None, pattern: SplitPattern = GPT2)
     The compiled counter is many times faster and releases the GIL while it scans, so threads
     count in parallel; it is one counter per thread.
     """
+    scanner = compiled_core.scanner_name(pattern)
     if compiled is None:
         compiled = has_compiled_counter(pattern)
-    elif compiled and compiled_core.scanner_name(pattern) is None:
+    elif compiled and scanner is None:
         raise ConfigError(
             f"the compiled counter scans the presets ({', '.join(PRESETS)}) only, not {pattern.name!r}"
         )
-    if not compiled:
+    if not compiled or scanner is None:  # (scanner is None only where compiled is False by then)
         return RegexCounter(pattern)
-    return compiled_core.core().PretokenCounter(compiled_core.scanner_name(pattern))
+    return compiled_core.core().PretokenCounter(scanner)
 
 
 def count_text(

@@ -248,7 +248,7 @@ class TextRange:
         """One piece as text; cuts are at ASCII bytes, so a decode error is a real one."""
         return decode_utf8(self.path, offset, data)
 
-    def texts(self) -> Iterator[str]:
+    def texts(self) -> Generator[str, None, None]:
         for offset, data in self.utf8_pieces():
             yield self.decode(offset, data)
 
@@ -395,7 +395,7 @@ class CompressedText:
     def decode(self, offset: int, data: bytes) -> str:
         return decode_utf8(self.path, offset, data, "decompressed byte offset")
 
-    def texts(self) -> Iterator[str]:
+    def texts(self) -> Generator[str, None, None]:
         for offset, data in self.utf8_pieces():
             yield self.decode(offset, data)
 
@@ -497,7 +497,7 @@ class JsonlRange:
             newlines += block.count(b"\n")
         return newlines + 1
 
-    def texts(self) -> Iterator[str]:
+    def texts(self) -> Generator[str, None, SkipReport]:
         skips = _Skips(self.skip_bad_records)
         first: list[int] = []
 
@@ -530,7 +530,7 @@ class CompressedJsonl:
     def describe(self) -> str:
         return self.path
 
-    def texts(self) -> Iterator[str]:
+    def texts(self) -> Generator[str, None, SkipReport]:
         skips = _Skips(self.skip_bad_records)
         lines = _lines(_decompressed_blocks(self.path, self.codec, self.stamp))
         yield from _jsonl_documents(
@@ -579,7 +579,7 @@ class ParquetRowGroup:
     def _where(self, row: int) -> str:
         return f"{self.path}: row {row} (row group {self.row_group})"
 
-    def texts(self) -> Iterator[str]:
+    def texts(self) -> Generator[str, None, SkipReport]:
         import pyarrow as pa
 
         skips = _Skips(self.skip_bad_records)

@@ -120,8 +120,7 @@ def batch_runs(items: list[Text], kind: type, max_parts: int, min_parts: int, mi
 
 def _batch_runs_fast(items: list[Text], kind: type, max_parts: int, min_parts: int, min_size: int) -> list[int]:
     """`batch_runs` in the compiled core where it was built."""
-    bounds: list[int] = compiled.core().batch_runs(items, kind, max_parts, min_parts, min_size)
-    return bounds
+    return compiled.core().batch_runs(items, kind, max_parts, min_parts, min_size)
 
 
 BATCH_RUNS = _batch_runs_fast if compiled.AVAILABLE else batch_runs

@@ -27,7 +27,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import BinaryIO, TypeVar
+from typing import IO, BinaryIO, TypeVar
 
 import numpy as np
 
@@ -36,8 +36,8 @@ from ..base.checks import require_int, resolve_workers
 from ..base.errors import ConfigError, CorpusError, EncodeError, unreadable
 from ..corpus.cuts import CutFinder
 from ..corpus.units import FileStamp, check_unchanged, read_range
-from .tokenizer import Tokenizer
 from .formats.npy import NpyStreamWriter
+from .tokenizer import Tokenizer
 
 _T = TypeVar("_T")
 
@@ -118,7 +118,7 @@ def encode_file(
     *,
     threads: int | None = None,
     block_size: int = DEFAULT_BLOCK_SIZE,
-    on_progress: Callable[[int], None] = lambda nbytes: None,
+    on_progress: Callable[[int], object] = lambda nbytes: None,
 ) -> Encoded:
     """Encode the UTF-8 file `source` (special tokens as specials) into `target` (see the module
     docstring); `threads` None means every core available. Bytes that are not UTF-8 are a
@@ -244,7 +244,7 @@ def _regular_file_stamp(file: BinaryIO) -> FileStamp | None:
 
 
 def _writer(
-    out: BinaryIO, output_format: str, dtype: np.dtype, target: str | os.PathLike
+    out: IO[bytes], output_format: str, dtype: np.dtype, target: str | os.PathLike
 ) -> Callable[[np.ndarray | None], None]:
     """write(ids) appends ids; write(None) finishes the file."""
     if output_format == "npy":
@@ -253,7 +253,12 @@ def _writer(
         npy = NpyStreamWriter(out, dtype)
         return lambda ids: npy.finish() if ids is None else npy.write(ids)
     little = dtype.newbyteorder("<")  # .bin is little-endian on every machine (a no-op on x86 and ARM)
-    return lambda ids: None if ids is None else out.write(ids.astype(little, copy=False).data)
+
+    def write(ids: np.ndarray | None) -> None:
+        if ids is not None:
+            out.write(ids.astype(little, copy=False).data)
+
+    return write
 
 
 def _not_utf8(source: str | os.PathLike, offset: int, piece: bytes) -> CorpusError:

@@ -57,29 +57,39 @@ _NON_SPACE = regex.compile(r"\S")
 class Encoder(Protocol):
     """What the Tokenizer needs of an encoder (see the module docstring)."""
 
+    # (positional only: the compiled core's encode_utf8 takes no keywords)
     @overload
     def encode_utf8(
-        self, data: bytes | str, special_tokens: Sequence[bytes], special_ids: Sequence[int], settled: Literal[False] = ...
+        self, data: bytes | str, special_tokens: Sequence[bytes], special_ids: Sequence[int],
+        settled: Literal[False] = ..., /,
     ) -> list[int]: ...
 
     @overload
     def encode_utf8(
-        self, data: bytes | str, special_tokens: Sequence[bytes], special_ids: Sequence[int], settled: Literal[True]
+        self, data: bytes | str, special_tokens: Sequence[bytes], special_ids: Sequence[int], settled: Literal[True], /
     ) -> tuple[list[int], int]: ...
 
+    @overload
     def encode_utf8_buffer(
-        self, data: bytes | str, special_tokens: Sequence[bytes], special_ids: Sequence[int], settled: bool = False,
-        itemsize: int = 4,
-    ) -> bytearray | tuple[bytearray, int]: ...
+        self, data: bytes | str, special_tokens: Sequence[bytes], special_ids: Sequence[int],
+        settled: Literal[False] = ..., itemsize: int = ...,
+    ) -> bytearray: ...
 
+    @overload
+    def encode_utf8_buffer(
+        self, data: bytes | str, special_tokens: Sequence[bytes], special_ids: Sequence[int], settled: Literal[True],
+        itemsize: int = ...,
+    ) -> tuple[bytearray, int]: ...
+
+    # (stop defaults to len(datas); the compiled core takes no None for it)
     def encode_many_buffer(
         self, datas: Sequence[bytes | str], special_tokens: Sequence[bytes], special_ids: Sequence[int], itemsize: int = 4,
-        start: int = 0, stop: int | None = None,
+        start: int = 0, stop: int = ...,
     ) -> tuple[bytearray, bytearray]: ...
 
     def encode_many_lists(
         self, datas: Sequence[bytes | str], special_tokens: Sequence[bytes], special_ids: Sequence[int],
-        start: int = 0, stop: int | None = None,
+        start: int = 0, stop: int = ...,
     ) -> list[list[int]]: ...
 
     def cache_len(self) -> int:
@@ -109,11 +119,25 @@ def ids_to_buffer(ids: Sequence[int], itemsize: int) -> bytearray:
 
 
 class BufferFromLists:
-    """The buffer methods, built on the class's own `encode_utf8` (its list of ids, packed)."""
+    """The buffer methods, built on the class's own `encode_utf8` (its list of ids, packed).
+
+    A mixin: `self` is annotated as the Encoder the class it is mixed into must be."""
+
+    @overload
+    def encode_utf8_buffer(
+        self: Encoder, data: bytes | str, special_tokens: Sequence[bytes], special_ids: Sequence[int],
+        settled: Literal[False] = ..., itemsize: int = ...,
+    ) -> bytearray: ...
+
+    @overload
+    def encode_utf8_buffer(
+        self: Encoder, data: bytes | str, special_tokens: Sequence[bytes], special_ids: Sequence[int],
+        settled: Literal[True], itemsize: int = ...,
+    ) -> tuple[bytearray, int]: ...
 
     def encode_utf8_buffer(
-        self, data: bytes | str, special_tokens: Sequence[bytes], special_ids: Sequence[int], settled: bool = False,
-        itemsize: int = 4,
+        self: Encoder, data: bytes | str, special_tokens: Sequence[bytes], special_ids: Sequence[int],
+        settled: bool = False, itemsize: int = 4,
     ) -> bytearray | tuple[bytearray, int]:
         if settled:
             ids, cut = self.encode_utf8(data, special_tokens, special_ids, True)
@@ -121,18 +145,19 @@ class BufferFromLists:
         return ids_to_buffer(self.encode_utf8(data, special_tokens, special_ids), itemsize)
 
     def encode_many_buffer(
-        self, datas: Sequence[bytes | str], special_tokens: Sequence[bytes], special_ids: Sequence[int], itemsize: int = 4,
-        start: int = 0, stop: int | None = None,
+        self: Encoder, datas: Sequence[bytes | str], special_tokens: Sequence[bytes], special_ids: Sequence[int],
+        itemsize: int = 4, start: int = 0, stop: int | None = None,
     ) -> tuple[bytearray, bytearray]:
         ids: list[int] = []
         offsets = array("q", [0])
+        stop = len(datas) if stop is None else stop
         for one in self.encode_many_lists(datas, special_tokens, special_ids, start, stop):
             ids += one
             offsets.append(len(ids))
         return ids_to_buffer(ids, itemsize), bytearray(offsets)
 
     def encode_many_lists(
-        self, datas: Sequence[bytes | str], special_tokens: Sequence[bytes], special_ids: Sequence[int],
+        self: Encoder, datas: Sequence[bytes | str], special_tokens: Sequence[bytes], special_ids: Sequence[int],
         start: int = 0, stop: int | None = None,
     ) -> list[list[int]]:
         stop = len(datas) if stop is None else stop
@@ -165,6 +190,22 @@ class PythonEncoder(BufferFromLists):
         self._ranks = ranks
         self._cache_size = cache_size
         self._cache: dict[str, tuple[int, ...]] = {}
+
+    @overload
+    def encode_utf8(
+        self, data: bytes | str, special_tokens: Sequence[bytes], special_ids: Sequence[int],
+        settled: Literal[False] = ...,
+    ) -> list[int]: ...
+
+    @overload
+    def encode_utf8(
+        self, data: bytes | str, special_tokens: Sequence[bytes], special_ids: Sequence[int], settled: Literal[True]
+    ) -> tuple[list[int], int]: ...
+
+    @overload
+    def encode_utf8(
+        self, data: bytes | str, special_tokens: Sequence[bytes], special_ids: Sequence[int], settled: bool
+    ) -> list[int] | tuple[list[int], int]: ...
 
     def encode_utf8(
         self, data: bytes | str, special_tokens: Sequence[bytes], special_ids: Sequence[int], settled: bool = False

@@ -21,10 +21,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import NamedTuple, Protocol, overload
+from typing import TYPE_CHECKING, NamedTuple, Protocol, overload
 
 from ..base.errors import BpeError, ConfigError
 from .bpe import RankTable
+
+if TYPE_CHECKING:
+    from ..base.patterns import SplitPattern
 
 # The merges as the compiled encoder takes them: (left id, right id, merged id) in rank order, as
 # a list of triples or packed as native uint32 (12 bytes a merge).
@@ -166,7 +169,7 @@ class PackedTokenizer(NamedTuple):
 
     tables: RankTables  # every token (special tokens too, except a rank file's) by id, and the merges
     special_token_ids: dict[str, int]
-    pattern: object  # the SplitPattern the files name
+    pattern: SplitPattern  # the one the files name
     max_rank: int  # the largest id in tables
     # The merges the encoder takes where they differ from tables.merges: a pair listed twice only at its last rank.
     encoder_merges: bytes | None = None

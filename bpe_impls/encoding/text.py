@@ -7,7 +7,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Iterable
 from functools import lru_cache
-from typing import Any, TypeVar
+from typing import Any, AnyStr, TypeVar
 
 import regex
 
@@ -27,7 +27,7 @@ def on_text(encode: Callable[..., _T], text: Text, *args: Any, **kwargs: Any) ->
     try:
         return encode(text, *args, **kwargs)
     except UnicodeEncodeError:
-        raise surrogate_error(text, 0) from None  # type: ignore[arg-type]
+        raise surrogate_error(text, 0) from None  # type: ignore[arg-type]  # (only a str raises it: text is one)
     except ValueError:
         error = invalid_utf8(text) if isinstance(text, bytes) else None
         if error is None:
@@ -110,18 +110,18 @@ def refuse_disallowed(text: Text, disallowed: set[str], index: int | None) -> No
         )
 
 
-def _special_search(tokens: tuple[str, ...] | tuple[bytes, ...], text: Text) -> tuple[Any, int] | None:
+def _special_search(tokens: tuple[AnyStr, ...], text: AnyStr) -> tuple[AnyStr, int] | None:
     """The first special token in `text` (longest first at a position) and where it starts."""
     match = _special_regex(tokens).search(text)
     return None if match is None else (match.group(), match.start())
 
 
 @lru_cache(maxsize=64)
-def _special_regex(tokens: tuple[str, ...] | tuple[bytes, ...]) -> regex.Pattern:
+def _special_regex(tokens: tuple[AnyStr, ...]) -> regex.Pattern[AnyStr]:
     """Longest first, as the encoders match (a token another one starts with is not found inside it)."""
     ordered = sorted(tokens, key=len, reverse=True)
     separator = b"|" if isinstance(ordered[0], bytes) else "|"
-    return regex.compile(separator.join(regex.escape(token) for token in ordered))  # type: ignore[arg-type]
+    return regex.compile(separator.join(regex.escape(token) for token in ordered))
 
 
 def chunk_kind(chunk: object, kind: type | None) -> type:

@@ -14,7 +14,7 @@ from functools import partial
 from itertools import chain
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from ..base.checks import require_int
 from ..base.errors import ConfigError, EncodeError
@@ -321,7 +321,7 @@ class Tokenizer:
         encode_utf8 = self._encoder.encode_utf8
         specials, special_ids = self._special_bytes, self._special_id_list
         carry = b""
-        pending: list = []
+        pending: list[Any] = []  # chunks all of one kind, str or bytes (`kind`)
         pending_len = 0
         kind: type | None = None
         taken = 0  # characters (str) or bytes taken from the stream, for the offset in an error

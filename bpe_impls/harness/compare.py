@@ -38,7 +38,7 @@ import platform
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from functools import partial
 from pathlib import Path
@@ -52,11 +52,11 @@ from ..base.checks import resolve_workers
 from ..base.patterns import GPT2, SplitPattern, resolve_pattern, special_token_regex
 from ..corpus import count_pretokens
 from ..encoding import Tokenizer
+from ..encoding.encode_file import encode_file
 from ..encoding.formats.gpt2 import load_tokenizer_files
 from ..trainers import DEFAULT_IMPL, IMPLEMENTATIONS, train_bpe
 from . import peers as peer_adapters
 from .fixtures import gpt2_files
-from ..encoding.encode_file import encode_file
 from .measure import Measured, measure_in_child, measure_tree
 
 ENCODE_SAMPLE_BYTES = 8 << 20  # encode at most this much of the corpus: MB/s settles long before
@@ -430,7 +430,7 @@ def run_compare(
     return report
 
 
-def _encode_rows(report: Report, table: str, runs: dict[str, Callable], args: tuple, log,
+def _encode_rows(report: Report, table: str, runs: Mapping[str, Callable[..., Any]], args: tuple, log,
                  note: str = "first {mb:.1f} MB of the corpus") -> None:
     """One row per run, each in a fresh child process; `same ids` compares with the first. A peer
     that cannot take the vocab (VocabRefused) is left out, with its reason in report.left_out."""
@@ -451,7 +451,7 @@ def _fmt(value: float | None, digits: int = 2) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
 
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+def _table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     widths = [max(len(str(row[i])) for row in [header, *rows]) for i in range(len(header))]
     lines = []
     for row in [header, *rows]:
@@ -496,9 +496,11 @@ def format_report(report: Report) -> str:
     for table in dict.fromkeys(r.table for r in report.rows if r.mb_per_s is not None):
         encode_rows = [r for r in report.rows if r.table == table]
         out += ["", f"{table} ({encode_rows[0].note})"]
+        base = encode_rows[0].mb_per_s  # (every row of an encode table has its MB/s)
         out.append(_table(
             ["encoder", "seconds", "MB/s", "x ours", "same ids"],
-            [[r.name, _fmt(r.seconds), _fmt(r.mb_per_s), _fmt(r.mb_per_s / encode_rows[0].mb_per_s),
+            [[r.name, _fmt(r.seconds), _fmt(r.mb_per_s),
+              _fmt(r.mb_per_s / base if r.mb_per_s is not None and base is not None else None),
               yes[r.identical]] for r in encode_rows],
         ))
         if notes[table]:  # indented, under the table they concern

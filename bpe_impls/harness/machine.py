@@ -44,7 +44,7 @@ def git_commit(where: Path = _CHECKOUT) -> str:
 
 
 def describe_machine() -> dict[str, object]:
-    versions = {}
+    versions: dict[str, str | None] = {}
     for package in PACKAGES:
         try:
             versions[package] = metadata.version(package)

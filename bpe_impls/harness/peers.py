@@ -112,7 +112,7 @@ def train_gigatoken(
         raise ValueError(f"gigatoken trains with GPT-2's split pattern only, not {pattern.name!r}")
     source = gigatoken.TextFileSource([str(path)], separator=special_tokens[0] if special_tokens else None)
     with quiet_stdio():  # it prints its progress from Rust, into our reports' stdout
-        vocab, merges = gigatoken.train_bpe(source, vocab_size, list(special_tokens))
+        _, merges = gigatoken.train_bpe(source, vocab_size, list(special_tokens))
     return len(merges)
 
 

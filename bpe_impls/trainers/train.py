@@ -111,8 +111,11 @@ def train_bpe_from_iterator(
     return trainer(word_counts, vocab_size, specials, progress=progress)
 
 
-def _nothing_to_train_on(input_path: object, min_pretoken_count: int) -> str:
-    named = [str(p) for p in input_path] if isinstance(input_path, (list, tuple)) else [os.fspath(input_path)]
+def _nothing_to_train_on(
+    input_path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], min_pretoken_count: int
+) -> str:
+    # (one path, or a sequence of them, as corpus.inputs tells them apart)
+    named = [os.fspath(input_path)] if isinstance(input_path, (str, os.PathLike)) else [str(p) for p in input_path]
     where = ", ".join(named[:3]) + (f" and {len(named) - 3} more" if len(named) > 3 else "")
     if min_pretoken_count > 1:
         return f"{where}: no pre-token occurs {min_pretoken_count} times or more; nothing to train on"

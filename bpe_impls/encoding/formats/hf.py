@@ -33,6 +33,7 @@ import json
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import regex
 
@@ -191,12 +192,16 @@ def dialect_problem(text: str) -> str | None:
                 return problem
             run, quantifiable = "", True
         elif char == "(":
-            opener = regex.match(r"\((?:\?(?::|=|!|>|i:))?", text[i:]).group()
+            opened = regex.match(r"\((?:\?(?::|=|!|>|i:))?", text[i:])
+            assert opened is not None  # (text[i] is "(")
+            opener = opened.group()
             if text.startswith(("(?<=", "(?<!"), i):
                 return (f"look-behind {text[i:i + 4]!r}: Oniguruma takes only some fixed-length ones, "
                         "the regex module any")
             if text.startswith("(?", i) and opener == "(":
-                shown = regex.match(r"\(\?[^:)]?[:)]?", text[i:]).group()
+                flag = regex.match(r"\(\?[^:)]?[:)]?", text[i:])
+                assert flag is not None  # (text[i:] starts with "(?")
+                shown = flag.group()
                 return f"group or flag {shown!r}: only (?: (?= (?! (?> and (?i: are read alike by both engines"
             scopes.append(ignore_case or opener == "(?i:")
             lookahead.append(opener in ("(?=", "(?!"))
@@ -303,13 +308,19 @@ def save(path: str | os.PathLike, data: TokenizerData) -> tuple[Path, ...]:
 
 def _require(condition: bool, path: Path, message: str) -> None:
     if not condition:
-        raise TokenizerFileError(f"{path}: {message}")
+        raise _fault(path, message)
+
+
+def _fault(path: Path, message: str) -> TokenizerFileError:
+    """`_require`'s error, raised where the check also narrows a type (`if not isinstance(...)`)."""
+    return TokenizerFileError(f"{path}: {message}")
 
 
 def _pattern(pre_tokenizer: object, path: Path) -> SplitPattern:
     """The split pattern of a Sequence[Split(Regex, Isolated), ByteLevel(use_regex=false)], or of
     GPT-2's lone ByteLevel(use_regex=true)."""
-    _require(isinstance(pre_tokenizer, dict), path, f"pre_tokenizer is {pre_tokenizer!r}; expected Split + ByteLevel")
+    if not isinstance(pre_tokenizer, dict):
+        raise _fault(path, f"pre_tokenizer is {pre_tokenizer!r}; expected Split + ByteLevel")
     kind = pre_tokenizer.get("type")
     if kind == "ByteLevel" and pre_tokenizer.get("use_regex", True):
         # GPT-2's own tokenizer.json: ByteLevel splits with GPT-2's regex, the gpt2 preset.
@@ -317,17 +328,18 @@ def _pattern(pre_tokenizer: object, path: Path) -> SplitPattern:
                  "pre_tokenizer ByteLevel has add_prefix_space true, which bpe_impls does not do")
         return GPT2
     parts = pre_tokenizer.get("pretokenizers") if kind == "Sequence" else None
-    _require(
-        isinstance(parts, list) and len(parts) == 2 and all(isinstance(part, dict) for part in parts), path,
-        f"pre_tokenizer {kind!r} is not supported; expected Sequence[Split, ByteLevel(use_regex=false)]",
-    )
+    if not (isinstance(parts, list) and len(parts) == 2 and all(isinstance(part, dict) for part in parts)):
+        raise _fault(
+            path, f"pre_tokenizer {kind!r} is not supported; expected Sequence[Split, ByteLevel(use_regex=false)]"
+        )
     split, byte_level = parts
     _require(split.get("type") == "Split", path, f"pre_tokenizer part 1 is {split.get('type')!r}, expected Split")
     _require(split.get("behavior") == "Isolated" and split.get("invert") is False, path,
              f"pre_tokenizer Split has behavior {split.get('behavior')!r}, invert {split.get('invert')!r}; "
              "expected Isolated, false")
     regex_text = split.get("pattern", {}).get("Regex") if isinstance(split.get("pattern"), dict) else None
-    _require(isinstance(regex_text, str), path, f"pre_tokenizer Split pattern {split.get('pattern')!r} is not a Regex")
+    if not isinstance(regex_text, str):
+        raise _fault(path, f"pre_tokenizer Split pattern {split.get('pattern')!r} is not a Regex")
     _require(
         byte_level.get("type") == "ByteLevel" and byte_level.get("use_regex") is False
         and not byte_level.get("add_prefix_space", False),
@@ -350,7 +362,8 @@ def _pattern(pre_tokenizer: object, path: Path) -> SplitPattern:
 
 
 def _check_model(model: object, path: Path) -> tuple[dict, list]:
-    _require(isinstance(model, dict), path, "model is not an object")
+    if not isinstance(model, dict):
+        raise _fault(path, "model is not an object")
     _require(model.get("type") == "BPE", path, f"model type is {model.get('type')!r}; only BPE can be loaded")
     for key, expected in _MODEL_OPTIONS.items():
         value = model.get(key, expected)
@@ -361,8 +374,10 @@ def _check_model(model: object, path: Path) -> tuple[dict, list]:
         _require(value == expected and type(value) is type(expected), path,
                  f"model {key} is {value!r}; bpe_impls can load only {json.dumps(expected)}")
     vocab, merges = model.get("vocab"), model.get("merges")
-    _require(isinstance(vocab, dict), path, "model vocab is not an object of token -> id")
-    _require(isinstance(merges, list), path, "model merges is not a list")
+    if not isinstance(vocab, dict):
+        raise _fault(path, "model vocab is not an object of token -> id")
+    if not isinstance(merges, list):
+        raise _fault(path, "model merges is not a list")
     return vocab, merges
 
 
@@ -397,7 +412,10 @@ def _sound_vocab(raw_vocab: dict, special_token_ids: dict[str, int]) -> dict[int
 def _sound_merges(entries: list) -> list[tuple[bytes, bytes]] | None:
     """`_merge` of every entry when each is a pair of non-empty strings (a list, or "left right")
     with characters in the table, in one translate; else None (`_merge` then names the fault)."""
-    parts = [entry if type(entry) is list else entry.split(" ") if type(entry) is str else None for entry in entries]
+    # (JSON values: each a list, or None for an entry of neither form, until the check below)
+    parts: list[Any] = [
+        entry if type(entry) is list else entry.split(" ") if type(entry) is str else None for entry in entries
+    ]
     if not all(type(pair) is list and len(pair) == 2 and type(pair[0]) is str and type(pair[1]) is str
                and pair[0] and pair[1] for pair in parts):
         return None
@@ -418,13 +436,14 @@ def _added_tokens(
     """The special tokens of `added_tokens`, content -> id, where bpe_impls matches them as HF does.
     `model_id(content)` is the id of the model vocab's key `content` (None: no such key), and
     `vocab_size` the number of keys."""
-    _require(isinstance(added, list), path, "added_tokens is not a list")
+    if not isinstance(added, list):
+        raise _fault(path, "added_tokens is not a list")
     special_token_ids: dict[str, int] = {}
     normalized: dict[str, bool] = {}
     next_new_id = vocab_size  # where HF puts an added token the model vocab does not have
     for entry in added:
-        _require(isinstance(entry, dict) and isinstance(entry.get("content"), str) and entry.get("content"), path,
-                 f"added token {entry!r} has no content")
+        if not (isinstance(entry, dict) and isinstance(entry.get("content"), str) and entry.get("content")):
+            raise _fault(path, f"added token {entry!r} has no content")
         content, token_id = entry["content"], entry.get("id")
         try:
             content.encode("utf-8")
@@ -439,8 +458,8 @@ def _added_tokens(
                  f"added token {content!r} is not special; only special added tokens can be loaded")
         for flag in ("single_word", "lstrip", "rstrip"):
             _require(not entry[flag], path, f"added token {content!r} has {flag} true; bpe_impls has no such option")
-        _require(isinstance(token_id, int) and not isinstance(token_id, bool) and token_id >= 0, path,
-                 f"added token {content!r} has id {token_id!r}, not a non-negative integer")
+        if not (isinstance(token_id, int) and not isinstance(token_id, bool) and token_id >= 0):
+            raise _fault(path, f"added token {content!r} has id {token_id!r}, not a non-negative integer")
         _require(content not in special_token_ids, path, f"added token {content!r} is listed twice")
         key_id = model_id(content)
         if key_id is None:
@@ -513,7 +532,8 @@ def load(path: str | os.PathLike) -> TokenizerData:
     path = tokenizer_file(path)
     document = read_json(path)
     pattern, raw_vocab, raw_merges = _checked(document, path)
-    special_token_ids = _added_tokens(document.get("added_tokens", []), raw_vocab.get, len(raw_vocab), path)  # type: ignore[attr-defined]
+    assert isinstance(document, dict)  # (_checked refuses anything else)
+    special_token_ids = _added_tokens(document.get("added_tokens", []), raw_vocab.get, len(raw_vocab), path)
     specials_by_id = {token_id: content for content, token_id in special_token_ids.items()}
     sound = _sound_vocab(raw_vocab, special_token_ids)
     vocab: dict[int, bytes] = sound if sound is not None else {}

@@ -25,7 +25,7 @@ from typing import NamedTuple
 from ...base import compiled
 from ...base.errors import ConfigError
 from ...base.patterns import SplitPattern, resolve_pattern, validate_special_tokens
-from ..tables import MAX_TOKEN_ID, PackedTables, PackedTokenizer, TableMerges, TableVocab, Tables, build_tables
+from ..tables import MAX_TOKEN_ID, PackedTables, PackedTokenizer, TableMerges, Tables, TableVocab, build_tables
 from . import FORMATS, detect, gpt2, hf, table_cache, tiktoken_file
 from .common import TokenizerData, special_ids_match
 
@@ -117,7 +117,7 @@ def _tiktoken(where: Path, special_tokens: SpecialTokens | None, pattern: str | 
     """A .tiktoken rank file (and its sidecar): the merges rebuilt from the ranks."""
     packed = tiktoken_file.load_packed(where, pattern, special_tokens)
     if packed is not None and max(packed.special_token_ids.values(), default=0) <= MAX_TOKEN_ID:
-        return _args(PackedTables(packed), packed.pattern)  # type: ignore[arg-type]
+        return _args(PackedTables(packed), packed.pattern)
     return _from_data(tiktoken_file.load(where, pattern, special_tokens), where, None)
 
 
@@ -139,7 +139,7 @@ def _hf(where: Path, special_tokens: SpecialTokens | None, pattern: str | SplitP
             packed = packed._replace(pattern=resolve_pattern(pattern))
         _store(slot, packed)
     if packed is not None:
-        return _args(PackedTables(packed), packed.pattern)  # type: ignore[arg-type]
+        return _args(PackedTables(packed), packed.pattern)
     data = hf.load(file)
     if pattern is not None:
         data = data._replace(pattern=resolve_pattern(pattern))
@@ -171,7 +171,7 @@ def _slot(kind: str, paths: list[Path], pattern: SplitPattern | None, specials: 
 
 def _store(slot: table_cache.Slot | None, packed: PackedTokenizer | None) -> None:
     """Keep packed tables in `slot`, for a preset pattern only (an entry names its pattern by name)."""
-    if slot is not None and packed is not None and compiled.scanner_name(packed.pattern) is not None:  # type: ignore[arg-type]
+    if slot is not None and packed is not None and compiled.scanner_name(packed.pattern) is not None:
         table_cache.store(slot, table_cache.pack(slot.name, packed))
 
 

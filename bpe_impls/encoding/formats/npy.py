@@ -7,7 +7,7 @@ reads the length from the header's shape field and accepts the space padding.
 from __future__ import annotations
 
 import struct
-from typing import BinaryIO
+from typing import IO
 
 import numpy as np
 
@@ -15,7 +15,7 @@ _HEADER_BYTES = 128  # a multiple of 64, as the format asks, with room for any 1
 
 
 class NpyStreamWriter:
-    def __init__(self, file: BinaryIO, dtype: np.dtype | type):
+    def __init__(self, file: IO[bytes], dtype: np.dtype | type):
         self.file = file
         self.dtype = np.dtype(dtype)
         self.length = 0

@@ -99,8 +99,8 @@ def packed_tables(
     for left, right in merges:
         triples.extend((id_of[left], id_of[right], id_of[left + right]))
     encoder = array("I")
-    for (left, right), (_, merged) in sorted(ranks.items(), key=lambda item: item[1][0]):
-        encoder.extend((left, right, merged))
+    for (left_id, right_id), (_, merged_id) in sorted(ranks.items(), key=lambda item: item[1][0]):
+        encoder.extend((left_id, right_id, merged_id))
     tables = RankTables(
         b"".join(vocab.values()), array("q", accumulate(map(len, vocab.values()), initial=0)).tobytes(),
         array("I", vocab).tobytes(), triples.tobytes(), tuple(byte_ids), (),

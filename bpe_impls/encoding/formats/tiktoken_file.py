@@ -28,7 +28,7 @@ import binascii
 import json
 import os
 from array import array
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from heapq import heapify, heappop, heappush
 from itertools import accumulate
 from pathlib import Path
@@ -36,7 +36,7 @@ from typing import NamedTuple
 
 from ...base import compiled
 from ...base.errors import ConfigError, TokenizerFileError
-from ...base.patterns import GPT2, resolve_pattern, validate_special_tokens
+from ...base.patterns import GPT2, SplitPattern, resolve_pattern, validate_special_tokens
 from ..tables import MAX_TOKEN_ID, PackedTokenizer, RankTables
 from .common import TokenizerData, output_file, read_json, read_text, write_files
 
@@ -231,7 +231,7 @@ def parse_ranks(text: str, path: Path) -> dict[bytes, int]:
     return ranks
 
 
-def _sidecar(path: Path) -> tuple[object, dict[str, int] | None, int | None]:
+def _sidecar(path: Path) -> tuple[str, dict[str, int] | None, int | None]:
     data = read_json(path)
     if not isinstance(data, dict) or not isinstance(data.get("pat_str"), str):
         raise TokenizerFileError(f'{path}: expected an object with "pat_str" (and "special_tokens", "explicit_n_vocab")')
@@ -252,9 +252,9 @@ def _sidecar(path: Path) -> tuple[object, dict[str, int] | None, int | None]:
     return data["pat_str"], specials, n_vocab
 
 
-def _refuse_surrogates(specials: object, where: str, error: type[Exception]) -> None:
+def _refuse_surrogates(specials: Iterable[object], where: str, error: type[Exception]) -> None:
     """A special token with a lone surrogate has no UTF-8: refused in one line naming it."""
-    for special in specials:  # type: ignore[attr-defined]
+    for special in specials:
         if isinstance(special, str):
             try:
                 special.encode("utf-8")
@@ -269,12 +269,16 @@ class _Header(NamedTuple):
 
     ranks_path: Path
     where: Path  # the file that says the pattern and special tokens (errors name it)
-    pattern: object  # a SplitPattern
+    pattern: SplitPattern
     special_tokens: Mapping[str, int] | Sequence[str] | None
     n_vocab: int | None
 
 
-def _header(path: str | os.PathLike, pattern: object, special_tokens: Mapping[str, int] | Sequence[str] | None) -> _Header:
+def _header(
+    path: str | os.PathLike,
+    pattern: str | SplitPattern | None,
+    special_tokens: Mapping[str, int] | Sequence[str] | None,
+) -> _Header:
     ranks_path = find_ranks_file(Path(path))
     side = sidecar_path(ranks_path)
     n_vocab = None
@@ -306,7 +310,7 @@ def _special_ids(special_tokens: Mapping[str, int] | Sequence[str] | None, top: 
 
 def load(
     path: str | os.PathLike,
-    pattern: object = None,
+    pattern: str | SplitPattern | None = None,
     special_tokens: Mapping[str, int] | Sequence[str] | None = None,
 ) -> TokenizerData:
     """Read NAME.tiktoken (the file, or a directory holding one .tiktoken file) and its sidecar.
@@ -364,7 +368,7 @@ def rank_tables_py(data: bytes, path: Path, specials: Sequence[bytes]) -> RankTa
 
 def load_packed(
     path: str | os.PathLike,
-    pattern: object = None,
+    pattern: str | SplitPattern | None = None,
     special_tokens: Mapping[str, int] | Sequence[str] | None = None,
 ) -> PackedTokenizer | None:
     """`load`, with the ranks read and the merges rebuilt by the compiled core: the same checks,

@@ -17,7 +17,7 @@ import os
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -136,7 +136,7 @@ def verification_summary(result: Verification) -> list[dict[str, Any]]:
 # ---- the first difference ----------------------------------------------------------------------
 
 
-def _pair_counts(word_counts: Counter, merges: Merges) -> Counter:
+def _pair_counts(word_counts: Mapping[bytes, int], merges: Merges) -> Counter[tuple[bytes, bytes]]:
     """The pair counts after applying `merges` to the words (greedy left to right, as the contract)."""
     words = {tuple(bytes([b]) for b in word): count for word, count in word_counts.items()}
     for left, right in merges:
@@ -153,7 +153,7 @@ def _pair_counts(word_counts: Counter, merges: Merges) -> Counter:
                     i += 1
             new_words[tuple(out)] = new_words.get(tuple(out), 0) + count
         words = new_words
-    pairs: Counter = Counter()
+    pairs: Counter[tuple[bytes, bytes]] = Counter()
     for word, count in words.items():
         for pair in zip(word, word[1:]):
             pairs[pair] += count
@@ -272,6 +272,7 @@ def check_encode(tokenizer: Isolated, clause: str, case: EncodeCase, method: str
 
 @st.composite
 def _train_case(draw: st.DrawFn, kind: str) -> tuple[str, list[str], int]:
+    specials: list[str]
     if kind == "tie-break":
         corpus, specials = draw(strat.tie_corpus()), []
     elif kind == "greedy-left-to-right":
@@ -390,7 +391,7 @@ def _shrink_text(text: str, diverges: Callable[[str], Divergence | None], second
 _SMOKE_CORPUS = "ab ab\n"
 
 
-def _smoke(implementation: Isolated, *requests: tuple) -> None:
+def _smoke(implementation: Isolated, *requests: tuple[Any, ...]) -> None:
     """The simplest call of its kind: an implementation that fails it cannot be called at all (a
     wrong signature, a crash on any input) and is reported as such, not searched."""
     try:

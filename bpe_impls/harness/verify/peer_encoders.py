@@ -16,6 +16,7 @@ from typing import Any
 from ...base.errors import ConfigError
 from .. import peers
 
+
 def _from_tokenizer_json(load: Callable[[str], Any]) -> Callable[..., Any]:
     """A builder for a library that reads HF tokenizer.json files: ours, written as HF writes it."""
     return lambda vocab, merges, special_tokens: peers.from_tokenizer_json(load, vocab, merges, special_tokens)

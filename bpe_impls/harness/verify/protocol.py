@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pickle
 import struct
-from typing import Any, BinaryIO
+from typing import IO, Any
 
 _LENGTH = struct.Struct("<Q")
 
 
-def read_message(stream: BinaryIO) -> Any:
+def read_message(stream: IO[bytes]) -> Any:
     """One message, or EOFError at the end of the stream."""
     header = stream.read(_LENGTH.size)
     if len(header) < _LENGTH.size:
@@ -21,7 +21,7 @@ def read_message(stream: BinaryIO) -> Any:
     return pickle.loads(payload)
 
 
-def write_message(stream: BinaryIO, message: Any) -> None:
+def write_message(stream: IO[bytes], message: Any) -> None:
     payload = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
     stream.write(_LENGTH.pack(len(payload)) + payload)
     stream.flush()
