@@ -38,7 +38,7 @@ def test_a_single_string_for_the_documents_is_a_config_error(texts):
 
 
 def test_the_same_string_in_a_list_trains():
-    vocab, merges = train_bpe_from_iterator([TEXT], 300)
+    _, merges = train_bpe_from_iterator([TEXT], 300)
     assert merges == naive.train(count_text(TEXT), 300)[1]
     assert merges  # the words have pairs to merge
 
@@ -126,7 +126,7 @@ def test_the_iterator_trainer_lists_only_the_options_it_uses():
     parameters = inspect.signature(train_bpe_from_iterator).parameters
     assert {"pattern", "min_pretoken_count", "progress"} <= parameters.keys()
     assert not {"num_workers", "backend", "scheduler", "text_field", "skip_bad_records"} & parameters.keys()
-    with pytest.raises(TypeError, match="train_bpe_from_iterator.. got an unexpected keyword argument 'num_workers'"):
+    with pytest.raises(TypeError, match=r"train_bpe_from_iterator.. got an unexpected keyword argument 'num_workers'"):
         train_bpe_from_iterator([TEXT], 300, num_workers=2)
 
 

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from bpe_impls import cli
 from bpe_impls.base import atomic
 from bpe_impls.base.atomic import atomic_write, atomic_write_many
-from bpe_impls import cli
 
 
 @pytest.fixture

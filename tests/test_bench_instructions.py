@@ -15,9 +15,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import fixture_text
 
 from bpe_impls import IMPLEMENTATIONS
-from conftest import fixture_text
 
 pytestmark = pytest.mark.skipif(shutil.which("valgrind") is None,
                                 reason="valgrind is not installed (the instruction counts need it)")

@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import fixture_text, require_gpt2_files
 
 from bpe_impls import Tokenizer
-from conftest import fixture_text, require_gpt2_files
 
 EOT = "<|endoftext|>"
 
@@ -149,7 +149,7 @@ def test_without_the_shared_fixtures_the_small_ones_are_the_bundled_copies_and_k
     common = _common()
     monkeypatch.setenv("BPE_FIXTURES", str(tmp_path))  # an empty folder
     assert common.corpus_path("corpus.en") == REPO / "fixtures" / "corpus.en"
-    with pytest.raises(NotImplementedError, match="fixture kjv.txt not found"):
+    with pytest.raises(NotImplementedError, match=r"fixture kjv.txt not found"):
         common.corpus_path("kjv.txt")
     assert common.quick_text("kjv.txt") == (REPO / "fixtures" / "kjv_sample.txt",
                                             "kjv_sample.txt (bundled sample of kjv.txt)")

@@ -19,7 +19,6 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-
 from conftest import UNDER_CI
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -26,10 +26,10 @@ from hypothesis import strategies as st
 
 from bpe_impls import IMPLEMENTATIONS, Tokenizer, cli, count_pretokens
 from bpe_impls.base.errors import ConfigError, CorpusError
-from bpe_impls.harness import compare as compare_module
-from bpe_impls.harness import peers as peer_adapters
 from bpe_impls.encoding.encode_file import encode_file
 from bpe_impls.encoding.encoders import ENCODERS
+from bpe_impls.harness import compare as compare_module
+from bpe_impls.harness import peers as peer_adapters
 from bpe_impls.trainers import naive
 
 EOT = "<|endoftext|>"
@@ -481,7 +481,7 @@ def test_bad_arguments(gpt2_dir, tmp_path):
             encode_file(tokenizer, source, tmp_path / "ids.npy", **options)
     with pytest.raises(ConfigError, match="'csv'"):
         encode_file(tokenizer, source, tmp_path / "ids.csv", "csv")
-    with pytest.raises(CorpusError, match="missing.txt: cannot read"):
+    with pytest.raises(CorpusError, match=r"missing.txt: cannot read"):
         encode_file(tokenizer, tmp_path / "missing.txt", tmp_path / "ids.npy")
     assert not (tmp_path / "ids.npy").exists()
     result = run("encode", "--tokenizer", str(gpt2_dir), str(source), "--out", str(tmp_path / "x.bin"), "--threads", "0")

@@ -9,11 +9,11 @@ import sys
 from collections import Counter
 
 import pytest
+from conftest import fixture_text
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bpe_impls import train_bpe
-from conftest import fixture_text
 from bpe_impls.base import compiled
 from bpe_impls.corpus import count_pretokens
 from bpe_impls.corpus.tally import PackedCounts, merge_packed, pack_counts, pretoken_counter, unpack_counts
@@ -96,9 +96,9 @@ def test_add_packed_sums_as_a_counter_does(first, second):
 def test_compiled_readers_reject_malformed_buffers(data):
     from bpe_impls import _native_train
 
-    with pytest.raises(ValueError, match="packed word counts|BPEW"):
+    with pytest.raises(ValueError, match=r"packed word counts|BPEW"):
         pretoken_counter(compiled=True).add_packed(data)
-    with pytest.raises(ValueError, match="packed word counts|BPEW"):
+    with pytest.raises(ValueError, match=r"packed word counts|BPEW"):
         _native_train.train(data, 10)
 
 

@@ -192,7 +192,7 @@ def test_merge_of_real_text_counted_in_parts(fixture, parts):
 def test_merge_threads_must_be_a_sane_count():
     left, right = _counter({b" a": 1}), _counter({b" b": 1})
     for bad in (0, -1, 10**6):
-        with pytest.raises(ValueError, match="threads must be 1 .. 1024"):
+        with pytest.raises(ValueError, match=r"threads must be 1 .. 1024"):
             left.merge(right, threads=bad)
     with pytest.raises(TypeError):
         left.merge(right, threads="2")
@@ -314,7 +314,7 @@ def test_to_packed_of_real_text_equals_the_regex_counters(fixture):
 def test_to_packed_threads_must_be_a_sane_count():
     counter = _counter({b" a": 1})
     for bad in (0, -1, 10**6):
-        with pytest.raises(ValueError, match="to_packed: threads must be 1 .. 1024"):
+        with pytest.raises(ValueError, match=r"to_packed: threads must be 1 .. 1024"):
             counter.to_packed(threads=bad)
     with pytest.raises(TypeError):
         counter.to_packed(threads="2")

@@ -28,6 +28,7 @@ distributed = pytest.importorskip("distributed")
 
 from test_sources import EOT, FORMATS, SPECIALS, oracle, story_docs, write_docs
 
+from bpe_impls import cli
 from bpe_impls.base.errors import ConfigError, CorpusError, WorkerError
 from bpe_impls.corpus import dask_backend
 from bpe_impls.corpus.dask_backend import DaskBackend, _merge_task
@@ -36,7 +37,6 @@ from bpe_impls.corpus.planning import plan_inputs, plan_units
 from bpe_impls.corpus.tally import SkippedRecordsWarning, Tally, drop_rare
 from bpe_impls.corpus.units import TextRange
 from bpe_impls.harness.generators.tinystories import write_corpus
-from bpe_impls import cli
 from bpe_impls.trainers.registry import get_trainer
 
 # Classes defined here (slow and self-killing units) travel to the workers by value: the worker
@@ -123,8 +123,8 @@ def test_packed_counts_travel_and_merge_in_c_with_min_count_at_the_root(full, do
     """With the compiled counter the workers ship PackedCounts and the driver receives one; the
     sums and min_count are those of the Counters, and train_bpe on the cluster gives local's result."""
     from bpe_impls import train_bpe
-    from bpe_impls.corpus.tally import PackedCounts, has_compiled_counter
     from bpe_impls.base.patterns import GPT2
+    from bpe_impls.corpus.tally import PackedCounts, has_compiled_counter
 
     path = write_docs(tmp_path / "c.txt", docs)
     units = plan_units(path, SPECIALS, 30)

@@ -6,21 +6,21 @@ from __future__ import annotations
 import gc
 import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from functools import partial
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
-from conftest import examples, fixture_text, load_gpt2, require_gpt2_files, while_running
+from conftest import examples, fixture_text, load_gpt2, while_running
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bpe_impls import Tokenizer
-from bpe_impls.base.errors import ConfigError, EncodeError
-from bpe_impls.encoding.encoders import ENCODERS
 from bpe_impls.base import compiled
+from bpe_impls.base.errors import ConfigError, EncodeError
 from bpe_impls.encoding.batches import MIN_RUN_BYTES, RUNS_PER_THREAD, batch_runs
+from bpe_impls.encoding.encoders import ENCODERS
 
 EOT = "<|endoftext|>"
 SPECIALS = [EOT, EOT + EOT, "<|e", "x"]  # overlapping, one a prefix of another, one a single letter
@@ -188,7 +188,7 @@ def test_bad_batch_items_are_named_by_index(name, gpt2_parts):
         tok.encode_batch_to_numpy([b"fine", b"ab\xc3(", b"x"], 2)
     with pytest.raises(TypeError, match="batch index 1: expected bytes, got str"):
         tok.encode_batch_to_numpy([b"text", "text"])  # a batch is all str or all bytes
-    with pytest.raises(EncodeError, match="^not valid UTF-8 at byte offset 2$"):
+    with pytest.raises(EncodeError, match=r"^not valid UTF-8 at byte offset 2$"):
         tok.encode_to_numpy(b"ab\xc3(")
     with pytest.raises(TypeError, match="expected str or bytes, got bytearray"):
         tok.encode_to_numpy(bytearray(b"text"))

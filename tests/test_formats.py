@@ -212,7 +212,7 @@ def test_from_tiktoken_without_a_sidecar_takes_the_arguments(trained, tmp_path):
 
 def test_sidecar_and_arguments_together_are_refused(trained, tmp_path):
     ranks, _ = trained.save(tmp_path, "tiktoken")
-    with pytest.raises(ConfigError, match="tiktoken.json gives the pattern"):
+    with pytest.raises(ConfigError, match=r"tiktoken.json gives the pattern"):
         Tokenizer.load(ranks, "tiktoken", pattern="o200k")
 
 

@@ -37,7 +37,7 @@ def _write_results(folder: Path, step_at: int = 10, factor: float = 1.3, stepped
     (folder / "vm" / "machine.json").write_text(json.dumps({"machine": "vm", "version": 1}), encoding="utf-8")
     (folder / "benchmarks.json").write_text(json.dumps({FLAT["name"]: FLAT, stepped["name"]: stepped, "version": 2}),
                                             encoding="utf-8")
-    start = datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc)
+    start = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
     for i, commit in enumerate(COMMITS):
         date = int((start + datetime.timedelta(days=i)).timestamp() * 1000)
         result = asv_results.Results({"machine": "vm", "python": "3.11"}, {}, commit, date, "3.11",

@@ -145,7 +145,7 @@ def test_an_edited_file_of_the_same_size_misses(trained, tmp_path, cache):
     last = len(lines) - 2
     lines[last] = lines[last][:-1] + ("Ā" if lines[last][-1] != "Ā" else "ā")
     merges.write_text("\n".join(lines), encoding="utf-8")
-    with pytest.raises(TokenizerFileError, match="merges.txt line"):
+    with pytest.raises(TokenizerFileError, match=r"merges.txt line"):
         Tokenizer.load(saved)
 
 

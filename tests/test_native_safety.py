@@ -21,6 +21,7 @@ import os
 import re
 import threading
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 from conftest import examples, race_reinit, require_compiled_core, while_running
@@ -394,7 +395,7 @@ def test_special_tokens_freed_by_another_thread_during_add_utf8_are_not_read():
             tokens.clear()  # noqa: B023
             return [b"#" * len(EOT) for _ in range(50)]
 
-        added, results = _while_adding(counter, clear, data, tokens)
+        added, _ = _while_adding(counter, clear, data, tokens)
         assert added is True
         assert counter.to_dict() in (twin_count(data, [EOT, b" w1"])[1], twin_count(data, [])[1])
 
@@ -514,7 +515,7 @@ def scribble(container) -> None:
 class EvilBytes(bytes):
     """A special token whose hash and equality empty the list it sits in (C never calls them)."""
 
-    victim: list = []
+    victim: ClassVar[list] = []
 
     def __hash__(self):
         self.victim.clear()

@@ -21,6 +21,7 @@ from bpe_impls import (
     ConfigError,
     Tokenizer,
     TokenizerFileError,
+    cli,
     count_pretokens,
     train_bpe,
     train_bpe_from_iterator,
@@ -38,7 +39,6 @@ from bpe_impls.corpus.tally import count_text
 from bpe_impls.encoding import tokenizer as tokenizer_module
 from bpe_impls.encoding.encoders import ENCODERS
 from bpe_impls.encoding.tables import build_tables
-from bpe_impls import cli
 from bpe_impls.trainers import naive
 
 EOT = "<|endoftext|>"

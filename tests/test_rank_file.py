@@ -13,17 +13,17 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import examples, fixture_text, openai_and_tiktoken
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bpe_impls import Tokenizer, TokenizerFileError
 from bpe_impls.base import compiled
 from bpe_impls.encoding.formats import tiktoken_file
-from bpe_impls.encoding.tables import RankTables
 from bpe_impls.encoding.formats.tiktoken_file import bpe_pieces, rank_tables_py, recover_merges
+from bpe_impls.encoding.tables import RankTables
 from bpe_impls.harness import peers
 from bpe_impls.harness.fixtures import OPENAI_PATTERNS, OPENAI_SPECIALS, openai_rank_file
-from conftest import examples, fixture_text, openai_and_tiktoken
 
 native = pytest.mark.skipif(not compiled.AVAILABLE, reason="the compiled core is not built")
 
@@ -249,7 +249,7 @@ def test_a_compressed_rank_file_is_named_as_such(tmp_path):
 def test_a_lone_surrogate_in_a_passed_special_token_is_a_config_error(tmp_path):
     path = tmp_path / "t.tiktoken"
     path.write_bytes(_file({bytes([b]): b for b in range(256)}))
-    with pytest.raises(Exception, match="special_tokens: special token .* lone surrogate at position 1") as info:
+    with pytest.raises(Exception, match=r"special_tokens: special token .* lone surrogate at position 1") as info:
         Tokenizer.load(path, special_tokens=["a\udc00"])
     assert type(info.value).__name__ == "ConfigError"
 

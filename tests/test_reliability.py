@@ -29,7 +29,7 @@ from conftest import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bpe_impls import Tokenizer, count_pretokens
+from bpe_impls import Tokenizer, cli, count_pretokens
 from bpe_impls.base import atomic
 from bpe_impls.base.errors import BpeError, CorpusError, WorkerError
 from bpe_impls.corpus import local
@@ -37,7 +37,6 @@ from bpe_impls.corpus.count import count_units
 from bpe_impls.corpus.planning import plan_inputs, plan_units
 from bpe_impls.corpus.units import TextRange
 from bpe_impls.harness.generators.tinystories import write_corpus
-from bpe_impls import cli
 
 EOT = "<|endoftext|>"
 # Large enough that counting takes seconds on 2 cores (so a signal lands in it), small enough to

@@ -55,7 +55,7 @@ def test_every_trainer_runs_at_each_size_then_a_tiny_memory_budget_skips_the_lar
 
 def test_a_run_over_the_ceiling_is_killed_and_the_next_size_skipped(tmp_path):
     # A 30 MiB ceiling is below what `bpe train` needs just to start (numpy + the package).
-    done, report, _ = run(tmp_path, "--sizes", "1MB,2MB", "--peers", "", "--ceiling", "30MiB", "--interval", "0.01")
+    _, report, _ = run(tmp_path, "--sizes", "1MB,2MB", "--peers", "", "--ceiling", "30MiB", "--interval", "0.01")
     first, second = report["rows"]
     assert first["status"] == "killed" and first["note"].startswith("killed at ")
     assert first["peak_bytes"] > 30 * 2**20

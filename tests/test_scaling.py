@@ -12,11 +12,11 @@ import threading
 import numpy as np
 import pytest
 
-from bpe_impls.corpus import count_pretokens, count_texts
 from bpe_impls import cli
-from bpe_impls.harness import scaling
 from bpe_impls.base.errors import ConfigError
-from bpe_impls.trainers import IMPLEMENTATIONS, count_buckets, instrumented, inverted_index, linked_list, naive
+from bpe_impls.corpus import count_pretokens, count_texts
+from bpe_impls.harness import scaling
+from bpe_impls.trainers import IMPLEMENTATIONS, count_buckets, inverted_index, linked_list, naive
 from bpe_impls.trainers.instrumented import MergeStats, train_with_stats
 from bpe_impls.trainers.naive import merge_word
 
@@ -47,7 +47,7 @@ def test_fit_interval_covers_the_true_exponent_under_noise():
 
 def test_fit_without_scipy_uses_the_normal_approximation_and_says_so(monkeypatch):
     monkeypatch.setitem(sys.modules, "scipy", None)  # import scipy now raises ImportError
-    slope, low, high, method = scaling.fit_slope([1, 2, 4], [1.0, 2.2, 3.9])
+    _, low, high, method = scaling.fit_slope([1, 2, 4], [1.0, 2.2, 3.9])
     assert method.startswith("normal approximation")
     xs, ys = np.log([1, 2, 4]), np.log([1.0, 2.2, 3.9])
     residual = ys - np.polyval(np.polyfit(xs, ys, 1), xs)

@@ -23,6 +23,7 @@ from conftest import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from bpe_impls import cli
 from bpe_impls.base.errors import ConfigError, CorpusError
 from bpe_impls.corpus import tally
 from bpe_impls.corpus import units as unit_module
@@ -32,7 +33,6 @@ from bpe_impls.corpus.planning import plan_inputs, plan_units
 from bpe_impls.corpus.tally import SkippedRecordsWarning, Tally, count_text, drop_rare, tally_unit
 from bpe_impls.corpus.units import CompressedJsonl, CompressedText, JsonlRange, ParquetRowGroup, SkipReport, TextRange
 from bpe_impls.harness.generators.tinystories import generate
-from bpe_impls import cli
 
 EOT = "<|endoftext|>"
 SPECIALS = (EOT,)

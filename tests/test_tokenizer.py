@@ -13,7 +13,7 @@ import tracemalloc
 
 import pytest
 import regex
-from conftest import examples, fixture_text, load_gpt2, require_fixture, require_gpt2_files, require_text
+from conftest import examples, fixture_text, load_gpt2, require_gpt2_files, require_text
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

@@ -10,7 +10,6 @@ ordinary text are the same.
 
 from __future__ import annotations
 
-
 import numpy as np
 import pytest
 import regex
@@ -109,16 +108,16 @@ def test_a_disallowed_special_token_is_named_with_its_offset(tok):
 def test_unknown_special_token_names_and_bad_kinds_are_refused(tok):
     with pytest.raises(ConfigError, match=r"allowed_special: '<\|x\|>' is not a special token of this tokenizer"):
         tok.encode("a", allowed_special={"<|x|>"})
-    with pytest.raises(ConfigError, match="disallowed_special: '<|x|>'"):
+    with pytest.raises(ConfigError, match=r"disallowed_special: '<|x|>'"):
         tok.encode_batch(["a"], disallowed_special=["<|x|>"])
     with pytest.raises(TypeError, match='allowed_special must be "all" or a collection'):
         tok.encode("a", allowed_special=EOT)  # a lone string, not a set of them
 
 
 def test_invalid_utf8_bytes_are_named_by_offset_in_every_method(tok):
-    with pytest.raises(EncodeError, match="^not valid UTF-8 at byte offset 1$"):
+    with pytest.raises(EncodeError, match=r"^not valid UTF-8 at byte offset 1$"):
         tok.encode(b"a\xffb")
-    with pytest.raises(EncodeError, match="^not valid UTF-8 at byte offset 1$"):
+    with pytest.raises(EncodeError, match=r"^not valid UTF-8 at byte offset 1$"):
         tok.encode(b"a\xffb", allowed_special=set())
     with pytest.raises(EncodeError, match="batch index 1: not valid UTF-8 at byte offset 0"):
         tok.encode_batch([b"ok", b"\xc3("])
@@ -189,9 +188,9 @@ def test_encode_iterable_names_bad_bytes_and_mixed_chunks(tok, monkeypatch):
 
     monkeypatch.setattr(module, "_ITERABLE_BATCH", 4)
     # The bad byte is offset 9 of the stream, in the second round's buffer.
-    with pytest.raises(EncodeError, match="^not valid UTF-8 at byte offset 9$"):
+    with pytest.raises(EncodeError, match=r"^not valid UTF-8 at byte offset 9$"):
         list(tok.encode_iterable([b"abc de", b"fgh\xff ij"]))
-    with pytest.raises(EncodeError, match="^not valid UTF-8 at byte offset 2$"):
+    with pytest.raises(EncodeError, match=r"^not valid UTF-8 at byte offset 2$"):
         list(tok.encode_iterable([b"ab\xc3"]))  # a character cut short at the end of the stream
     with pytest.raises(TypeError, match="a bytes chunk in a stream of str chunks"):
         list(tok.encode_iterable(["ab", b"cd"]))

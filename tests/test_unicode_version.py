@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import openai_and_tiktoken, pair_vocab
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -22,7 +23,6 @@ from bpe_impls import Tokenizer
 from bpe_impls.base import char_classes, compiled
 from bpe_impls.base.patterns import PRESETS
 from bpe_impls.harness.fixtures import OPENAI_PATTERNS, OPENAI_SPECIALS, openai_rank_file
-from conftest import openai_and_tiktoken, pair_vocab
 
 tiktoken = pytest.importorskip("tiktoken")
 native = pytest.mark.skipif(not compiled.AVAILABLE, reason="the compiled core is not built")

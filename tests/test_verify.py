@@ -22,7 +22,6 @@ from conftest import load_gpt2
 from bpe_impls import IMPLEMENTATIONS, cli, train_bpe
 from bpe_impls.encoding.encoders import ENCODERS
 from bpe_impls.harness import fixtures
-from bpe_impls.harness.report import verification_section
 from bpe_impls.harness.verify import SearchSettings, verify_tokenizer, verify_trainer
 
 TARGETS = Path(__file__).parent / "verify_targets"

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 
 from bpe_impls import ConfigError, Tokenizer, TokenizerFileError, train_bpe
 from bpe_impls.base import compiled
-from bpe_impls.base.patterns import GPT2, PRESETS
+from bpe_impls.base.patterns import GPT2
 from bpe_impls.encoding.formats import gpt2, hf, table_cache
 from bpe_impls.encoding.formats.common import special_ids_match
 from bpe_impls.encoding.tables import PackedTokenizer

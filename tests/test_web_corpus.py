@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from bpe_impls.base.errors import ConfigError
+from bpe_impls.cli import main
 from bpe_impls.corpus.tally import count_text
 from bpe_impls.harness.generators import tinystories, web
 from bpe_impls.harness.generators.common import Categorical, pick, zipf_cdf
-from bpe_impls.cli import main
 
 EOT = "<|endoftext|>"
 DOC_END = f"\n{EOT}\n".encode()

@@ -154,7 +154,7 @@ def encoder_section(lines: list[str], vocab: dict[int, bytes], merges: list[tupl
     lines.append("/* The tiny vocab's tables (build_tables): each byte's id, and the merges in rank order as")
     lines.append(" * (left id, right id, merged id), as the module's Encoder takes them. */")
     lines.append(f"static const uint32_t tiny_byte_ids[256] = {{{numbers(list(tables.byte_ids))}}};")
-    lines.append(f"static const uint32_t tiny_triples[][3] = {{")
+    lines.append("static const uint32_t tiny_triples[][3] = {")
     lines.extend(f"    {{{left}, {right}, {merged}}}," for left, right, merged in triples)
     lines.append("};")
     lines.append(f"static const char tiny_special[] = {c_string(SPECIAL.encode())};")
@@ -233,7 +233,7 @@ def rank_file_section(lines: list[str], vocab: dict[int, bytes]) -> None:
     lines.append(f"static const char rank_file_good[] =\n    {c_lines(good)};")
     lines.append(f"#define RANK_FILE_TOKENS {len(ranks)}")
     lines.append(f"static const uint32_t rank_file_byte_ids[256] = {{{numbers(list(tables.byte_ids))}}};")
-    lines.append(f"static const uint32_t rank_file_merges[][3] = {{")
+    lines.append("static const uint32_t rank_file_merges[][3] = {")
     lines.extend(f"    {{{merges[i]}, {merges[i + 1]}, {merges[i + 2]}}}," for i in range(0, len(merges), 3))
     lines.append("};")
     # Faults the Python reader refuses (so the C reader must not read them), each the good file

@@ -23,7 +23,15 @@ from . import batches
 from .encoders import ENCODERS, default_encoder
 from .tables import tables_for
 from .text import (
-    Text, as_ids, chunk_kind, complete_utf8, name_invalid_utf8, on_text, refuse_disallowed, surrogate_error, utf8_of,
+    Text,
+    as_ids,
+    chunk_kind,
+    complete_utf8,
+    name_invalid_utf8,
+    on_text,
+    refuse_disallowed,
+    surrogate_error,
+    utf8_of,
 )
 
 if TYPE_CHECKING:

@@ -39,11 +39,11 @@ from ..base.atomic import atomic_write
 from ..base.progress import progress_bar
 from ..corpus import count_pretokens
 from ..encoding import ENCODERS, Tokenizer
-from .generators.tinystories import SEPARATOR, default_corpus
 from ..trainers import DEFAULT_IMPL, IMPLEMENTATIONS, instrumented, train_bpe
 from . import peers as peer_adapters
 from .compare import NAIVE_SECONDS_PER_BYTE_MERGE
 from .fixtures import missing_text, real_text
+from .generators.tinystories import SEPARATOR, default_corpus
 from .machine import describe_machine
 from .measure import Measured, measure_in_child, measure_tree
 

@@ -25,8 +25,17 @@ from bisect import insort
 from collections.abc import Callable, Sequence
 from itertools import pairwise
 
-from .common import Merges, TokenTable, Vocab, WordCounts
-from .common import build_vocab, checked_budget, merge_priority, merge_progress, pair_key_bits
+from .common import (
+    Merges,
+    TokenTable,
+    Vocab,
+    WordCounts,
+    build_vocab,
+    checked_budget,
+    merge_priority,
+    merge_progress,
+    pair_key_bits,
+)
 
 
 class Word:

@@ -24,8 +24,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from heapq import heapify, heappush
 
-from .common import Descending, Merges, TokenTable, Vocab, WordCounts
-from .common import build_vocab, checked_budget, merge_progress, pop_best
+from .common import (
+    Descending,
+    Merges,
+    TokenTable,
+    Vocab,
+    WordCounts,
+    build_vocab,
+    checked_budget,
+    merge_progress,
+    pop_best,
+)
 
 Pair = tuple[int, int]
 

@@ -26,8 +26,18 @@ from __future__ import annotations
 import heapq
 from collections.abc import Sequence
 
-from .common import Descending, Merges, TokenTable, Vocab, WordCounts
-from .common import build_vocab, checked_budget, merge_progress, pair_key_bits, pop_best
+from .common import (
+    Descending,
+    Merges,
+    TokenTable,
+    Vocab,
+    WordCounts,
+    build_vocab,
+    checked_budget,
+    merge_progress,
+    pair_key_bits,
+    pop_best,
+)
 
 _DEAD = -1  # the value of a node merged into its left neighbour: no pair test can match it
 

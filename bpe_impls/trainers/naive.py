@@ -10,8 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
-from .common import Merges, Vocab, WordCounts
-from .common import build_vocab, checked_budget, merge_priority, merge_progress
+from .common import Merges, Vocab, WordCounts, build_vocab, checked_budget, merge_priority, merge_progress
 
 
 def merge_word(word: tuple[bytes, ...], pair: tuple[bytes, bytes]) -> tuple[bytes, ...]:

@@ -17,9 +17,8 @@ from collections.abc import Sequence
 
 from ..base import compiled
 from ..base.errors import ConfigError
-from .common import Merges, Vocab, WordCounts
-from .common import build_vocab, checked_budget, merge_budget, merge_progress
 from ..corpus.tally import PackedCounts
+from .common import Merges, Vocab, WordCounts, build_vocab, checked_budget, merge_budget, merge_progress
 
 try:
     from .. import _native_train
