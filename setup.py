@@ -15,9 +15,20 @@ from setuptools import Extension, find_packages, setup
 # csrc/py/ (csrc/py/native_module.c lists the files). MANIFEST.in ships them in the sdist; a header
 # edit rebuilds both extensions.
 _HEADERS = [
-    "csrc/bpe_util.h", "csrc/scanner.h", "csrc/scan_kind.h", "csrc/scan_blocks.h", "csrc/counter.h", "csrc/packed.h",
-    "csrc/encoder_internal.h", "csrc/trainer_internal.h", "csrc/u64_heap.h", "csrc/ranks.h", "csrc/vocab_files.h",
-    "csrc/py/common.h", "csrc/py/encoder_py.h", "csrc/py/packed_py.h",
+    "csrc/bpe_util.h",
+    "csrc/scanner.h",
+    "csrc/scan_kind.h",
+    "csrc/scan_blocks.h",
+    "csrc/counter.h",
+    "csrc/packed.h",
+    "csrc/encoder_internal.h",
+    "csrc/trainer_internal.h",
+    "csrc/u64_heap.h",
+    "csrc/ranks.h",
+    "csrc/vocab_files.h",
+    "csrc/py/common.h",
+    "csrc/py/encoder_py.h",
+    "csrc/py/packed_py.h",
 ]
 _FLAGS = ["-O3", "-std=c11", "-Wall", "-Wextra", "-Wno-unused-parameter", "-Wno-missing-field-initializers"]
 # An optimisation level in CFLAGS wins (the sanitizer build, .ci/sanitize, asks for -O1): these
@@ -44,12 +55,25 @@ setup(
             "bpe_impls._native",
             [
                 # the core
-                "csrc/scanner.c", "csrc/utf8.c", "csrc/specials.c", "csrc/bytes_map.c", "csrc/counter.c",
-                "csrc/encoder_tables.c", "csrc/encoder_cache.c", "csrc/encoder_bpe.c", "csrc/encoder_loop.c",
-                "csrc/batch_runs.c", "csrc/rank_file.c", "csrc/vocab_files.c",
+                "csrc/scanner.c",
+                "csrc/utf8.c",
+                "csrc/specials.c",
+                "csrc/bytes_map.c",
+                "csrc/counter.c",
+                "csrc/encoder_tables.c",
+                "csrc/encoder_cache.c",
+                "csrc/encoder_bpe.c",
+                "csrc/encoder_loop.c",
+                "csrc/batch_runs.c",
+                "csrc/rank_file.c",
+                "csrc/vocab_files.c",
                 # its glue
-                "csrc/py/native_module.c", "csrc/py/common.c", "csrc/py/counter_type.c", "csrc/py/encoder_type.c",
-                "csrc/py/encoder_many.c", "csrc/py/tables_module.c",
+                "csrc/py/native_module.c",
+                "csrc/py/common.c",
+                "csrc/py/counter_type.c",
+                "csrc/py/encoder_type.c",
+                "csrc/py/encoder_many.c",
+                "csrc/py/tables_module.c",
             ],
             include_dirs=["csrc"],
             depends=_HEADERS,
@@ -58,13 +82,20 @@ setup(
         ),
         Extension(
             "bpe_impls._native_train",
-            ["csrc/trainer.c", "csrc/trainer_words.c", "csrc/trainer_pairs.c", "csrc/trainer_heap.c",
-             "csrc/trainer_merge.c", "csrc/trainer_load.c", "csrc/py/trainer_module.c"],
+            [
+                "csrc/trainer.c",
+                "csrc/trainer_words.c",
+                "csrc/trainer_pairs.c",
+                "csrc/trainer_heap.c",
+                "csrc/trainer_merge.c",
+                "csrc/trainer_load.c",
+                "csrc/py/trainer_module.c",
+            ],
             include_dirs=["csrc"],
             depends=_HEADERS,
             extra_compile_args=_TRAINER_FLAGS,
             extra_link_args=_TRAINER_LINK_FLAGS,
             optional=True,
         ),
-    ]
+    ],
 )

@@ -97,6 +97,7 @@ def _generated_path(style: str, size: int) -> Path:
         web.write_corpus(path, size, 0, style)  # atomic: concurrent writers are harmless
     return path
 
+
 try:
     from bpe_impls import IMPLEMENTATIONS, count_pretokens
 except ImportError:  # not installed at all: discovery still works, every benchmark skips
@@ -140,9 +141,16 @@ def _registry_keys(relative_path: str, name: str) -> list[str]:
         else:
             continue
         if isinstance(target, ast.Name) and target.id == name and isinstance(node.value, ast.Dict):
-            keys += [key.value for key in node.value.keys if isinstance(key, ast.Constant) and isinstance(key.value, str)]
-        elif (isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name) and target.value.id == name
-              and isinstance(target.slice, ast.Constant) and isinstance(target.slice.value, str)):
+            keys += [
+                key.value for key in node.value.keys if isinstance(key, ast.Constant) and isinstance(key.value, str)
+            ]
+        elif (
+            isinstance(target, ast.Subscript)
+            and isinstance(target.value, ast.Name)
+            and target.value.id == name
+            and isinstance(target.slice, ast.Constant)
+            and isinstance(target.slice.value, str)
+        ):
             keys.append(target.slice.value)
     return list(dict.fromkeys(keys))
 
@@ -150,14 +158,23 @@ def _registry_keys(relative_path: str, name: str) -> list[str]:
 # Every trainer and encoder in the working tree (so a new one is benchmarked without edits); a
 # commit that lacks one skips it. The installed names are the fallback when the source is not
 # beside this file. Never empty: asv rejects an empty parameter list.
-TRAINERS: list[str] = _registry_keys("bpe_impls/trainers/registry.py", "IMPLEMENTATIONS") or list(IMPLEMENTATIONS) or ["naive"]
+TRAINERS: list[str] = (
+    _registry_keys("bpe_impls/trainers/registry.py", "IMPLEMENTATIONS") or list(IMPLEMENTATIONS) or ["naive"]
+)
 ENCODER_NAMES: list[str] = _registry_keys("bpe_impls/encoding/encoders.py", "ENCODERS") or list(ENCODERS) or ["hybrid"]
 # Peers have fixed names, so the grid (and asv's result history) does not depend on what is
 # installed; a peer that is not importable is skipped.
 PEER_TRAINERS = ["hf_tokenizers", "rustbpe", "gigatoken"]
 PEER_ENCODERS = ["tiktoken", "gigatoken", "tokie", "fastokens", "quicktok"]
-_PEER_MODULES = {"hf_tokenizers": "tokenizers", "rustbpe": "rustbpe", "tiktoken": "tiktoken", "gigatoken": "gigatoken",
-                 "tokie": "tokie", "fastokens": "fastokens", "quicktok": "quicktok"}
+_PEER_MODULES = {
+    "hf_tokenizers": "tokenizers",
+    "rustbpe": "rustbpe",
+    "tiktoken": "tiktoken",
+    "gigatoken": "gigatoken",
+    "tokie": "tokie",
+    "fastokens": "fastokens",
+    "quicktok": "quicktok",
+}
 
 
 def skip(reason: str) -> NoReturn:
@@ -319,8 +336,9 @@ def tiktoken_encoding(vocab: dict[int, bytes], special_tokens: list[str] = SPECI
     return _peers_or_skip().tiktoken_encoding(vocab, special_tokens, "bpe_impls_bench")
 
 
-def _peer_tokenizer(name: str, vocab: dict[int, bytes], merges: list[tuple[bytes, bytes]],
-                    special_tokens: list[str]) -> Any:
+def _peer_tokenizer(
+    name: str, vocab: dict[int, bytes], merges: list[tuple[bytes, bytes]], special_tokens: list[str]
+) -> Any:
     """The peer's own tokenizer from this commit's adapter; skips when the adapter is missing or
     the peer cannot take this vocab (quicktok loads only its built-in ones)."""
     peers = _peers_or_skip()
@@ -332,8 +350,9 @@ def _peer_tokenizer(name: str, vocab: dict[int, bytes], merges: list[tuple[bytes
         skip(f"{name}: {refused}")
 
 
-def peer_encode(name: str, vocab: dict[int, bytes], merges: list[tuple[bytes, bytes]],
-                special_tokens: list[str] = SPECIAL_TOKENS) -> Callable[[str], Any]:
+def peer_encode(
+    name: str, vocab: dict[int, bytes], merges: list[tuple[bytes, bytes]], special_tokens: list[str] = SPECIAL_TOKENS
+) -> Callable[[str], Any]:
     """A peer's encode of one text (special tokens as specials), built offline from our vocab and
     merges as `bpe compare` builds it; skips when the peer or its adapter is missing."""
     peer_or_skip(name)
@@ -346,8 +365,13 @@ def peer_encode(name: str, vocab: dict[int, bytes], merges: list[tuple[bytes, by
     return lambda text: tokenizer.encode(text).ids
 
 
-def peer_encode_batch(name: str, vocab: dict[int, bytes], merges: list[tuple[bytes, bytes]], threads: int,
-                      special_tokens: list[str] = SPECIAL_TOKENS) -> Callable[[list[str]], Any]:
+def peer_encode_batch(
+    name: str,
+    vocab: dict[int, bytes],
+    merges: list[tuple[bytes, bytes]],
+    threads: int,
+    special_tokens: list[str] = SPECIAL_TOKENS,
+) -> Callable[[list[str]], Any]:
     """A peer's batch encode on `threads` threads: tiktoken's encode_batch(num_threads); gigatoken's
     encode_batch on its rayon pool (parallel=True), or serially for one thread; quicktok's
     encode_batch(threads); tokie's and fastokens' encode_batch_flat (their own pools: every core,

@@ -51,8 +51,14 @@ def lists_from_numpy(tok: Tokenizer, docs: list[str], threads: int) -> list[list
             gc.enable()
 
 
-def measure(corpus: str, split: str = "eot", vocab_source: str = "gpt2", repeat: int = 7, whole: bool = True,
-            before: bool = True) -> tuple[dict[str, list[float]], float, str]:
+def measure(
+    corpus: str,
+    split: str = "eot",
+    vocab_source: str = "gpt2",
+    repeat: int = 7,
+    whole: bool = True,
+    before: bool = True,
+) -> tuple[dict[str, list[float]], float, str]:
     """Every row's seconds, `repeat` alternating runs each (after a warm-up run of each), the
     batch's MB, and a line describing it; the paths' lists are checked equal first."""
     vocab, merges = vocab_and_merges(vocab_source)
@@ -79,8 +85,10 @@ def measure(corpus: str, split: str = "eot", vocab_source: str = "gpt2", repeat:
     del expected
     for run in calls.values():
         timed(run)  # warm-up
-    described = (f"corpus {corpus}: {mb:.1f} MB in {len(docs)} documents ({split}), {tokens} tokens; "
-                 f"load average before {os.getloadavg()}")
+    described = (
+        f"corpus {corpus}: {mb:.1f} MB in {len(docs)} documents ({split}), {tokens} tokens; "
+        f"load average before {os.getloadavg()}"
+    )
     rows: dict[str, list[float]] = {name: [] for name in calls}
     for _ in range(repeat):  # alternating: a change of load hits every row alike
         for name, run in calls.items():
@@ -109,11 +117,17 @@ def main() -> None:
     width = max(map(len, rows))
     for name, seconds in rows.items():
         median = statistics.median(seconds)
-        print(f"{name:<{width}}  median {median:6.3f} s  {mb / median:7.1f} MB/s  "
-              f"(runs: {', '.join(f'{s:.3f}' for s in seconds)})")
+        print(
+            f"{name:<{width}}  median {median:6.3f} s  {mb / median:7.1f} MB/s  "
+            f"(runs: {', '.join(f'{s:.3f}' for s in seconds)})"
+        )
 
     def ratio(slow: str, fast: str) -> str:
-        return f"{statistics.median(rows[slow]) / statistics.median(rows[fast]):.2f}x" if slow in rows and fast in rows else "-"
+        return (
+            f"{statistics.median(rows[slow]) / statistics.median(rows[fast]):.2f}x"
+            if slow in rows and fast in rows
+            else "-"
+        )
 
     def ratio_of_rounds(slow: str, fast: str) -> str:
         found = paired(rows, slow, fast)
@@ -121,10 +135,14 @@ def main() -> None:
 
     for kind in ("encode_batch", "encode_batch_to_numpy", "lists from numpy (before)"):
         one, two = f"{kind}, 1 thread(s)", f"{kind}, 2 thread(s)"
-        print(f"{kind}: 2 vs 1 thread {ratio(one, two)} (medians), {ratio_of_rounds(one, two)} (median of each round's ratio)")
-    print(f"encode_batch vs lists from numpy, 1 thread: "
-          f"{ratio('lists from numpy (before), 1 thread(s)', 'encode_batch, 1 thread(s)')}; 2 threads: "
-          f"{ratio('lists from numpy (before), 2 thread(s)', 'encode_batch, 2 thread(s)')}")
+        print(
+            f"{kind}: 2 vs 1 thread {ratio(one, two)} (medians), {ratio_of_rounds(one, two)} (median of each round's ratio)"
+        )
+    print(
+        f"encode_batch vs lists from numpy, 1 thread: "
+        f"{ratio('lists from numpy (before), 1 thread(s)', 'encode_batch, 1 thread(s)')}; 2 threads: "
+        f"{ratio('lists from numpy (before), 2 thread(s)', 'encode_batch, 2 thread(s)')}"
+    )
     print(f"encode vs tiktoken encode: {ratio('tiktoken encode whole text, 1 thread', 'encode whole text, 1 thread')}")
 
 

@@ -93,8 +93,10 @@ class Encode(Timed):
 
     def setup(self, trained: _Trained, encoder: str, corpus: str) -> None:
         if (encoder in PURE_PYTHON_ENCODERS) != (corpus == ENCODE_CORPORA[0]):
-            skip(f"the Python encoders are timed on {ENCODE_CORPORA[0]} (~50 ms), the others on the "
-                 "larger corpora (a few ms here)")
+            skip(
+                f"the Python encoders are timed on {ENCODE_CORPORA[0]} (~50 ms), the others on the "
+                "larger corpora (a few ms here)"
+            )
         self.text = corpus_path(corpus).read_text(encoding="utf-8")
         if encoder in PEER_ENCODERS:
             if (corpus, VOCAB_SIZE) not in trained:

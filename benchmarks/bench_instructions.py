@@ -63,8 +63,16 @@ def valgrind_or_skip() -> str:
 
 def instructions(valgrind: str, args: list[str]) -> int:
     """Instructions executed by `python -c _SCRIPT args...` under cachegrind."""
-    command = [valgrind, "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null",
-               sys.executable, "-c", _SCRIPT, *args]
+    command = [
+        valgrind,
+        "--tool=cachegrind",
+        "--cache-sim=no",
+        "--cachegrind-out-file=/dev/null",
+        sys.executable,
+        "-c",
+        _SCRIPT,
+        *args,
+    ]
     env = {**os.environ, "PYTHONHASHSEED": "0"}
     done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
     total = _TOTAL.search(done.stderr)

@@ -128,8 +128,11 @@ def make_shards(workdir: Path, size: int, shards: int, fmt: str, seed: int) -> P
     if writer is not None:
         writer.close()
     done.write_text("")
-    print(f"wrote {index + 1} {fmt} shards ({size / 1e6:.0f} MB of text) to {folder} "
-          f"in {time.perf_counter() - start:.0f} s", file=sys.stderr)
+    print(
+        f"wrote {index + 1} {fmt} shards ({size / 1e6:.0f} MB of text) to {folder} "
+        f"in {time.perf_counter() - start:.0f} s",
+        file=sys.stderr,
+    )
     return folder
 
 
@@ -182,8 +185,17 @@ def measure(backend: str, args: argparse.Namespace, folder: Path) -> dict:
     """Run one backend in a subprocess, sampling the memory of every other process in its tree."""
     import psutil
 
-    command = [sys.executable, __file__, "--run", backend, str(folder), "--workers", str(args.workers),
-               "--min-count", str(args.min_count)]
+    command = [
+        sys.executable,
+        __file__,
+        "--run",
+        backend,
+        str(folder),
+        "--workers",
+        str(args.workers),
+        "--min-count",
+        str(args.min_count),
+    ]
     if args.scheduler:
         command += ["--scheduler", args.scheduler]
     popen = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
@@ -226,11 +238,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/bpe_dask_bench"))
     parser.add_argument("--interval", type=float, default=0.2, help="seconds between memory samples")
-    parser.add_argument("--order", choices=["local-first", "dask-first"], default="local-first",
-                        help="which backend runs first in each round")
-    parser.add_argument("--repeat", type=int, default=1,
-                        help="rounds of (local, dask); the fastest run of each is reported. On a shared "
-                             "machine run at least 2: single runs vary by tens of percent")
+    parser.add_argument(
+        "--order",
+        choices=["local-first", "dask-first"],
+        default="local-first",
+        help="which backend runs first in each round",
+    )
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="rounds of (local, dask); the fastest run of each is reported. On a shared "
+        "machine run at least 2: single runs vary by tens of percent",
+    )
     parser.add_argument("--run", default=None, help=argparse.SUPPRESS)  # internal: one measured run
     parser.add_argument("folder", nargs="?", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -252,18 +272,26 @@ def main(argv: list[str] | None = None) -> int:
     results = {name: min(found, key=lambda r: r["seconds"]) for name, found in runs.items()}
 
     where = args.scheduler or f"LocalCluster, {args.workers} workers"
-    print(f"corpus: {args.shards} {args.format} shards, {size / 1e6:.0f} MB of text (seed {args.seed}); "
-          f"min_pretoken_count {args.min_count}; dask on {where}")
-    print(f"{'backend':8} {'units':>6} {'seconds':>8} {'driver peak':>12} {'largest worker':>15} "
-          f"{'distinct':>9} {'total':>12}  digest            all runs (s)")
+    print(
+        f"corpus: {args.shards} {args.format} shards, {size / 1e6:.0f} MB of text (seed {args.seed}); "
+        f"min_pretoken_count {args.min_count}; dask on {where}"
+    )
+    print(
+        f"{'backend':8} {'units':>6} {'seconds':>8} {'driver peak':>12} {'largest worker':>15} "
+        f"{'distinct':>9} {'total':>12}  digest            all runs (s)"
+    )
     for name, r in results.items():
         every = ", ".join(f"{run['seconds']:.1f}" for run in runs[name])
-        print(f"{name:8} {r['units']:6} {r['seconds']:8.1f} {r['driver_peak'] / MB:9.0f} MB "
-              f"{r['largest_worker'] / MB:12.0f} MB {r['distinct']:9,} {r['total']:12,}  {r['digest']}  {every}")
+        print(
+            f"{name:8} {r['units']:6} {r['seconds']:8.1f} {r['driver_peak'] / MB:9.0f} MB "
+            f"{r['largest_worker'] / MB:12.0f} MB {r['distinct']:9,} {r['total']:12,}  {r['digest']}  {every}"
+        )
     local, dask = results["local"], results["dask"]
     same = len({run["digest"] for found in runs.values() for run in found}) == 1
-    print(f"dask / local: time {dask['seconds'] / local['seconds']:.2f}x, "
-          f"driver peak {dask['driver_peak'] / local['driver_peak']:.2f}x; identical counts: {'yes' if same else 'NO'}")
+    print(
+        f"dask / local: time {dask['seconds'] / local['seconds']:.2f}x, "
+        f"driver peak {dask['driver_peak'] / local['driver_peak']:.2f}x; identical counts: {'yes' if same else 'NO'}"
+    )
     return 0 if same else 1
 
 

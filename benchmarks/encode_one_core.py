@@ -44,8 +44,12 @@ class Result:
     same: dict[str, bool] = field(default_factory=dict)
 
 
-def encoders(vocab_name: str, folder: str, train: str | None = None, vocab_size: int = 32000,
-             ) -> tuple[dict[str, tuple[Callable[[], Any], Callable[[Any, str], Any]]], list[str]]:
+def encoders(
+    vocab_name: str,
+    folder: str,
+    train: str | None = None,
+    vocab_size: int = 32000,
+) -> tuple[dict[str, tuple[Callable[[], Any], Callable[[Any, str], Any]]], list[str]]:
     """{name: (make a fresh encoder, encode(encoder, text))} for ours and every installed peer that
     takes the vocab, and why any other was left out. Peers are imported here (not at the top: asv
     imports every module of benchmarks/ where they may be absent)."""
@@ -65,8 +69,9 @@ def encoders(vocab_name: str, folder: str, train: str | None = None, vocab_size:
         from bpe_impls.harness.fixtures import OPENAI_SPECIALS
 
         ranks = openai_rank_file(vocab_name, folder)
-        make_ours = lambda: Tokenizer.load(ranks, pattern=OPENAI_PATTERNS[vocab_name],  # noqa: E731
-                                           special_tokens=OPENAI_SPECIALS[vocab_name])
+        make_ours = lambda: Tokenizer.load(  # noqa: E731
+            ranks, pattern=OPENAI_PATTERNS[vocab_name], special_tokens=OPENAI_SPECIALS[vocab_name]
+        )
     reference = make_ours()
     vocab, merges = dict(reference.vocab), reference.merges
     specials, pattern = list(reference.special_tokens), reference.pattern
@@ -77,11 +82,15 @@ def encoders(vocab_name: str, folder: str, train: str | None = None, vocab_size:
     }
     left_out = []
     if peers.installed("gigatoken"):
-        found["gigatoken"] = (lambda: peers.gigatoken_tokenizer(vocab, merges, specials, pattern),
-                              lambda tok, text: tok.encode(text))
+        found["gigatoken"] = (
+            lambda: peers.gigatoken_tokenizer(vocab, merges, specials, pattern),
+            lambda tok, text: tok.encode(text),
+        )
     if peers.installed("fastokens"):
-        found["fastokens"] = (lambda: peers.fastokens_tokenizer(vocab, merges, specials, pattern),
-                              lambda tok, text: tok.encode(text).ids)
+        found["fastokens"] = (
+            lambda: peers.fastokens_tokenizer(vocab, merges, specials, pattern),
+            lambda tok, text: tok.encode(text).ids,
+        )
     if peers.installed("quicktok"):
         try:
             quick = peers.quicktok_tokenizer(vocab, merges, specials, pattern)
@@ -89,15 +98,21 @@ def encoders(vocab_name: str, folder: str, train: str | None = None, vocab_size:
         except peers.VocabRefused as refused:
             left_out.append(f"quicktok: {refused}")
     if peers.installed("tiktoken"):
-        found["tiktoken"] = (lambda: peers.tiktoken_encoding(vocab, specials, "one_core", pattern),
-                             lambda tok, text: tok.encode(text, allowed_special="all"))
-    left_out += [f"{name}: not installed" for name in ("gigatoken", "fastokens", "quicktok", "tiktoken")
-                 if not peers.installed(name)]
+        found["tiktoken"] = (
+            lambda: peers.tiktoken_encoding(vocab, specials, "one_core", pattern),
+            lambda tok, text: tok.encode(text, allowed_special="all"),
+        )
+    left_out += [
+        f"{name}: not installed"
+        for name in ("gigatoken", "fastokens", "quicktok", "tiktoken")
+        if not peers.installed(name)
+    ]
     return found, left_out
 
 
-def measure(vocab_name: str, paths: Sequence[str], repeat: int, train: str | None = None,
-            vocab_size: int = 32000) -> tuple[list[Result], list[str]]:
+def measure(
+    vocab_name: str, paths: Sequence[str], repeat: int, train: str | None = None, vocab_size: int = 32000
+) -> tuple[list[Result], list[str]]:
     """Every encoder on every text, pinned to one core: the best MB/s of `repeat` interleaved runs,
     warm and fresh, and whether the ids equal ours; plus the peers left out and why."""
     from bpe_impls.harness import peers
@@ -142,16 +157,23 @@ def main() -> None:
     parser.add_argument("--vocab-size", type=int, default=32000)
     args = parser.parse_args()
     results, left_out = measure(args.vocab, args.texts, args.repeat, args.train, args.vocab_size)
-    print(f"vocab: {(args.train and f'{args.vocab_size} trained on {os.path.basename(args.train)}') or args.vocab}"
-          + "".join(f"; {note}" for note in left_out))
+    print(
+        f"vocab: {(args.train and f'{args.vocab_size} trained on {os.path.basename(args.train)}') or args.vocab}"
+        + "".join(f"; {note}" for note in left_out)
+    )
     for result in results:
         names = list(dict.fromkeys(name for name, _ in result.mb_per_s))
-        print(f"{result.text} ({result.mb:.1f} MB), MB/s, same ids: "
-              + ", ".join(f"{name} {'yes' if same else 'NO'}" for name, same in result.same.items()))
+        print(
+            f"{result.text} ({result.mb:.1f} MB), MB/s, same ids: "
+            + ", ".join(f"{name} {'yes' if same else 'NO'}" for name, same in result.same.items())
+        )
         for mode in ("warm", "fresh"):
             row = "  ".join(f"{name} {result.mb_per_s[name, mode]:7.1f}" for name in names)
-            ratios = "  ".join(f"/{name} {result.mb_per_s[OURS, mode] / result.mb_per_s[name, mode]:.2f}x"
-                               for name in names if name not in ("Tokenizer.encode", OURS))
+            ratios = "  ".join(
+                f"/{name} {result.mb_per_s[OURS, mode] / result.mb_per_s[name, mode]:.2f}x"
+                for name in names
+                if name not in ("Tokenizer.encode", OURS)
+            )
             print(f"  {mode:5s} {row}   {OURS} {ratios}")
 
 

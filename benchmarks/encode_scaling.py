@@ -58,18 +58,24 @@ def main() -> None:
         for threads in (1, 2):
             warm = fresh()  # built before the clock starts: only the encoding is timed
             rows.setdefault(f"encode_batch_to_numpy fresh, {threads} thread(s)", []).append(
-                best(lambda: warm.encode_batch_to_numpy(lines, threads), 1))
+                best(lambda: warm.encode_batch_to_numpy(lines, threads), 1)
+            )
             rows.setdefault(f"encode_batch_to_numpy warm, {threads} thread(s)", []).append(
-                best(lambda: warm.encode_batch_to_numpy(lines, threads), 1))
+                best(lambda: warm.encode_batch_to_numpy(lines, threads), 1)
+            )
             if tiktoken_enc is not None:
                 rows.setdefault(f"tiktoken encode_batch, {threads} thread(s)", []).append(
-                    best(lambda: tiktoken_enc.encode_batch(lines, num_threads=threads, allowed_special="all"), 1))
+                    best(lambda: tiktoken_enc.encode_batch(lines, num_threads=threads, allowed_special="all"), 1)
+                )
             if have_gigatoken:
                 giga = peers.gigatoken_tokenizer(vocab, merges, [EOT])
                 rows.setdefault(f"gigatoken encode_batch fresh, {threads} thread(s)", []).append(
-                    best(lambda: giga.encode_batch(lines, parallel=threads > 1), 1))
+                    best(lambda: giga.encode_batch(lines, parallel=threads > 1), 1)
+                )
         whole = fresh()
-        rows.setdefault("encode_to_numpy whole text fresh, 1 thread", []).append(best(lambda: whole.encode_to_numpy(text), 1))
+        rows.setdefault("encode_to_numpy whole text fresh, 1 thread", []).append(
+            best(lambda: whole.encode_to_numpy(text), 1)
+        )
         for threads in (1, 2):
             _, _, seconds = compare._file_ours(threads, args.corpus, vocab, merges, [EOT])
             rows.setdefault(f"bpe encode --format bin, {threads} thread(s)", []).append(seconds)
@@ -78,19 +84,31 @@ def main() -> None:
             rows.setdefault("tiktoken script (read, encode_ordinary_batch, np.tofile), 2 threads", []).append(seconds)
     width = max(map(len, rows))
     for name, seconds in rows.items():
-        print(f"{name:<{width}}  best {min(seconds):6.3f} s  {mb / min(seconds):7.1f} MB/s  "
-              f"(runs: {', '.join(f'{s:.3f}' for s in seconds)})")
+        print(
+            f"{name:<{width}}  best {min(seconds):6.3f} s  {mb / min(seconds):7.1f} MB/s  "
+            f"(runs: {', '.join(f'{s:.3f}' for s in seconds)})"
+        )
 
     def ratio(a: str, b: str) -> str:
         return f"{min(rows[b]) / min(rows[a]):.2f}x" if a in rows and b in rows else "-"
 
-    print(f"batch fresh 2 vs 1 thread: {ratio('encode_batch_to_numpy fresh, 2 thread(s)', 'encode_batch_to_numpy fresh, 1 thread(s)')}")
-    print(f"batch warm 2 vs 1 thread: {ratio('encode_batch_to_numpy warm, 2 thread(s)', 'encode_batch_to_numpy warm, 1 thread(s)')}")
-    print(f"bpe encode 2 threads vs encode_to_numpy 1 thread: "
-          f"{ratio('bpe encode --format bin, 2 thread(s)', 'encode_to_numpy whole text fresh, 1 thread')}")
-    print(f"bpe encode 2 vs 1 thread: {ratio('bpe encode --format bin, 2 thread(s)', 'bpe encode --format bin, 1 thread(s)')}")
-    print(f"bpe encode vs tiktoken script, 2 threads: "
-          f"{ratio('bpe encode --format bin, 2 thread(s)', 'tiktoken script (read, encode_ordinary_batch, np.tofile), 2 threads')}")
+    print(
+        f"batch fresh 2 vs 1 thread: {ratio('encode_batch_to_numpy fresh, 2 thread(s)', 'encode_batch_to_numpy fresh, 1 thread(s)')}"
+    )
+    print(
+        f"batch warm 2 vs 1 thread: {ratio('encode_batch_to_numpy warm, 2 thread(s)', 'encode_batch_to_numpy warm, 1 thread(s)')}"
+    )
+    print(
+        f"bpe encode 2 threads vs encode_to_numpy 1 thread: "
+        f"{ratio('bpe encode --format bin, 2 thread(s)', 'encode_to_numpy whole text fresh, 1 thread')}"
+    )
+    print(
+        f"bpe encode 2 vs 1 thread: {ratio('bpe encode --format bin, 2 thread(s)', 'bpe encode --format bin, 1 thread(s)')}"
+    )
+    print(
+        f"bpe encode vs tiktoken script, 2 threads: "
+        f"{ratio('bpe encode --format bin, 2 thread(s)', 'tiktoken script (read, encode_ordinary_batch, np.tofile), 2 threads')}"
+    )
 
 
 if __name__ == "__main__":

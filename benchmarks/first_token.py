@@ -54,9 +54,7 @@ FIRST_TOKEN = {
     ),
     # HF reads no rank file: our tokenizer.json of the same vocab.
     "HF tokenizers": (
-        "import tokenizers\n"
-        "tok = tokenizers.Tokenizer.from_file({hf_file!r})\n"
-        "tok.encode({sentence!r})\n"
+        "import tokenizers\ntok = tokenizers.Tokenizer.from_file({hf_file!r})\ntok.encode({sentence!r})\n"
     ),
 }
 _TIMED = "import time\n{setup}\nstart = time.perf_counter()\n{work}\nprint(time.perf_counter() - start)\n"
@@ -99,8 +97,13 @@ def setup(vocab: str, folder: Path) -> dict[str, object]:
     pattern, specials = OPENAI_PATTERNS[vocab], OPENAI_SPECIALS[vocab]
     tok = Tokenizer.load(ranks, pattern=pattern, special_tokens=specials)
     fields: dict[str, object] = {
-        "name": vocab, "ranks": str(ranks), "pattern": pattern, "regex": PRESETS[pattern].regex,
-        "specials": specials, "sentence": SENTENCE, "run_file": str(_run_file(folder)),
+        "name": vocab,
+        "ranks": str(ranks),
+        "pattern": pattern,
+        "regex": PRESETS[pattern].regex,
+        "specials": specials,
+        "sentence": SENTENCE,
+        "run_file": str(_run_file(folder)),
     }
     for format in ("gpt2", "hf"):
         written = tok.save(folder / format, format)
@@ -135,8 +138,11 @@ def measure(vocab: str, runs: int, skip: Sequence[str] = ()) -> dict[str, list[f
         os.environ["BPE_CACHE_DIR"] = str(Path(tmp) / "cache")  # (the cells inherit it)
         try:
             fields = setup(vocab, Path(tmp))
-            cells: dict[str, str] = {f"first token: {k}": v.format(**fields) for k, v in FIRST_TOKEN.items()
-                                     if k != "HF tokenizers" or importlib.util.find_spec("tokenizers")}
+            cells: dict[str, str] = {
+                f"first token: {k}": v.format(**fields)
+                for k, v in FIRST_TOKEN.items()
+                if k != "HF tokenizers" or importlib.util.find_spec("tokenizers")
+            }
             for name, (prelude, work) in LOAD.items():
                 if name.startswith("HF") and importlib.util.find_spec("tokenizers") is None:
                     continue
@@ -148,8 +154,9 @@ def measure(vocab: str, runs: int, skip: Sequence[str] = ()) -> dict[str, list[f
             for _ in range(runs):
                 for name, code in cells.items():
                     seconds, out = _process(code)
-                    figures[name].append(seconds if name.startswith("first token")
-                                         else float(out.strip().splitlines()[-1]))
+                    figures[name].append(
+                        seconds if name.startswith("first token") else float(out.strip().splitlines()[-1])
+                    )
         finally:
             if saved is None:
                 os.environ.pop("BPE_CACHE_DIR", None)

@@ -62,9 +62,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--vocab-size", type=int, default=10000, help="default: 10000")
     parser.add_argument("--out-dir", type=Path, default=Path("memray-profiles"), help="default: ./memray-profiles")
     parser.add_argument(
-        "--impl", nargs="+", choices=list(IMPLEMENTATIONS), metavar="IMPL",
+        "--impl",
+        nargs="+",
+        choices=list(IMPLEMENTATIONS),
+        metavar="IMPL",
         help=f"trainers to profile, from {', '.join(IMPLEMENTATIONS)} (default: all but naive, "
-             "which takes minutes on kjv.txt)",
+        "which takes minutes on kjv.txt)",
     )
     parser.add_argument("--native", action="store_true", help="also record native (C) stack frames")
     return parser
@@ -90,16 +93,23 @@ def profile(
         bin_path.unlink(missing_ok=True)  # Tracker refuses to overwrite
         print(f"  {name} ...", end=" ", flush=True)
         start = time.perf_counter()
-        with memray.Tracker(bin_path, native_traces=native, trace_python_allocators=True,
-                            file_format=memray.FileFormat.AGGREGATED_ALLOCATIONS):
+        with memray.Tracker(
+            bin_path,
+            native_traces=native,
+            trace_python_allocators=True,
+            file_format=memray.FileFormat.AGGREGATED_ALLOCATIONS,
+        ):
             result = IMPLEMENTATIONS[name](counts, vocab_size, SPECIAL_TOKENS)
         seconds = time.perf_counter() - start
         reference = result if reference is None else reference
         metadata = memray.FileReader(bin_path).metadata
         html = out_dir / f"{name}.html"
         # The flamegraph reporter is memray's CLI (its Python API is not public).
-        subprocess.run([sys.executable, "-m", "memray", "flamegraph", "-f", "-o", str(html), str(bin_path)],
-                       check=True, stdout=subprocess.DEVNULL)
+        subprocess.run(
+            [sys.executable, "-m", "memray", "flamegraph", "-f", "-o", str(html), str(bin_path)],
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
         print(f"{seconds:.1f} s -> {html}", flush=True)
         rows.append((name, metadata.peak_memory, seconds, result == reference))
     return rows
@@ -115,8 +125,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     print(f"\nmerge phase under memray, {corpus.name}, vocab {args.vocab_size}")
     table = [("impl", "peak MB", "seconds", f"same as {impls[0]}")]
-    table += [(name, f"{peak / 1e6:.1f}", f"{seconds:.2f}", "yes" if same else "NO")
-              for name, peak, seconds, same in rows]
+    table += [
+        (name, f"{peak / 1e6:.1f}", f"{seconds:.2f}", "yes" if same else "NO") for name, peak, seconds, same in rows
+    ]
     widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
     for row in table:
         print("  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths))))

@@ -62,6 +62,7 @@ def _met(ok: bool | None) -> str:
 
 def _table(header: list[str], rows: list[list[str]]) -> str:
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+
     def line(row: list[str]) -> str:
         return "  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths)))
 
@@ -88,9 +89,15 @@ def first_token_part(runs: int) -> tuple[str, dict[str, list[float]]]:
 
 def _one_thread_child(vocab: str, paths: list[str], repeat: int) -> tuple[list[dict[str, Any]], list[str]]:
     results, left_out = encode_one_core.measure(vocab, paths, repeat)
-    return [{"text": r.text, "mb": r.mb, "same": r.same,
-             "mb_per_s": {f"{name} {mode}": value for (name, mode), value in r.mb_per_s.items()}}
-            for r in results], left_out
+    return [
+        {
+            "text": r.text,
+            "mb": r.mb,
+            "same": r.same,
+            "mb_per_s": {f"{name} {mode}": value for (name, mode), value in r.mb_per_s.items()},
+        }
+        for r in results
+    ], left_out
 
 
 def one_thread_part(paths: dict[str, str], repeat: int) -> tuple[str, dict[str, Any]]:
@@ -128,17 +135,28 @@ def batch_part(corpus: str, repeat: int) -> tuple[str, dict[str, Any]]:
     rows, mb, described = batch_lists.measure(corpus, "eot", "gpt2", repeat, whole=True, before=False)
     cells = [
         ("encode_batch (lists), 2 threads / 1", "encode_batch, 1 thread(s)", "encode_batch, 2 thread(s)", LISTS_TARGET),
-        ("encode_batch_to_numpy, 2 threads / 1", "encode_batch_to_numpy, 1 thread(s)",
-         "encode_batch_to_numpy, 2 thread(s)", None),
-        ("Tokenizer.encode / tiktoken encode (whole text)", "tiktoken encode whole text, 1 thread",
-         "encode whole text, 1 thread", ENCODE_TARGET),
+        (
+            "encode_batch_to_numpy, 2 threads / 1",
+            "encode_batch_to_numpy, 1 thread(s)",
+            "encode_batch_to_numpy, 2 thread(s)",
+            None,
+        ),
+        (
+            "Tokenizer.encode / tiktoken encode (whole text)",
+            "tiktoken encode whole text, 1 thread",
+            "encode whole text, 1 thread",
+            ENCODE_TARGET,
+        ),
     ]
     table = []
     for label, slow, fast, target in cells:
         ratio = batch_lists.paired(rows, slow, fast)
         shown = "-" if ratio is None else f"{ratio:.2f}x"
-        seconds = (f"{statistics.median(rows[slow]):.3f} / {statistics.median(rows[fast]):.3f} s"
-                   if slow in rows and fast in rows else "-")
+        seconds = (
+            f"{statistics.median(rows[slow]):.3f} / {statistics.median(rows[fast]):.3f} s"
+            if slow in rows and fast in rows
+            else "-"
+        )
         ok = None if ratio is None or target is None else ratio >= target
         table.append([label, shown, seconds, "-" if target is None else f">= {target:.1f}x", _met(ok)])
     out = described + "\n" + _table(["GPT-2 vocab, batch of documents", "ratio", "medians", "target", "met"], table)
@@ -147,8 +165,9 @@ def batch_part(corpus: str, repeat: int) -> tuple[str, dict[str, Any]]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true",
-                        help="fewer runs and a smaller multilingual text (about 2.5 minutes)")
+    parser.add_argument(
+        "--quick", action="store_true", help="fewer runs and a smaller multilingual text (about 2.5 minutes)"
+    )
     parser.add_argument("--json", type=Path, default=None, help="write every figure here")
     args = parser.parse_args()
     runs, repeat, batch_repeat, intl = (2, 2, 3, "intl-2MB") if args.quick else (5, 3, 5, "intl-4MB")
@@ -157,14 +176,20 @@ def main() -> None:
     texts = {f"English {described}": str(english), f"multilingual {intl}": str(corpus_path(intl))}
     batch = str(corpus_path("web-22MB"))
     started = time.perf_counter()
-    print(f"production scorecard: {os.cpu_count()} cores, load average {os.getloadavg()}, "
-          f"python {sys.version.split()[0]}", flush=True)
+    print(
+        f"production scorecard: {os.cpu_count()} cores, load average {os.getloadavg()}, "
+        f"python {sys.version.split()[0]}",
+        flush=True,
+    )
     parts = {}
     for key, title, run in (
         ("first_token", f"1. time to first token and load ({runs} alternating runs)", lambda: first_token_part(runs)),
         ("one_thread", f"2. one thread, cold and warm (best of {repeat})", lambda: one_thread_part(texts, repeat)),
-        ("batch", f"3. batches, 2 threads against 1 ({batch_repeat} alternating rounds)",
-         lambda: batch_part(batch, batch_repeat)),
+        (
+            "batch",
+            f"3. batches, 2 threads against 1 ({batch_repeat} alternating rounds)",
+            lambda: batch_part(batch, batch_repeat),
+        ),
     ):
         start = time.perf_counter()
         text, parts[key] = run()

@@ -94,8 +94,9 @@ def run_measured(label: str, args: list[str], interval: float) -> Measured:
     if popen.returncode != 0:
         raise SystemExit(f"{label}: `bpe {' '.join(args)}` exited with {popen.returncode}")
     scale = 1 if sys.platform == "darwin" else 1024  # ru_maxrss is in KiB on Linux
-    return Measured(label, seconds, peaks["tree"], peaks["largest"], usage.ru_maxrss * scale, peaks["samples"], stdout,
-                    timeline)
+    return Measured(
+        label, seconds, peaks["tree"], peaks["largest"], usage.ru_maxrss * scale, peaks["samples"], stdout, timeline
+    )
 
 
 def document_boundary(file, near: int) -> int:
@@ -129,11 +130,13 @@ def check_pieces(corpus: Path, ids_path: Path, tokenizer_dir: Path, sample_bytes
     if not np.array_equal(ids[: len(halves)], halves):
         raise SystemExit("MISMATCH: the head, encoded as two halves, differs from the streamed ids")
     tail_ids = np.array(tokenizer.encode(tail.decode("utf-8")), dtype=ids.dtype)
-    if not np.array_equal(ids[len(ids) - len(tail_ids):], tail_ids):
+    if not np.array_equal(ids[len(ids) - len(tail_ids) :], tail_ids):
         raise SystemExit("MISMATCH: the tail, encoded alone, differs from the end of the streamed ids")
-    return (f"pieces equal the whole: head {end / 1e6:.1f} MB split at byte {middle} "
-            f"({len(first)} + {len(second)} ids), tail from byte {tail_start} ({len(tail_ids)} ids), "
-            f"of {len(ids)} ids in all")
+    return (
+        f"pieces equal the whole: head {end / 1e6:.1f} MB split at byte {middle} "
+        f"({len(first)} + {len(second)} ids), tail from byte {tail_start} ({len(tail_ids)} ids), "
+        f"of {len(ids)} ids in all"
+    )
 
 
 def main() -> int:
@@ -142,16 +145,24 @@ def main() -> int:
     parser.add_argument("--big", type=Path, help="big corpus (default: generate --big-size)")
     parser.add_argument("--small-size", default="200MB")
     parser.add_argument("--big-size", default="2GB")
-    parser.add_argument("--workdir", type=Path, default=Path("/tmp/bpe_scale_memory"),
-                        help="generated corpora, tokenizers and .npy files go here")
+    parser.add_argument(
+        "--workdir",
+        type=Path,
+        default=Path("/tmp/bpe_scale_memory"),
+        help="generated corpora, tokenizers and .npy files go here",
+    )
     parser.add_argument("--impl", default=None, help="trainer (default: the package's default, DEFAULT_IMPL)")
     parser.add_argument("--vocab-size", type=int, default=10_000)
     parser.add_argument("--workers", type=int, default=None)
     parser.add_argument("--interval", type=float, default=0.1, help="seconds between memory samples")
     parser.add_argument("--sample", type=int, default=8_000_000, help="bytes of head/tail to re-encode in pieces")
     parser.add_argument("--skip-encode", action="store_true")
-    parser.add_argument("--tokenizer", type=Path, default=None,
-                        help="encode with this tokenizer directory and skip training (default: train on both)")
+    parser.add_argument(
+        "--tokenizer",
+        type=Path,
+        default=None,
+        help="encode with this tokenizer directory and skip training (default: train on both)",
+    )
     parser.add_argument("--keep", action="store_true", help="keep the generated files (default: delete them)")
     args = parser.parse_args()
 
@@ -161,9 +172,12 @@ def main() -> int:
 
     def log(measured: Measured) -> None:
         results.append(measured)
-        print(f"{measured.label:<16} {measured.seconds:9.1f} s  tree peak {measured.tree_peak / MB:8.1f} MB  "
-              f"largest process {measured.largest_peak / MB:8.1f} MB  "
-              f"main ru_maxrss {measured.main_maxrss / MB:8.1f} MB  ({measured.samples} samples)", flush=True)
+        print(
+            f"{measured.label:<16} {measured.seconds:9.1f} s  tree peak {measured.tree_peak / MB:8.1f} MB  "
+            f"largest process {measured.largest_peak / MB:8.1f} MB  "
+            f"main ru_maxrss {measured.main_maxrss / MB:8.1f} MB  ({measured.samples} samples)",
+            flush=True,
+        )
         print(f"{'':<16} {measured.quartiles()}", flush=True)
         if measured.stdout.strip():
             print(f"{'':<16} {measured.stdout.strip()}", flush=True)
@@ -176,8 +190,13 @@ def main() -> int:
                 continue
             path = args.workdir / f"corpus_{size}.txt"
             generated.append(path)
-            log(run_measured(f"gen-corpus {size}", ["gen-corpus", "--size", size, "--seed", "0", str(path), "--quiet"],
-                             args.interval))
+            log(
+                run_measured(
+                    f"gen-corpus {size}",
+                    ["gen-corpus", "--size", size, "--seed", "0", str(path), "--quiet"],
+                    args.interval,
+                )
+            )
             corpora[name] = path
 
         train = {}
@@ -185,8 +204,17 @@ def main() -> int:
         for name, corpus in to_train.items():
             out = args.workdir / f"tok_{name}"
             generated.append(out)
-            command = ["train", str(corpus), "--vocab-size", str(args.vocab_size), "--special-token", EOT,
-                       "--out", str(out), "--quiet"]
+            command = [
+                "train",
+                str(corpus),
+                "--vocab-size",
+                str(args.vocab_size),
+                "--special-token",
+                EOT,
+                "--out",
+                str(out),
+                "--quiet",
+            ]
             if args.impl:
                 command += ["--impl", args.impl]
             if args.workers:
@@ -205,7 +233,8 @@ def main() -> int:
                 size_mb = corpus.stat().st_size / 1e6
                 encode[name] = run_measured(
                     f"encode {size_mb:.0f} MB",
-                    ["encode", "--tokenizer", str(tokenizer), str(corpus), "--out", str(ids), "--quiet"], args.interval,
+                    ["encode", "--tokenizer", str(tokenizer), str(corpus), "--out", str(ids), "--quiet"],
+                    args.interval,
                 )
                 log(encode[name])
             print(check_pieces(corpora["big"], args.workdir / "ids_big.npy", tokenizer, args.sample), flush=True)
@@ -215,9 +244,11 @@ def main() -> int:
         if not train:
             return 0
         ratio = train["big"].tree_peak / train["small"].tree_peak
-        print(f"\ntrain peak (tree sum) big/small: {train['big'].tree_peak / MB:.1f} / "
-              f"{train['small'].tree_peak / MB:.1f} MB = {ratio:.2f}x (target < 1.5x): "
-              f"{'OK' if ratio < 1.5 else 'TOO HIGH'}")
+        print(
+            f"\ntrain peak (tree sum) big/small: {train['big'].tree_peak / MB:.1f} / "
+            f"{train['small'].tree_peak / MB:.1f} MB = {ratio:.2f}x (target < 1.5x): "
+            f"{'OK' if ratio < 1.5 else 'TOO HIGH'}"
+        )
         largest = train["big"].largest_peak / train["small"].largest_peak
         print(f"train peak (largest process) big/small: {largest:.2f}x")
         return 0 if ratio < 1.5 else 1

@@ -136,8 +136,20 @@ def run_guarded(command: list[str], ceiling: int, interval: float, log: Path) ->
 
 def train_command(trainer: str, corpus: Path, vocab_size: int, out: Path) -> list[str]:
     if trainer == OURS:
-        return [sys.executable, "-m", "bpe_impls", "train", str(corpus), "--vocab-size", str(vocab_size),
-                "--special-token", EOT, "--out", str(out), "--quiet"]
+        return [
+            sys.executable,
+            "-m",
+            "bpe_impls",
+            "train",
+            str(corpus),
+            "--vocab-size",
+            str(vocab_size),
+            "--special-token",
+            EOT,
+            "--out",
+            str(out),
+            "--quiet",
+        ]
     return [sys.executable, "-c", _TRAIN_PEER, trainer, str(corpus), str(vocab_size), EOT]
 
 
@@ -159,8 +171,19 @@ def _gb(nbytes: float) -> str:
     return f"{nbytes / GB:.1f} GB" if nbytes >= GB else f"{nbytes / MB:.0f} MB"
 
 
-def benchmark(corpora: list[Path], trainers: list[str], vocab_size: int, *, available: int, ceiling: int,
-              margin: float, interval: float, workdir: Path, report: Report, log=print) -> Report:
+def benchmark(
+    corpora: list[Path],
+    trainers: list[str],
+    vocab_size: int,
+    *,
+    available: int,
+    ceiling: int,
+    margin: float,
+    interval: float,
+    workdir: Path,
+    report: Report,
+    log=print,
+) -> Report:
     history: dict[str, list[Row]] = {name: [] for name in trainers}
     for corpus in corpora:
         size = corpus.stat().st_size
@@ -176,8 +199,12 @@ def benchmark(corpora: list[Path], trainers: list[str], vocab_size: int, *, avai
                 row.note = f"predicted peak {_gb(predicted)} x {margin} > available {_gb(available)}"
             else:
                 out = workdir / f"tok_{trainer}_{size}"
-                run = run_guarded(train_command(trainer, corpus, vocab_size, out), ceiling, interval,
-                                  workdir / f"log_{trainer}_{size}.txt")
+                run = run_guarded(
+                    train_command(trainer, corpus, vocab_size, out),
+                    ceiling,
+                    interval,
+                    workdir / f"log_{trainer}_{size}.txt",
+                )
                 row.seconds, row.peak_bytes = run.seconds, run.peak_bytes
                 if run.killed:
                     row.status, row.note = "killed", f"killed at {_gb(run.peak_bytes)} (ceiling {_gb(ceiling)})"
@@ -200,10 +227,15 @@ HEADER = ("corpus MB", "distinct pre-tokens", "trainer", "seconds", "peak MB", "
 def _cells(row: Row) -> list[str]:
     ran = row.status in ("ok", "killed", "failed")
     note = row.note if row.status == "ok" else f"{row.status}: {row.note}"
-    return [f"{row.size_bytes / 1e6:.0f}", f"{row.distinct:,}", row.trainer,
-            f"{row.seconds:.1f}" if ran and row.seconds is not None else "-",
-            f"{row.peak_bytes / MB:.0f}" if ran and row.peak_bytes is not None else "-",
-            f"{row.bytes_per_distinct:.0f}" if row.status == "ok" else "-", note]
+    return [
+        f"{row.size_bytes / 1e6:.0f}",
+        f"{row.distinct:,}",
+        row.trainer,
+        f"{row.seconds:.1f}" if ran and row.seconds is not None else "-",
+        f"{row.peak_bytes / MB:.0f}" if ran and row.peak_bytes is not None else "-",
+        f"{row.bytes_per_distinct:.0f}" if row.status == "ok" else "-",
+        note,
+    ]
 
 
 def format_row(row: Row) -> str:
@@ -213,14 +245,22 @@ def format_row(row: Row) -> str:
 def format_table(report: Report) -> str:
     rows = [HEADER, *[_cells(row) for row in report.rows]]
     widths = [max(len(r[i]) for r in rows) for i in range(len(HEADER))]
-    return "\n".join("  ".join(cell.ljust(w) if i in (2, 6) else cell.rjust(w) for i, (cell, w) in
-                               enumerate(zip(r, widths))).rstrip() for r in rows)
+    return "\n".join(
+        "  ".join(
+            cell.ljust(w) if i in (2, 6) else cell.rjust(w) for i, (cell, w) in enumerate(zip(r, widths))
+        ).rstrip()
+        for r in rows
+    )
 
 
 def format_markdown(report: Report) -> str:
-    lines = [f"`{report.command}` (vocab {report.vocab_size}; {report.machine['cores']} cores, "
-             f"{report.machine['memory_gb']:.0f} GB)", "",
-             "| " + " | ".join(HEADER) + " |", "|" + "---:|" * 2 + ":---|" + "---:|" * 3 + ":---|"]
+    lines = [
+        f"`{report.command}` (vocab {report.vocab_size}; {report.machine['cores']} cores, "
+        f"{report.machine['memory_gb']:.0f} GB)",
+        "",
+        "| " + " | ".join(HEADER) + " |",
+        "|" + "---:|" * 2 + ":---|" + "---:|" * 3 + ":---|",
+    ]
     lines += ["| " + " | ".join(_cells(row)) + " |" for row in report.rows]
     return "\n".join(lines) + "\n"
 
@@ -238,20 +278,34 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="0.25GB,1GB,4GB", help="corpus sizes to generate (default: %(default)s)")
-    parser.add_argument("--corpus", type=Path, action="append", default=[], help="use this corpus (repeatable) "
-                        "instead of generating --sizes")
+    parser.add_argument(
+        "--corpus",
+        type=Path,
+        action="append",
+        default=[],
+        help="use this corpus (repeatable) instead of generating --sizes",
+    )
     parser.add_argument("--style", default="web", help="generator style (web or intl)")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--workdir", type=Path, default=Path("/tmp/bpe_scale_web"),
-                        help="generated corpora, tokenizers and logs go here")
+    parser.add_argument(
+        "--workdir",
+        type=Path,
+        default=Path("/tmp/bpe_scale_web"),
+        help="generated corpora, tokenizers and logs go here",
+    )
     parser.add_argument("--vocab-size", type=int, default=32000)
-    parser.add_argument("--peers", default=",".join(TRAIN_PEERS),
-                        help="peer trainers, comma-separated (default: %(default)s; '' for none)")
+    parser.add_argument(
+        "--peers",
+        default=",".join(TRAIN_PEERS),
+        help="peer trainers, comma-separated (default: %(default)s; '' for none)",
+    )
     parser.add_argument("--no-ours", action="store_true", help="leave out bpe_impls")
-    parser.add_argument("--available", default=None,
-                        help="memory a run may use, for the skip prediction (default: psutil's available)")
-    parser.add_argument("--ceiling", default=None,
-                        help="kill a run whose tree RSS crosses this (default: 90%% of the available memory)")
+    parser.add_argument(
+        "--available", default=None, help="memory a run may use, for the skip prediction (default: psutil's available)"
+    )
+    parser.add_argument(
+        "--ceiling", default=None, help="kill a run whose tree RSS crosses this (default: 90%% of the available memory)"
+    )
     parser.add_argument("--margin", type=float, default=1.25, help="skip when predicted peak x margin > available")
     parser.add_argument("--interval", type=float, default=0.05, help="seconds between memory samples")
     parser.add_argument("--json", type=Path, default=None, help="write the rows as JSON here")
@@ -286,16 +340,32 @@ def main(argv: list[str] | None = None) -> int:
     report = Report(
         command="python benchmarks/scale_web.py " + " ".join(map(shlex.quote, sys.argv[1:] if argv is None else argv)),
         vocab_size=args.vocab_size,
-        machine={"python": platform.python_version(), "cores": os.cpu_count(), "platform": platform.platform(),
-                 "memory_gb": psutil.virtual_memory().total / GB, "available_gb": available / GB,
-                 "ceiling_gb": ceiling / GB},
+        machine={
+            "python": platform.python_version(),
+            "cores": os.cpu_count(),
+            "platform": platform.platform(),
+            "memory_gb": psutil.virtual_memory().total / GB,
+            "available_gb": available / GB,
+            "ceiling_gb": ceiling / GB,
+        },
     )
-    print(f"available for a run {_gb(available)} (skip if predicted x {args.margin} is more), "
-          f"kill above {_gb(ceiling)}", flush=True)
+    print(
+        f"available for a run {_gb(available)} (skip if predicted x {args.margin} is more), kill above {_gb(ceiling)}",
+        flush=True,
+    )
     try:
-        benchmark(corpora, trainers, args.vocab_size, available=available, ceiling=ceiling, margin=args.margin,
-                  interval=args.interval, workdir=args.workdir, report=report,
-                  log=lambda line: print(line, flush=True))
+        benchmark(
+            corpora,
+            trainers,
+            args.vocab_size,
+            available=available,
+            ceiling=ceiling,
+            margin=args.margin,
+            interval=args.interval,
+            workdir=args.workdir,
+            report=report,
+            log=lambda line: print(line, flush=True),
+        )
     finally:
         if not args.keep:
             for path in [*generated, *args.workdir.glob("tok_*")]:

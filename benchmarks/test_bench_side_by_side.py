@@ -53,8 +53,12 @@ def pytest_generate_tests(metafunc: Any) -> None:
     fixtures = metafunc.fixturenames
     if "merge_case" in fixtures:
         # naive only where it finishes in seconds (the corpus.en row, 10-30 s); on kjv it takes minutes.
-        cases = [(impl, corpus, vocab) for corpus, vocab in _MERGE_RUNS for impl in IMPLEMENTATIONS
-                 if not too_slow(impl, corpus, vocab)]
+        cases = [
+            (impl, corpus, vocab)
+            for corpus, vocab in _MERGE_RUNS
+            for impl in IMPLEMENTATIONS
+            if not too_slow(impl, corpus, vocab)
+        ]
         metafunc.parametrize("merge_case", cases, ids=[f"{c}-v{v}-{i}" for i, c, v in cases])
     if "train_impl" in fixtures:
         # Ours is one fast trainer (end to end the shared counting phase dominates anyway).
@@ -140,7 +144,6 @@ def test_encode(benchmark, encoder: str) -> None:
         return (Tokenizer(vocab, merges, SPECIAL_TOKENS, encoder=encoder), text), {}
 
     benchmark.pedantic(lambda tok, t: tok.encode(t), setup=fresh, rounds=5)
-
 
 
 def test_encode_batch(benchmark, batch_encoder: str, threads: int) -> None:

@@ -23,9 +23,16 @@ from .base.lazy import lazy_names
 # import Tokenizer` does not import the trainers, the corpus layer or their dependencies.
 _LAZY = {
     "Tokenizer": ".encoding",
-    "SkippedRecordsWarning": ".corpus", "count_pretokens": ".corpus",
-    "DEFAULT_IMPL": ".trainers", "IMPLEMENTATIONS": ".trainers", "Merges": ".trainers", "Trainer": ".trainers",
-    "Vocab": ".trainers", "get_trainer": ".trainers", "train_bpe": ".trainers", "train_bpe_from_iterator": ".trainers",
+    "SkippedRecordsWarning": ".corpus",
+    "count_pretokens": ".corpus",
+    "DEFAULT_IMPL": ".trainers",
+    "IMPLEMENTATIONS": ".trainers",
+    "Merges": ".trainers",
+    "Trainer": ".trainers",
+    "Vocab": ".trainers",
+    "get_trainer": ".trainers",
+    "train_bpe": ".trainers",
+    "train_bpe_from_iterator": ".trainers",
 }
 
 if TYPE_CHECKING:
@@ -47,7 +54,21 @@ __getattr__, __dir__ = lazy_names(__name__, _LAZY)
 
 
 __all__ = [
-    "train_bpe", "train_bpe_from_iterator", "Tokenizer", "IMPLEMENTATIONS", "DEFAULT_IMPL", "get_trainer", "count_pretokens",
-    "BpeError", "ConfigError", "CorpusError", "EncodeError", "TokenizerFileError", "WorkerError",
-    "SkippedRecordsWarning", "Trainer", "Vocab", "Merges",
+    "train_bpe",
+    "train_bpe_from_iterator",
+    "Tokenizer",
+    "IMPLEMENTATIONS",
+    "DEFAULT_IMPL",
+    "get_trainer",
+    "count_pretokens",
+    "BpeError",
+    "ConfigError",
+    "CorpusError",
+    "EncodeError",
+    "TokenizerFileError",
+    "WorkerError",
+    "SkippedRecordsWarning",
+    "Trainer",
+    "Vocab",
+    "Merges",
 ]

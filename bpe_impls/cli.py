@@ -62,17 +62,26 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
 
 def _add_training_options(parser: argparse.ArgumentParser, vocab_default: int | None) -> None:
     parser.add_argument(
-        "--vocab-size", type=int, required=vocab_default is None, default=vocab_default,
+        "--vocab-size",
+        type=int,
+        required=vocab_default is None,
+        default=vocab_default,
         help="final vocabulary size, including the 256 bytes and the special tokens",
     )
     parser.add_argument(
         # One value per flag: with nargs="+" a token before the corpus would swallow the corpus path.
-        "--special-token", dest="special_tokens", action="append", default=[], metavar="S",
+        "--special-token",
+        dest="special_tokens",
+        action="append",
+        default=[],
+        metavar="S",
         help="a special token, e.g. '<|endoftext|>'; repeat the flag for several",
     )
     parser.add_argument("--workers", type=int, default=None, help="pre-tokenizer processes (default: all cores)")
     parser.add_argument(
-        "--pattern", default="gpt2", metavar="NAME|REGEX",
+        "--pattern",
+        default="gpt2",
+        metavar="NAME|REGEX",
         help=f"split pattern: a preset ({', '.join(PRESETS)}) or any regex (default: gpt2)",
     )
 
@@ -89,105 +98,183 @@ def build_parser() -> argparse.ArgumentParser:
 
     train = commands.add_parser("train", help="train a tokenizer and save it (--format gpt2, hf or tiktoken)")
     train.add_argument(
-        "corpus", nargs="+",
+        "corpus",
+        nargs="+",
         help="corpus files, globs or directories: .txt, .jsonl (each optionally .gz or .zst), .parquet",
     )
     _add_training_options(train, vocab_default=None)
     train.add_argument("--impl", choices=trainer_names(), default=DEFAULT_IMPL, help="trainer")
-    train.add_argument("--out", type=Path, required=True,
-                       help="output directory (hf: or a .json file; tiktoken: or a .tiktoken file)")
-    train.add_argument("--format", choices=list(FORMATS), default="gpt2",
-                       help="how to save: gpt2 (vocab.json + merges.txt), hf (tokenizer.json), "
-                            "tiktoken (.tiktoken ranks + .tiktoken.json); default gpt2")
-    train.add_argument("--backend", choices=["local", "dask"], default="local",
-                       help="where pre-tokens are counted: this machine's processes, or Dask tasks")
-    train.add_argument("--scheduler", default=None, metavar="tcp://HOST:PORT",
-                       help="Dask scheduler to count on (default with --backend dask: a LocalCluster of "
-                            "--workers processes, started and shut down by this command)")
+    train.add_argument(
+        "--out", type=Path, required=True, help="output directory (hf: or a .json file; tiktoken: or a .tiktoken file)"
+    )
+    train.add_argument(
+        "--format",
+        choices=list(FORMATS),
+        default="gpt2",
+        help="how to save: gpt2 (vocab.json + merges.txt), hf (tokenizer.json), "
+        "tiktoken (.tiktoken ranks + .tiktoken.json); default gpt2",
+    )
+    train.add_argument(
+        "--backend",
+        choices=["local", "dask"],
+        default="local",
+        help="where pre-tokens are counted: this machine's processes, or Dask tasks",
+    )
+    train.add_argument(
+        "--scheduler",
+        default=None,
+        metavar="tcp://HOST:PORT",
+        help="Dask scheduler to count on (default with --backend dask: a LocalCluster of "
+        "--workers processes, started and shut down by this command)",
+    )
     train.add_argument("--text-field", default="text", help="JSON Lines / Parquet field holding the text")
-    train.add_argument("--skip-bad-records", action="store_true",
-                       help="skip bad JSON/Parquet records (counted and reported) instead of failing")
-    train.add_argument("--min-pretoken-count", type=int, default=1, metavar="N",
-                       help="drop pre-tokens seen fewer than N times in the whole corpus before merging "
-                            "(less memory; changes the result; default 1 = exact)")
+    train.add_argument(
+        "--skip-bad-records",
+        action="store_true",
+        help="skip bad JSON/Parquet records (counted and reported) instead of failing",
+    )
+    train.add_argument(
+        "--min-pretoken-count",
+        type=int,
+        default=1,
+        metavar="N",
+        help="drop pre-tokens seen fewer than N times in the whole corpus before merging "
+        "(less memory; changes the result; default 1 = exact)",
+    )
     _add_common(train)
 
     encode = commands.add_parser(
-        "encode", help="encode a text file to token ids: a .npy array, or raw .bin (--format bin)",
+        "encode",
+        help="encode a text file to token ids: a .npy array, or raw .bin (--format bin)",
         description="Encode a UTF-8 text file (special tokens as specials) on every core, streaming, "
-                    "into a .npy array or a raw .bin of ids. The ids are uint16 when the vocab fits in "
-                    "65536 ids, else uint32; .bin is little-endian, headerless (numpy.memmap(path, "
-                    "dtype=np.uint16) reads it, as nanoGPT and CS336 do). Identical for any --threads.",
+        "into a .npy array or a raw .bin of ids. The ids are uint16 when the vocab fits in "
+        "65536 ids, else uint32; .bin is little-endian, headerless (numpy.memmap(path, "
+        "dtype=np.uint16) reads it, as nanoGPT and CS336 do). Identical for any --threads.",
     )
     encode.add_argument("--tokenizer", type=Path, required=True, help=_TOKENIZER_HELP)
     encode.add_argument("input", type=Path, help="UTF-8 text file")
-    encode.add_argument("--out", type=Path, required=True,
-                        help="output file (written to a temp file and renamed; a symlink's target is replaced; "
-                             "a FIFO or character device is written to directly, not atomically: use --format bin)")
-    encode.add_argument("--format", choices=OUTPUT_FORMATS, default=None,
-                        help="npy: a 1-D .npy array; bin: the raw ids, little-endian uint16 (uint32 if the "
-                             "vocab has more than 65536 ids), no header (default: bin if --out ends in .bin, else npy)")
+    encode.add_argument(
+        "--out",
+        type=Path,
+        required=True,
+        help="output file (written to a temp file and renamed; a symlink's target is replaced; "
+        "a FIFO or character device is written to directly, not atomically: use --format bin)",
+    )
+    encode.add_argument(
+        "--format",
+        choices=OUTPUT_FORMATS,
+        default=None,
+        help="npy: a 1-D .npy array; bin: the raw ids, little-endian uint16 (uint32 if the "
+        "vocab has more than 65536 ids), no header (default: bin if --out ends in .bin, else npy)",
+    )
     encode.add_argument("--threads", type=int, default=None, help="encoding threads (default: all cores)")
-    encode.add_argument("--block-size", type=int, default=DEFAULT_BLOCK_SIZE, metavar="BYTES",
-                        help=f"bytes read at a time; memory is a few blocks per thread (default {DEFAULT_BLOCK_SIZE})")
+    encode.add_argument(
+        "--block-size",
+        type=int,
+        default=DEFAULT_BLOCK_SIZE,
+        metavar="BYTES",
+        help=f"bytes read at a time; memory is a few blocks per thread (default {DEFAULT_BLOCK_SIZE})",
+    )
     _add_common(encode)
 
     decode = commands.add_parser(
-        "decode", help="decode token ids (a .npy array or a raw .bin from `bpe encode`) to text",
+        "decode",
+        help="decode token ids (a .npy array or a raw .bin from `bpe encode`) to text",
         description="Decode the ids `bpe encode` wrote back to UTF-8 text. A .npy file carries its dtype; "
-                    "a .bin file has no header, so its ids are read as bpe encode wrote them: little-endian, "
-                    "uint16 when the tokenizer's vocab fits in 65536 ids, else uint32 (--dtype overrides).",
+        "a .bin file has no header, so its ids are read as bpe encode wrote them: little-endian, "
+        "uint16 when the tokenizer's vocab fits in 65536 ids, else uint32 (--dtype overrides).",
     )
     decode.add_argument("--tokenizer", type=Path, required=True, help=_TOKENIZER_HELP)
     decode.add_argument("input", type=Path, help=".npy or .bin file of token ids")
-    decode.add_argument("--format", choices=OUTPUT_FORMATS, default=None,
-                        help="npy or bin (default: bin if the input ends in .bin, else npy, as bpe encode chooses)")
-    decode.add_argument("--dtype", choices=("uint16", "uint32"), default=None,
-                        help="a .bin file's id type (default: the one bpe encode uses for this tokenizer)")
+    decode.add_argument(
+        "--format",
+        choices=OUTPUT_FORMATS,
+        default=None,
+        help="npy or bin (default: bin if the input ends in .bin, else npy, as bpe encode chooses)",
+    )
+    decode.add_argument(
+        "--dtype",
+        choices=("uint16", "uint32"),
+        default=None,
+        help="a .bin file's id type (default: the one bpe encode uses for this tokenizer)",
+    )
     decode.add_argument("--out", type=Path, default=None, help="output text file (default: stdout)")
     _add_common(decode)
 
     export = commands.add_parser("export", help="save a tokenizer in another format (gpt2, hf, tiktoken)")
     export.add_argument("--tokenizer", type=Path, required=True, help=_TOKENIZER_HELP)
     export.add_argument("--format", choices=list(FORMATS), required=True, help="the format to write")
-    export.add_argument("--out", type=Path, required=True,
-                        help="output directory (hf: or a .json file; tiktoken: or a .tiktoken file)")
+    export.add_argument(
+        "--out", type=Path, required=True, help="output directory (hf: or a .json file; tiktoken: or a .tiktoken file)"
+    )
     _add_common(export)
 
     compare = commands.add_parser("compare", help="run every trainer on one corpus; time, memory, identical?")
     compare.add_argument(
-        "corpus", type=Path, nargs="?", default=None,
+        "corpus",
+        type=Path,
+        nargs="?",
+        default=None,
         help="UTF-8 text file (default: the embedded, generated TinyStories-style corpus)",
     )
     _add_training_options(compare, vocab_default=1000)
     compare.add_argument(
-        "--impl", dest="impls", action="extend", nargs="+", choices=trainer_names(), default=None,
+        "--impl",
+        dest="impls",
+        action="extend",
+        nargs="+",
+        choices=trainer_names(),
+        default=None,
         help="trainers to run (default: all registered)",
     )
-    compare.add_argument("--peers", action="store_true",
-                         help="also HuggingFace tokenizers, rustbpe and tiktoken (pip install -e '.[peers]')")
+    compare.add_argument(
+        "--peers",
+        action="store_true",
+        help="also HuggingFace tokenizers, rustbpe and tiktoken (pip install -e '.[peers]')",
+    )
     compare.add_argument("--json", type=Path, default=None, help="write the results as JSON here")
     compare.add_argument("--plot", type=Path, default=None, help="draw bars of the results to this PNG")
     _add_common(compare)
 
     scale = commands.add_parser(
-        "scaling", help="how time and memory grow with corpus, vocab, text and cache; fitted exponents",
+        "scaling",
+        help="how time and memory grow with corpus, vocab, text and cache; fitted exponents",
         description="Measure every trainer (merge phase and end to end) while the corpus grows (generated "
-                    "1-32 MB, and prefixes of real fixtures such as kjv.txt) and while the vocab grows (1k-32k), "
-                    "and every encoder against text and cache size; fit each curve's log-log slope with a 95%% "
-                    "interval. Default sizes take about 5 minutes on 2 idle cores (8 on a busy machine); --quick "
-                    "well under a minute.",
+        "1-32 MB, and prefixes of real fixtures such as kjv.txt) and while the vocab grows (1k-32k), "
+        "and every encoder against text and cache size; fit each curve's log-log slope with a 95%% "
+        "interval. Default sizes take about 5 minutes on 2 idle cores (8 on a busy machine); --quick "
+        "well under a minute.",
     )
     scale.add_argument("--quick", action="store_true", help="tiny sizes (CI smoke run: seconds)")
-    scale.add_argument("--peers", action="store_true",
-                       help="also HuggingFace tokenizers, rustbpe, gigatoken (train) and tiktoken, HF (encode)")
-    scale.add_argument("--real", type=Path, action="append", default=None, metavar="FILE",
-                       help="a real text file to take prefixes of; repeat for several (default: kjv.txt from "
-                            "the shared fixtures, where found)")
-    scale.add_argument("--study", dest="studies", action="append", choices=["corpus", "vocab", "encode"],
-                       default=None, help="measure only this study; repeat for several (default: all)")
-    scale.add_argument("--budget", type=float, default=None, metavar="SECONDS",
-                       help="skip a point predicted to take longer (default: 10, quick: 3)")
+    scale.add_argument(
+        "--peers",
+        action="store_true",
+        help="also HuggingFace tokenizers, rustbpe, gigatoken (train) and tiktoken, HF (encode)",
+    )
+    scale.add_argument(
+        "--real",
+        type=Path,
+        action="append",
+        default=None,
+        metavar="FILE",
+        help="a real text file to take prefixes of; repeat for several (default: kjv.txt from "
+        "the shared fixtures, where found)",
+    )
+    scale.add_argument(
+        "--study",
+        dest="studies",
+        action="append",
+        choices=["corpus", "vocab", "encode"],
+        default=None,
+        help="measure only this study; repeat for several (default: all)",
+    )
+    scale.add_argument(
+        "--budget",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="skip a point predicted to take longer (default: 10, quick: 3)",
+    )
     scale.add_argument("--workers", type=int, default=None, help="pre-tokenizer processes (default: all cores)")
     scale.add_argument("--json", type=Path, default=None, help="write the curves and fits as JSON here")
     scale.add_argument("--plot", type=Path, default=None, metavar="DIR", help="draw each study as PNG and SVG here")
@@ -195,59 +282,110 @@ def build_parser() -> argparse.ArgumentParser:
 
     report = commands.add_parser("report", help="one self-contained HTML page: compare, scaling, machine, commit")
     report.add_argument("out", type=Path, help="output directory (index.html, plus the JSON it was made from)")
-    report.add_argument("--verify-json", type=Path, action="append", default=[], metavar="FILE",
-                        help="a `bpe verify --json` verdict to show (repeatable; default: verify the default "
-                             "trainer and the Tokenizer, and with --peers every installed peer on GPT-2's vocab)")
+    report.add_argument(
+        "--verify-json",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="a `bpe verify --json` verdict to show (repeatable; default: verify the default "
+        "trainer and the Tokenizer, and with --peers every installed peer on GPT-2's vocab)",
+    )
     report.add_argument("--compare-json", type=Path, default=None, help="a `bpe compare --json` file (default: run it)")
     report.add_argument("--scaling-json", type=Path, default=None, help="a `bpe scaling --json` file (default: run it)")
-    report.add_argument("--asv-results", type=Path, default=None, metavar="DIR",
-                        help="asv's results folder (.asv/results): each benchmark's history over commits, with "
-                             "asv's regressions, drawn offline (needs the bench extra)")
-    report.add_argument("--memray", type=Path, default=None, metavar="DIR",
-                        help="a folder of memray captures (benchmarks/memray_profile.py's --out-dir): each one's "
-                             "heap peak and the call sites holding it (needs the bench extra)")
-    report.add_argument("--no-run", action="store_true",
-                        help="measure nothing: show only the JSON, asv results and memray captures given")
-    report.add_argument("--quick", action="store_true",
-                        help="a smoke run (about a minute on 2 idle cores): tiny sizes that check the pipeline; "
-                             "the page says its figures are not measurements and greys fits with too few points")
+    report.add_argument(
+        "--asv-results",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="asv's results folder (.asv/results): each benchmark's history over commits, with "
+        "asv's regressions, drawn offline (needs the bench extra)",
+    )
+    report.add_argument(
+        "--memray",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="a folder of memray captures (benchmarks/memray_profile.py's --out-dir): each one's "
+        "heap peak and the call sites holding it (needs the bench extra)",
+    )
+    report.add_argument(
+        "--no-run",
+        action="store_true",
+        help="measure nothing: show only the JSON, asv results and memray captures given",
+    )
+    report.add_argument(
+        "--quick",
+        action="store_true",
+        help="a smoke run (about a minute on 2 idle cores): tiny sizes that check the pipeline; "
+        "the page says its figures are not measurements and greys fits with too few points",
+    )
     report.add_argument("--peers", action="store_true", help="when running them: with the peers")
     _add_common(report)
 
     verify = commands.add_parser(
-        "verify", help="check anyone's BPE trainer, tokenizer or encoder against the contract; shrink any divergence",
+        "verify",
+        help="check anyone's BPE trainer, tokenizer or encoder against the contract; shrink any divergence",
         description="Exit status: 0 no divergence found, 1 a divergence found (the shrunk counterexample is printed), "
-                    "2 a usage error or an implementation that cannot be imported or called.",
+        "2 a usage error or an implementation that cannot be imported or called.",
     )
-    verify.add_argument("--trainer", metavar="REF",
-                        help="run_train_bpe(input_path, vocab_size, special_tokens): module:function, "
-                             "path/to/file.py:function, builtin:NAME or a registered name")
-    verify.add_argument("--tokenizer", metavar="REF",
-                        help="get_tokenizer(vocab, merges, special_tokens=None) -> object with encode(str) "
-                             "(decode and encode_iterable checked when present)")
-    verify.add_argument("--encoder", metavar="NAME|REF",
-                        help=f"an encoder over --vocab: a peer ({', '.join(PEER_NAMES)}) or a factory REF")
-    verify.add_argument("--vocab", type=Path, metavar="PATH", help="the saved tokenizer --encoder runs over (any "
-                        "format bpe encode --tokenizer reads)")
-    verify.add_argument("--max-examples", type=int, default=200, metavar="N",
-                        help="generated cases per clause (default 200)")
+    verify.add_argument(
+        "--trainer",
+        metavar="REF",
+        help="run_train_bpe(input_path, vocab_size, special_tokens): module:function, "
+        "path/to/file.py:function, builtin:NAME or a registered name",
+    )
+    verify.add_argument(
+        "--tokenizer",
+        metavar="REF",
+        help="get_tokenizer(vocab, merges, special_tokens=None) -> object with encode(str) "
+        "(decode and encode_iterable checked when present)",
+    )
+    verify.add_argument(
+        "--encoder",
+        metavar="NAME|REF",
+        help=f"an encoder over --vocab: a peer ({', '.join(PEER_NAMES)}) or a factory REF",
+    )
+    verify.add_argument(
+        "--vocab",
+        type=Path,
+        metavar="PATH",
+        help="the saved tokenizer --encoder runs over (any format bpe encode --tokenizer reads)",
+    )
+    verify.add_argument(
+        "--max-examples", type=int, default=200, metavar="N", help="generated cases per clause (default 200)"
+    )
     verify.add_argument("--seed", type=int, default=0, help="the search's seed (default 0: the same cases every run)")
-    verify.add_argument("--time-budget", type=float, default=None, metavar="SECONDS",
-                        help="stop generating new cases after this long (a divergence found is still shrunk)")
-    verify.add_argument("--call-timeout", type=float, default=60.0, metavar="SECONDS",
-                        help="one call to the implementation that takes longer is a hang (default 60)")
+    verify.add_argument(
+        "--time-budget",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="stop generating new cases after this long (a divergence found is still shrunk)",
+    )
+    verify.add_argument(
+        "--call-timeout",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="one call to the implementation that takes longer is a hang (default 60)",
+    )
     verify.add_argument("--json", type=Path, default=None, metavar="FILE", help="write the verdict as JSON")
     verify.add_argument("--quiet", action="store_true", help="no progress on stderr")
 
-    generate = commands.add_parser("gen-corpus", help="write a seeded corpus of any size (TinyStories, web or intl style)")
+    generate = commands.add_parser(
+        "gen-corpus", help="write a seeded corpus of any size (TinyStories, web or intl style)"
+    )
     generate.add_argument("out", type=Path, help="output text file")
     generate.add_argument("--size", required=True, help="e.g. 5MB, 200MB, 2GB, 1GiB")
     generate.add_argument("--seed", type=int, default=0)
     generate.add_argument(
-        "--style", choices=("tinystories", *web.STYLES), default="tinystories",
+        "--style",
+        choices=("tinystories", *web.STYLES),
+        default="tinystories",
         help="tinystories: children's stories, ~40k distinct pre-tokens; web: English web text with an "
-             "ever-growing tail (identifiers, numbers, URLs, typos, other scripts; ~3 M distinct at 250 MB); "
-             "intl: mostly CJK, Cyrillic, Greek, accented Latin",
+        "ever-growing tail (identifiers, numbers, URLs, typos, other scripts; ~3 M distinct at 250 MB); "
+        "intl: mostly CJK, Cyrillic, Greek, accented Latin",
     )
     _add_common(generate)
     return parser
@@ -256,8 +394,14 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     handler = {
-        "train": cmd_train, "encode": cmd_encode, "decode": cmd_decode, "export": cmd_export,
-        "compare": cmd_compare, "gen-corpus": cmd_gen_corpus, "scaling": cmd_scaling, "report": cmd_report,
+        "train": cmd_train,
+        "encode": cmd_encode,
+        "decode": cmd_decode,
+        "export": cmd_export,
+        "compare": cmd_compare,
+        "gen-corpus": cmd_gen_corpus,
+        "scaling": cmd_scaling,
+        "report": cmd_report,
         "verify": cmd_verify,
     }[args.command]
     previous: dict[int, _Handler] = {}
@@ -322,10 +466,17 @@ def cmd_train(args: argparse.Namespace) -> int:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", SkippedRecordsWarning)
         vocab, merges = train_bpe(
-            args.corpus, args.vocab_size, args.special_tokens,
-            impl=args.impl, num_workers=args.workers, progress=_progress_enabled(args),
-            backend=args.backend, scheduler=args.scheduler, text_field=args.text_field,
-            skip_bad_records=args.skip_bad_records, min_pretoken_count=args.min_pretoken_count,
+            args.corpus,
+            args.vocab_size,
+            args.special_tokens,
+            impl=args.impl,
+            num_workers=args.workers,
+            progress=_progress_enabled(args),
+            backend=args.backend,
+            scheduler=args.scheduler,
+            text_field=args.text_field,
+            skip_bad_records=args.skip_bad_records,
+            min_pretoken_count=args.min_pretoken_count,
             pattern=args.pattern,
         )
     for warning in caught:
@@ -351,8 +502,10 @@ def _listing(paths: Sequence[Path]) -> str:
 def cmd_export(args: argparse.Namespace) -> int:
     tokenizer = Tokenizer.load(args.tokenizer)
     written = tokenizer.save(args.out, args.format)
-    print(f"wrote {_listing(written)} ({args.format} format, vocab {len(tokenizer.vocab)}, "
-          f"pattern {tokenizer.pattern.name})")
+    print(
+        f"wrote {_listing(written)} ({args.format} format, vocab {len(tokenizer.vocab)}, "
+        f"pattern {tokenizer.pattern.name})"
+    )
     return 0
 
 
@@ -365,16 +518,29 @@ def cmd_encode(args: argparse.Namespace) -> int:
     # `--out /dev/stdout` (a pipe) carries the ids: the summary must not join them there.
     summary_to = sys.stderr if _is_stdout(args.out) else sys.stdout
     with progress_bar(_progress_enabled(args), total=size, unit="B", unit_scale=True, desc="encode") as bar:
-        encoded = encode_file(tokenizer, args.input, args.out, output_format, threads=args.threads,
-                              block_size=args.block_size, on_progress=bar.update)
+        encoded = encode_file(
+            tokenizer,
+            args.input,
+            args.out,
+            output_format,
+            threads=args.threads,
+            block_size=args.block_size,
+            on_progress=bar.update,
+        )
     seconds = time.perf_counter() - start
     mb = encoded.bytes_read / 1e6
-    print(f"encoded {mb:.1f} MB into {encoded.tokens} tokens ({encoded.dtype.name}) in {seconds:.2f} s "
-          f"({mb / max(seconds, 1e-9):.2f} MB/s); wrote {args.out}", file=summary_to)
+    print(
+        f"encoded {mb:.1f} MB into {encoded.tokens} tokens ({encoded.dtype.name}) in {seconds:.2f} s "
+        f"({mb / max(seconds, 1e-9):.2f} MB/s); wrote {args.out}",
+        file=summary_to,
+    )
     if not args.quiet:
         dtype = encoded.dtype.name
-        how = (f"little-endian, no header: numpy.memmap(path, dtype=numpy.{dtype}, mode='r')"
-               if output_format == "bin" else "a .npy array: numpy.load(path, mmap_mode='r')")
+        how = (
+            f"little-endian, no header: numpy.memmap(path, dtype=numpy.{dtype}, mode='r')"
+            if output_format == "bin"
+            else "a .npy array: numpy.load(path, mmap_mode='r')"
+        )
         print(f"bpe: ids are {dtype}, {how}", file=sys.stderr)
     return 0
 
@@ -412,8 +578,10 @@ def _load_bin(path: Path, dtype: np.dtype) -> np.ndarray:
     except OSError as exc:
         raise CorpusError(f"{path}: cannot read: {exc.strerror or exc}") from None
     if size % dtype.itemsize:
-        raise CorpusError(f"{path}: {size} bytes is not a whole number of {dtype.name} ids "
-                          f"({dtype.itemsize} bytes each); check --dtype")
+        raise CorpusError(
+            f"{path}: {size} bytes is not a whole number of {dtype.name} ids "
+            f"({dtype.itemsize} bytes each); check --dtype"
+        )
     if size == 0:  # numpy.memmap refuses an empty file
         return np.empty(0, dtype)
     return np.memmap(path, dtype=dtype.newbyteorder("<"), mode="r")
@@ -437,7 +605,7 @@ def cmd_decode(args: argparse.Namespace) -> int:
 
     def pieces() -> Iterator[str]:
         for first in range(0, len(ids), IDS_PER_WRITE):
-            batch = ids[first:first + IDS_PER_WRITE].tolist()
+            batch = ids[first : first + IDS_PER_WRITE].tolist()
             try:
                 data = tokenizer.decode_bytes(batch)
             except EncodeError:
@@ -476,8 +644,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if args.peers:
         missing = [module for module in PEER_MODULES if not peer_adapters.installed(module)]
         if missing:
-            print(f"bpe: note: peers not installed, left out: {', '.join(missing)} "
-                  "(pip install 'bpe_impls[peers]')", file=sys.stderr)
+            print(
+                f"bpe: note: peers not installed, left out: {', '.join(missing)} (pip install 'bpe_impls[peers]')",
+                file=sys.stderr,
+            )
 
     def log(message: str) -> None:
         if not args.quiet:
@@ -485,8 +655,15 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
     impls = [canonical_name(name) for name in args.impls] if args.impls else list(IMPLEMENTATIONS)
     report = run_compare(
-        args.corpus, args.vocab_size, specials, impls=impls,
-        workers=args.workers, peers=args.peers, progress=_progress_enabled(args), log=log, pattern=args.pattern,
+        args.corpus,
+        args.vocab_size,
+        specials,
+        impls=impls,
+        workers=args.workers,
+        peers=args.peers,
+        progress=_progress_enabled(args),
+        log=log,
+        pattern=args.pattern,
         leave_out_slow_naive=args.impls is None,
     )
     print(format_report(report))
@@ -528,8 +705,12 @@ def cmd_scaling(args: argparse.Namespace) -> int:
             raise ConfigError(f"--budget must be a positive number of seconds, got {args.budget}")
         sizes = dataclasses.replace(sizes, budget=args.budget)
     report = scaling.run_scaling(
-        sizes, real=args.real, peers=args.peers, workers=args.workers,
-        studies=args.studies or ("corpus", "vocab", "encode"), progress=_progress_enabled(args),
+        sizes,
+        real=args.real,
+        peers=args.peers,
+        workers=args.workers,
+        studies=args.studies or ("corpus", "vocab", "encode"),
+        progress=_progress_enabled(args),
         log=_logger(args),
     )
     print(scaling.format_scaling(report))
@@ -551,10 +732,19 @@ def cmd_report(args: argparse.Namespace) -> int:
     for folder in (args.asv_results, args.memray):
         if folder is not None and not folder.is_dir():
             raise CorpusError(f"{folder}: no such folder")
-    page = write_report(args.out, compare_json=args.compare_json, scaling_json=args.scaling_json,
-                        verify_json=args.verify_json, asv_results=args.asv_results, memray_dir=args.memray,
-                        run=not args.no_run,
-                        quick=args.quick, peers=args.peers, progress=_progress_enabled(args), log=_logger(args))
+    page = write_report(
+        args.out,
+        compare_json=args.compare_json,
+        scaling_json=args.scaling_json,
+        verify_json=args.verify_json,
+        asv_results=args.asv_results,
+        memray_dir=args.memray,
+        run=not args.no_run,
+        quick=args.quick,
+        peers=args.peers,
+        progress=_progress_enabled(args),
+        log=_logger(args),
+    )
     print(f"wrote {page}")
     return 0
 
@@ -578,11 +768,16 @@ def cmd_verify(args: argparse.Namespace) -> int:
         return 2
     progress = _progress_enabled(args)
     options = SearchSettings(
-        max_examples=args.max_examples, seed=args.seed, time_budget=args.time_budget,
+        max_examples=args.max_examples,
+        seed=args.seed,
+        time_budget=args.time_budget,
         progress=(lambda what: print(f"  checking {what} ...", file=sys.stderr, flush=True)) if progress else None,
     )
-    encoder = args.encoder if args.encoder is None or ":" in args.encoder or args.encoder not in PEER_NAMES \
+    encoder = (
+        args.encoder
+        if args.encoder is None or ":" in args.encoder or args.encoder not in PEER_NAMES
         else f"peer:{args.encoder}"
+    )
     runs = [
         (args.trainer, lambda: verify_trainer(args.trainer, options, args.call_timeout)),
         (args.tokenizer, lambda: verify_tokenizer(args.tokenizer, options, args.call_timeout)),
@@ -598,10 +793,12 @@ def cmd_verify(args: argparse.Namespace) -> int:
     except (ImplementationError, BpeError) as exc:
         print(f"bpe verify: error: {exc}", file=sys.stderr)
         return 2
-    merged = Verification(implementations={k: v for r in results for k, v in r.implementations.items()},
-                          clauses=[c for r in results for c in r.clauses],
-                          corpora=[c for r in results for c in r.corpora],
-                          real_text_skipped=[c for r in results for c in r.real_text_skipped])
+    merged = Verification(
+        implementations={k: v for r in results for k, v in r.implementations.items()},
+        clauses=[c for r in results for c in r.clauses],
+        corpora=[c for r in results for c in r.corpora],
+        real_text_skipped=[c for r in results for c in r.real_text_skipped],
+    )
     for clause in merged.clauses:
         verdict = "passed" if clause.divergence is None else "DIVERGED"
         print(f"{clause.name}: {clause.cases} cases, {verdict} ({clause.promise})")
@@ -610,8 +807,11 @@ def cmd_verify(args: argparse.Namespace) -> int:
     for skipped in merged.real_text_skipped:
         print(skipped)
     divergence = merged.divergence
-    print(divergence.describe() if divergence else
-          f"passed: no divergence in {sum(c.cases for c in merged.clauses)} cases")
+    print(
+        divergence.describe()
+        if divergence
+        else f"passed: no divergence in {sum(c.cases for c in merged.clauses)} cases"
+    )
     if args.json is not None:
         with atomic_write(args.json, "w", encoding="utf-8") as file:
             json.dump(merged.to_json(), file, indent=1, ensure_ascii=False)

@@ -35,15 +35,23 @@ if TYPE_CHECKING:
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("bpe verify", "check a BPE implementation against bpe_impls' contract")
-    group.addoption("--bpe-trainer", metavar="REF", help="run_train_bpe(input_path, vocab_size, special_tokens): "
-                    "module:function or path/to/file.py:function")
+    group.addoption(
+        "--bpe-trainer",
+        metavar="REF",
+        help="run_train_bpe(input_path, vocab_size, special_tokens): module:function or path/to/file.py:function",
+    )
     group.addoption("--bpe-tokenizer", metavar="REF", help="get_tokenizer(vocab, merges, special_tokens=None)")
     group.addoption("--bpe-encoder", metavar="NAME|REF", help="an encoder (a peer name or a factory) over --bpe-vocab")
     group.addoption("--bpe-vocab", metavar="PATH", help="the saved tokenizer --bpe-encoder runs over")
     group.addoption("--bpe-max-examples", type=int, default=200, metavar="N", help="generated cases per clause")
     group.addoption("--bpe-seed", type=int, default=0, help="the search's seed")
-    group.addoption("--bpe-call-timeout", type=float, default=60.0, metavar="SECONDS",
-                    help="a call to the implementation taking longer is a hang")
+    group.addoption(
+        "--bpe-call-timeout",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="a call to the implementation taking longer is a hang",
+    )
 
 
 def _option(config: pytest.Config, name: str) -> str:
@@ -54,8 +62,9 @@ def _option(config: pytest.Config, name: str) -> str:
 
 
 def _settings(config: pytest.Config) -> SearchSettings:
-    return verify.SearchSettings(max_examples=config.getoption("--bpe-max-examples"),
-                                 seed=config.getoption("--bpe-seed"))
+    return verify.SearchSettings(
+        max_examples=config.getoption("--bpe-max-examples"), seed=config.getoption("--bpe-seed")
+    )
 
 
 def _judge(result: Verification) -> None:
@@ -67,14 +76,18 @@ def _judge(result: Verification) -> None:
 @pytest.mark.parametrize("clause", list(TRAINER_CLAUSES))
 def test_trainer(pytestconfig: pytest.Config, clause: str) -> None:
     ref = _option(pytestconfig, "--bpe-trainer")
-    _judge(verify.verify_trainer(ref, _settings(pytestconfig), pytestconfig.getoption("--bpe-call-timeout"),
-                                 clauses=[clause], fixtures=False))
+    _judge(
+        verify.verify_trainer(
+            ref, _settings(pytestconfig), pytestconfig.getoption("--bpe-call-timeout"), clauses=[clause], fixtures=False
+        )
+    )
 
 
 def test_trainer_on_real_text(pytestconfig: pytest.Config) -> None:
     ref = _option(pytestconfig, "--bpe-trainer")
-    result = verify.verify_trainer(ref, _settings(pytestconfig), pytestconfig.getoption("--bpe-call-timeout"),
-                                   clauses=[], fixtures=True)
+    result = verify.verify_trainer(
+        ref, _settings(pytestconfig), pytestconfig.getoption("--bpe-call-timeout"), clauses=[], fixtures=True
+    )
     if not result.clauses:
         pytest.skip("; ".join(result.real_text_skipped) or "real text: skipped")
     _judge(result)
@@ -83,13 +96,15 @@ def test_trainer_on_real_text(pytestconfig: pytest.Config) -> None:
 @pytest.mark.parametrize("clause", list(TOKENIZER_CLAUSES))
 def test_tokenizer(pytestconfig: pytest.Config, clause: str) -> None:
     ref = _option(pytestconfig, "--bpe-tokenizer")
-    _judge(verify.verify_tokenizer(ref, _settings(pytestconfig), pytestconfig.getoption("--bpe-call-timeout"),
-                                   clauses=[clause]))
+    _judge(
+        verify.verify_tokenizer(
+            ref, _settings(pytestconfig), pytestconfig.getoption("--bpe-call-timeout"), clauses=[clause]
+        )
+    )
 
 
 def test_encoder(pytestconfig: pytest.Config) -> None:
     ref = _option(pytestconfig, "--bpe-encoder")
     vocab = _option(pytestconfig, "--bpe-vocab")
     ref = f"peer:{ref}" if ref in verify.PEER_NAMES else ref
-    _judge(verify.verify_encoder(ref, vocab, _settings(pytestconfig),
-                                 pytestconfig.getoption("--bpe-call-timeout")))
+    _judge(verify.verify_encoder(ref, vocab, _settings(pytestconfig), pytestconfig.getoption("--bpe-call-timeout")))

@@ -27,9 +27,7 @@ from bpe_impls.harness.fixtures import (
 # "ci" keeps the whole suite to a few minutes on 2 cores; "thorough" is for hunting bugs:
 #   pytest --hypothesis-profile thorough
 settings.register_profile("ci", max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-settings.register_profile(
-    "thorough", max_examples=5000, deadline=None, suppress_health_check=[HealthCheck.too_slow]
-)
+settings.register_profile("thorough", max_examples=5000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("ci")  # `pytest --hypothesis-profile thorough` overrides this
 
 UNDER_CI = os.environ.get("CI", "").lower() == "true"
@@ -98,8 +96,9 @@ def openai_and_tiktoken(name: str, path: Path) -> tuple[Tokenizer, object]:
 
     pattern, specials = OPENAI_PATTERNS[name], OPENAI_SPECIALS[name]
     ours = Tokenizer.load(path, pattern=pattern, special_tokens=specials)
-    theirs = tiktoken.Encoding(name, pat_str=PRESETS[pattern].regex, mergeable_ranks=load_tiktoken_bpe(str(path)),
-                               special_tokens=specials)
+    theirs = tiktoken.Encoding(
+        name, pat_str=PRESETS[pattern].regex, mergeable_ranks=load_tiktoken_bpe(str(path)), special_tokens=specials
+    )
     return ours, theirs
 
 
@@ -107,8 +106,11 @@ def openai_and_tiktoken(name: str, path: Path) -> tuple[Tokenizer, object]:
 def pair_vocab() -> tuple[dict[int, bytes], list[tuple[bytes, bytes]], dict[bytes, int]]:
     """Every byte pair merged, those ending in ASCII first, then those starting with it."""
     ascii_, high = range(0x80), range(0x80, 0x100)
-    order = ([(a, b) for a in range(256) for b in ascii_] + [(a, b) for a in ascii_ for b in high]
-             + [(a, b) for a in high for b in high])
+    order = (
+        [(a, b) for a in range(256) for b in ascii_]
+        + [(a, b) for a in ascii_ for b in high]
+        + [(a, b) for a in high for b in high]
+    )
     merges = [(bytes([a]), bytes([b])) for a, b in order]
     vocab = {i: bytes([i]) for i in range(256)} | {256 + i: a + b for i, (a, b) in enumerate(merges)}
     return vocab, merges, {token: rank for rank, token in vocab.items()}
@@ -175,8 +177,14 @@ def while_running(work: Callable[[], object], action: Callable[[], object]) -> t
     return outcome[0], results
 
 
-def race_reinit(encoder, byte_ids: Sequence[int], merge_sets: Sequence[list], encode_once: Callable[[], None],
-                threads: int, rounds: int) -> None:
+def race_reinit(
+    encoder,
+    byte_ids: Sequence[int],
+    merge_sets: Sequence[list],
+    encode_once: Callable[[], None],
+    threads: int,
+    rounds: int,
+) -> None:
     """Run `encode_once` `rounds` times on each of `threads` threads while another thread keeps
     re-running `encoder.__init__` with each of `merge_sets` in turn (a ValueError from a bad set
     is expected and ignored; an encode may see "not initialised"). All start together at a

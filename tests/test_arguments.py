@@ -89,15 +89,20 @@ def test_no_custom_pretoken_is_empty():
 def test_a_special_token_holding_a_lone_surrogate_is_a_config_error_naming_it(tmp_path, token, index):
     # What Python's argv holds for a byte that is not UTF-8 ($'\xff' arrives as '\udcff'); it used
     # to reach the corpus reader and end there as a UnicodeEncodeError traceback.
-    specials = [EOT, token][-index - 1:]
+    specials = [EOT, token][-index - 1 :]
     path = tmp_path / "corpus.txt"
     path.write_text(TEXT, encoding="utf-8")
     position = next(i for i, c in enumerate(token) if 0xD800 <= ord(c) < 0xE000)
-    expected = re.escape(f"special token #{index} {token!r} is not valid Unicode text "
-                         f"(lone surrogate U+{ord(token[position]):04X} at position {position})")
-    for call in (lambda: train_bpe(path, 300, specials), lambda: count_pretokens(path, specials),
-                 lambda: train_bpe_from_iterator([TEXT], 300, specials),
-                 lambda: Tokenizer({i: bytes([i]) for i in range(256)}, [], specials)):
+    expected = re.escape(
+        f"special token #{index} {token!r} is not valid Unicode text "
+        f"(lone surrogate U+{ord(token[position]):04X} at position {position})"
+    )
+    for call in (
+        lambda: train_bpe(path, 300, specials),
+        lambda: count_pretokens(path, specials),
+        lambda: train_bpe_from_iterator([TEXT], 300, specials),
+        lambda: Tokenizer({i: bytes([i]) for i in range(256)}, [], specials),
+    ):
         with pytest.raises(ConfigError, match=expected) as raised:
             call()
         assert "\n" not in str(raised.value)
@@ -107,8 +112,11 @@ def test_a_special_token_holding_a_lone_surrogate_is_a_config_error_naming_it(tm
 
 
 # The counting options, as count_pretokens declares them (name -> default).
-OPTIONS = {name: p.default for name, p in inspect.signature(count_pretokens).parameters.items()
-           if p.kind is inspect.Parameter.KEYWORD_ONLY and name != "packed"} | {"num_workers": None}
+OPTIONS = {
+    name: p.default
+    for name, p in inspect.signature(count_pretokens).parameters.items()
+    if p.kind is inspect.Parameter.KEYWORD_ONLY and name != "packed"
+} | {"num_workers": None}
 
 
 @pytest.mark.parametrize("func", [train_bpe, train_bpe_from_iterator, count_texts])
@@ -145,8 +153,16 @@ def test_train_bpe_passes_every_option_on(tmp_path):
     path = tmp_path / "c.jsonl"
     lines = [json.dumps({"body": TEXT + f" word{i}"}) for i in range(6)] + ["{not json"]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    chosen = dict(num_workers=2, text_field="body", skip_bad_records=True, min_pretoken_count=2,
-                  pattern=r"[a-z]+|[0-9]+|\s+|\S", backend="local", progress=False, scheduler=None)
+    chosen = dict(
+        num_workers=2,
+        text_field="body",
+        skip_bad_records=True,
+        min_pretoken_count=2,
+        pattern=r"[a-z]+|[0-9]+|\s+|\S",
+        backend="local",
+        progress=False,
+        scheduler=None,
+    )
     assert set(chosen) == set(OPTIONS)
     with pytest.warns(UserWarning, match="skipped"):
         counts = count_pretokens(path, [], **chosen)

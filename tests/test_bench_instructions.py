@@ -19,8 +19,9 @@ from conftest import fixture_text
 
 from bpe_impls import IMPLEMENTATIONS
 
-pytestmark = pytest.mark.skipif(shutil.which("valgrind") is None,
-                                reason="valgrind is not installed (the instruction counts need it)")
+pytestmark = pytest.mark.skipif(
+    shutil.which("valgrind") is None, reason="valgrind is not installed (the instruction counts need it)"
+)
 
 REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:  # benchmarks/ as asv imports it: the checkout's root on sys.path
@@ -57,11 +58,15 @@ def test_the_script_trains_what_the_trainer_trains(counts_file, tmp_path):
     # The script under valgrind is the benchmark's whole measurement: run it plainly and check it
     # calls the trainer with the counts, vocab size and special tokens asked for.
     out = tmp_path / "merges.pickle"
-    script = bench_instructions._SCRIPT.replace("    train(counts, int(sys.argv[3]),",
-                                                "    result = train(counts, int(sys.argv[3]),")
+    script = bench_instructions._SCRIPT.replace(
+        "    train(counts, int(sys.argv[3]),", "    result = train(counts, int(sys.argv[3]),"
+    )
     script += f"\n    open({str(out)!r}, 'wb').write(pickle.dumps(result))\n"
-    subprocess.run([sys.executable, "-c", script, counts_file, "native", "400", "merge"], check=True,
-                   env={**os.environ, "PYTHONHASHSEED": "0"})
+    subprocess.run(
+        [sys.executable, "-c", script, counts_file, "native", "400", "merge"],
+        check=True,
+        env={**os.environ, "PYTHONHASHSEED": "0"},
+    )
     with open(counts_file, "rb") as f:
         expected = IMPLEMENTATIONS["native"](pickle.load(f), 400, SPECIAL_TOKENS)
     assert pickle.loads(out.read_bytes()) == expected

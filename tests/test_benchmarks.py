@@ -52,8 +52,11 @@ def _runtime_closure() -> set[str]:
 
 def _blocked_modules() -> list[str]:
     allowed = _runtime_closure()
-    return sorted(module for module, dists in importlib.metadata.packages_distributions().items()
-                  if module.isidentifier() and not any(_name(dist) in allowed for dist in dists))
+    return sorted(
+        module
+        for module, dists in importlib.metadata.packages_distributions().items()
+        if module.isidentifier() and not any(_name(dist) in allowed for dist in dists)
+    )
 
 
 _IMPORT = """
@@ -138,8 +141,13 @@ def _flat_ids(batch: Any) -> list[int]:
 
 @pytest.mark.parametrize("module", MODULES)
 def test_benchmark_module_imports_without_optional_packages(module: str) -> None:
-    result = subprocess.run([sys.executable, "-c", _IMPORT, module, *_blocked_modules()], cwd=REPO,
-                            capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-c", _IMPORT, module, *_blocked_modules()],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr.strip().splitlines()[-1:]
 
 
@@ -151,5 +159,7 @@ def test_without_the_shared_fixtures_the_small_ones_are_the_bundled_copies_and_k
     assert common.corpus_path("corpus.en") == REPO / "fixtures" / "corpus.en"
     with pytest.raises(NotImplementedError, match=r"fixture kjv.txt not found"):
         common.corpus_path("kjv.txt")
-    assert common.quick_text("kjv.txt") == (REPO / "fixtures" / "kjv_sample.txt",
-                                            "kjv_sample.txt (bundled sample of kjv.txt)")
+    assert common.quick_text("kjv.txt") == (
+        REPO / "fixtures" / "kjv_sample.txt",
+        "kjv_sample.txt (bundled sample of kjv.txt)",
+    )

@@ -94,20 +94,27 @@ def test_the_core_passes_its_c_tests(tmp_path):
 
     def compile_one(source: Path) -> subprocess.CompletedProcess:
         obj = tmp_path / f"{source.parent.name}_{source.stem}.o"
-        return subprocess.run([*cc, *FLAGS, *sanitize, f"-I{CSRC}", "-c", str(source), "-o", str(obj)],
-                              capture_output=True, text=True)
+        return subprocess.run(
+            [*cc, *FLAGS, *sanitize, f"-I{CSRC}", "-c", str(source), "-o", str(obj)], capture_output=True, text=True
+        )
 
     # (one file at a time per core: the scanners' files take most of the time)
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
         for source, built in zip(sources, pool.map(compile_one, sources)):
             assert built.returncode == 0 and "warning:" not in built.stderr, f"{source.name}:\n{built.stderr}"
     program = tmp_path / "test_core"
-    linked = subprocess.run([*cc, *sanitize, *sorted(map(str, tmp_path.glob("*.o"))), "-lpthread", "-o", str(program)],
-                            capture_output=True, text=True)
+    linked = subprocess.run(
+        [*cc, *sanitize, *sorted(map(str, tmp_path.glob("*.o"))), "-lpthread", "-o", str(program)],
+        capture_output=True,
+        text=True,
+    )
     assert linked.returncode == 0, linked.stderr
     # (leaks are checked too: the program frees what it makes)
-    env = {**os.environ, "ASAN_OPTIONS": "detect_leaks=1:halt_on_error=1",
-           "UBSAN_OPTIONS": "halt_on_error=1:print_stacktrace=1"}
+    env = {
+        **os.environ,
+        "ASAN_OPTIONS": "detect_leaks=1:halt_on_error=1",
+        "UBSAN_OPTIONS": "halt_on_error=1:print_stacktrace=1",
+    }
     env.pop("LD_PRELOAD", None)
     ran = subprocess.run([str(program)], capture_output=True, text=True, timeout=300, env=env)
     closing = re.search(r"^test_core: (\d+) passed, (\d+) failed$", ran.stdout, re.MULTILINE)

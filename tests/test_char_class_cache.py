@@ -41,8 +41,9 @@ def fresh_divergent():
     custom_regex.divergent.cache_clear()
 
 
-def test_the_cached_divergent_set_is_the_computed_one_and_a_damaged_file_is_recomputed(tmp_path, monkeypatch,
-                                                                                       fresh_divergent):
+def test_the_cached_divergent_set_is_the_computed_one_and_a_damaged_file_is_recomputed(
+    tmp_path, monkeypatch, fresh_divergent
+):
     monkeypatch.setenv("BPE_CACHE_DIR", str(tmp_path))
     computed = custom_regex.divergent_code_points()
     assert custom_regex.divergent().points == computed

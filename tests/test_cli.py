@@ -49,8 +49,22 @@ def run(*args: str) -> subprocess.CompletedProcess:
 
 
 def train_dir(corpus: Path, out: Path, vocab_size: int = 300) -> Path:
-    assert cli.main(["train", str(corpus), "--vocab-size", str(vocab_size), "--special-token", EOT,
-                     "--out", str(out), "--quiet"]) == 0
+    assert (
+        cli.main(
+            [
+                "train",
+                str(corpus),
+                "--vocab-size",
+                str(vocab_size),
+                "--special-token",
+                EOT,
+                "--out",
+                str(out),
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     return out
 
 
@@ -129,10 +143,10 @@ def test_bad_special_tokens(corpus, tmp_path, specials, needle):
 def test_a_special_token_that_is_not_utf8_is_one_line_naming_it(corpus, tmp_path):
     # subprocess passes '\udcff' as the byte 0xff (surrogateescape), as the shell's $'\xff' does,
     # and the command's Python reads it back as '\udcff'.
-    result = run("train", str(corpus), "--vocab-size", "300", "--special-token", "\udcff",
-                 "--out", str(tmp_path / "t"))
-    assert_one_line_error(result, "special token #0 '\\udcff' is not valid Unicode text",
-                          "(lone surrogate U+DCFF at position 0)")
+    result = run("train", str(corpus), "--vocab-size", "300", "--special-token", "\udcff", "--out", str(tmp_path / "t"))
+    assert_one_line_error(
+        result, "special token #0 '\\udcff' is not valid Unicode text", "(lone surrogate U+DCFF at position 0)"
+    )
     assert not (tmp_path / "t").exists()
 
 
@@ -193,8 +207,22 @@ def test_special_tokens_are_saved_with_the_tokenizer(corpus, tmp_path):
 
 def test_compare_writes_json_and_a_plot(corpus, tmp_path):
     report, picture = tmp_path / "r.json", tmp_path / "r.png"
-    result = run("compare", str(corpus), "--vocab-size", "300", "--special-token", EOT, "--impl", "naive",
-                 "route_a", "--json", str(report), "--plot", str(picture), "--quiet")
+    result = run(
+        "compare",
+        str(corpus),
+        "--vocab-size",
+        "300",
+        "--special-token",
+        EOT,
+        "--impl",
+        "naive",
+        "route_a",
+        "--json",
+        str(report),
+        "--plot",
+        str(picture),
+        "--quiet",
+    )
     assert result.returncode == 0, result.stderr
     data = json.loads(report.read_text())
     merge_rows = {row["name"]: row for row in data["rows"] if row["table"] == "merge"}
@@ -208,8 +236,9 @@ def test_compare_with_peers_times_them_on_the_same_corpus(corpus):
     pytest.importorskip("rustbpe", reason="peers not installed: pip install -e '.[peers]'")
     pytest.importorskip("tiktoken", reason="peers not installed: pip install -e '.[peers]'")
     require_gpt2_files()
-    result = run("compare", str(corpus), "--vocab-size", "300", "--special-token", EOT, "--impl", "route_b",
-                 "--peers", "--quiet")
+    result = run(
+        "compare", str(corpus), "--vocab-size", "300", "--special-token", EOT, "--impl", "route_b", "--peers", "--quiet"
+    )
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     for name in ("huggingface", "rustbpe", "tiktoken"):
@@ -228,7 +257,7 @@ def test_compare_with_peers_times_them_on_the_same_corpus(corpus):
     tables = [i for i, line in enumerate(lines) if line.startswith(("encode ", "batch encode ", "corpus to ids file"))]
     assert len(tables) == 5, tables
     for start in tables:
-        rows = list(itertools.takewhile(bool, lines[start + 2:]))
+        rows = list(itertools.takewhile(bool, lines[start + 2 :]))
         assert len(rows) >= 3 and all(row.split()[-1] == "yes" for row in rows), rows
     assert any(line.startswith("tiktoken script") for line in lines)
     assert any(line.startswith("pre-tokenize, best of 3:") for line in lines)
@@ -254,8 +283,19 @@ def test_iter_documents_splits_on_specials_across_read_blocks(tmp_path):
 
 def test_special_tokens_may_come_before_the_corpus(corpus, tmp_path):
     out = tmp_path / "tok"
-    result = run("train", "--special-token", EOT, "--special-token", "<|pad|>", str(corpus),
-                 "--vocab-size", "300", "--out", str(out), "--quiet")
+    result = run(
+        "train",
+        "--special-token",
+        EOT,
+        "--special-token",
+        "<|pad|>",
+        str(corpus),
+        "--vocab-size",
+        "300",
+        "--out",
+        str(out),
+        "--quiet",
+    )
     assert result.returncode == 0, result.stderr
     assert Tokenizer.load(out).special_tokens == (EOT, "<|pad|>")
 
@@ -273,7 +313,9 @@ def test_a_corpus_with_nothing_to_train_on_is_a_one_line_error(tmp_path, content
 def test_plot_without_matplotlib_fails_before_the_run_naming_the_extra(corpus, tmp_path, monkeypatch, capsys):
     # A module that cannot be found, as on a machine without matplotlib (find_spec returns None).
     real_find_spec = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "matplotlib" else real_find_spec(name, *a))
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "matplotlib" else real_find_spec(name, *a)
+    )
     started = []
     monkeypatch.setattr(compare_module, "run_compare", lambda *a, **k: started.append(1))
     assert cli.main(["compare", str(corpus), "--vocab-size", "300", "--plot", str(tmp_path / "r.png"), "--quiet"]) == 1
@@ -283,7 +325,9 @@ def test_plot_without_matplotlib_fails_before_the_run_naming_the_extra(corpus, t
 
 def test_missing_peers_are_named_not_silently_dropped(corpus, monkeypatch, capsys):
     real_find_spec = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "rustbpe" else real_find_spec(name, *a))
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "rustbpe" else real_find_spec(name, *a)
+    )
     monkeypatch.setattr(compare_module, "run_compare", lambda *a, **k: (_ for _ in ()).throw(KeyboardInterrupt))
     assert cli.main(["compare", str(corpus), "--vocab-size", "300", "--peers", "--quiet"]) == 130
     err = capsys.readouterr().err
@@ -335,8 +379,26 @@ def test_kjv_is_identical_for_1_2_3_threads_and_equal_to_encoding_the_whole(gpt2
         out = tmp_path / f"ids{threads}.{output_format}"
         # blocks of 256 KB: 16 pieces (more on several threads: smaller ones in the last MB), so
         # every thread count has several in flight
-        assert cli.main(["encode", "--tokenizer", str(gpt2_dir), str(kjv), "--out", str(out), "--format", output_format,
-                         "--threads", str(threads), "--block-size", str(1 << 18), "--quiet"]) == 0
+        assert (
+            cli.main(
+                [
+                    "encode",
+                    "--tokenizer",
+                    str(gpt2_dir),
+                    str(kjv),
+                    "--out",
+                    str(out),
+                    "--format",
+                    output_format,
+                    "--threads",
+                    str(threads),
+                    "--block-size",
+                    str(1 << 18),
+                    "--quiet",
+                ]
+            )
+            == 0
+        )
         outputs.append(out.read_bytes())
     assert outputs[0] == outputs[1] == outputs[2]
     ids = read_ids(tmp_path / f"ids1.{output_format}", output_format)
@@ -457,8 +519,21 @@ def test_invalid_utf8_names_the_byte_offset_and_writes_nothing(gpt2_dir, tmp_pat
     offset = len(good) * 20 + 7  # in a later block, met on a worker thread
     bad.write_bytes(good * 20 + good[:7] + b"\xff" + good * 3)
     out = tmp_path / f"ids.{output_format}"
-    result = run("encode", "--tokenizer", str(gpt2_dir), str(bad), "--out", str(out), "--format", output_format,
-                 "--threads", threads, "--block-size", "100", "--quiet")
+    result = run(
+        "encode",
+        "--tokenizer",
+        str(gpt2_dir),
+        str(bad),
+        "--out",
+        str(out),
+        "--format",
+        output_format,
+        "--threads",
+        threads,
+        "--block-size",
+        "100",
+        "--quiet",
+    )
     assert result.returncode == 1
     assert result.stderr.strip() == f"bpe: error: {bad}: not valid UTF-8 at byte offset {offset}"
     assert not out.exists() and not list(tmp_path.glob(".ids*"))
@@ -484,7 +559,9 @@ def test_bad_arguments(gpt2_dir, tmp_path):
     with pytest.raises(CorpusError, match=r"missing.txt: cannot read"):
         encode_file(tokenizer, tmp_path / "missing.txt", tmp_path / "ids.npy")
     assert not (tmp_path / "ids.npy").exists()
-    result = run("encode", "--tokenizer", str(gpt2_dir), str(source), "--out", str(tmp_path / "x.bin"), "--threads", "0")
+    result = run(
+        "encode", "--tokenizer", str(gpt2_dir), str(source), "--out", str(tmp_path / "x.bin"), "--threads", "0"
+    )
     assert result.returncode == 1 and result.stderr.strip() == "bpe: error: threads must be a positive integer, got 0"
 
 
@@ -573,8 +650,12 @@ def test_a_file_that_shrinks_while_read_is_named_and_nothing_is_written(gpt2_dir
     # in parallel, so which comes first varies), or the piece across the new end, with the bytes
     # it got up to there.
     message = str(caught.value)
-    resized = re.fullmatch(r".*in\.txt bytes (\d+)-(\d+): file changed while encoding \(now 3000 bytes, was 5600\)", message)
-    short = re.fullmatch(r".*in\.txt bytes (\d+)-(\d+): file changed while encoding \(read (\d+) of (\d+) bytes\)", message)
+    resized = re.fullmatch(
+        r".*in\.txt bytes (\d+)-(\d+): file changed while encoding \(now 3000 bytes, was 5600\)", message
+    )
+    short = re.fullmatch(
+        r".*in\.txt bytes (\d+)-(\d+): file changed while encoding \(read (\d+) of (\d+) bytes\)", message
+    )
     assert resized or short, message
     if short:
         start, end, got, size = map(int, short.groups())
@@ -614,11 +695,13 @@ def _overwrite_in_place(source: Path) -> None:
         file.write(b"Jello")  # same size, same file
 
 
-@pytest.mark.parametrize(("change", "how"), [(_replace_with_other_file, "replaced by another file"),
-                                             (_overwrite_in_place, "modified")])
+@pytest.mark.parametrize(
+    ("change", "how"), [(_replace_with_other_file, "replaced by another file"), (_overwrite_in_place, "modified")]
+)
 @pytest.mark.parametrize("threads", ["1", "2"])
 def test_an_input_changed_during_encode_is_an_error_and_nothing_is_written(
-        gpt2_dir, tmp_path, monkeypatch, capsys, change, how, threads):
+    gpt2_dir, tmp_path, monkeypatch, capsys, change, how, threads
+):
     source = tmp_path / "in.txt"
     source.write_text(("Hello, world. " * 30 + EOT) * 400, encoding="utf-8")
     past = source.stat().st_mtime_ns - 10**10
@@ -626,12 +709,28 @@ def test_an_input_changed_during_encode_is_an_error_and_nothing_is_written(
     out = tmp_path / "ids.bin"
     monkeypatch.setattr(_ChangingBar, "change", staticmethod(lambda: change(source)))
     monkeypatch.setattr(cli, "progress_bar", _ChangingBar)
-    code = cli.main(["encode", "--tokenizer", str(gpt2_dir), str(source), "--out", str(out),
-                     "--threads", threads, "--block-size", "4096", "--quiet"])
+    code = cli.main(
+        [
+            "encode",
+            "--tokenizer",
+            str(gpt2_dir),
+            str(source),
+            "--out",
+            str(out),
+            "--threads",
+            threads,
+            "--block-size",
+            "4096",
+            "--quiet",
+        ]
+    )
     err = capsys.readouterr().err.strip()
     assert code == 1, err
-    assert re.fullmatch(rf"bpe: error: {re.escape(str(source))}( bytes \d+-\d+)?: file changed while encoding "
-                        rf"\({how}\)", err), err
+    assert re.fullmatch(
+        rf"bpe: error: {re.escape(str(source))}( bytes \d+-\d+)?: file changed while encoding "
+        rf"\({how}\)",
+        err,
+    ), err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.txt"]  # no output, no temp file
 
 
@@ -690,8 +789,23 @@ def test_decode_of_a_bin_with_a_torn_last_id_names_the_size(corpus, tmp_path):
 def test_encode_to_dev_stdout_writes_only_the_ids_there(corpus, tmp_path):
     # The ids go through the pipe; the summary line must go to stderr, not into the ids.
     out = train_dir(corpus, tmp_path / "tok")
-    result = subprocess.run([sys.executable, "-m", "bpe_impls", "encode", "--tokenizer", str(out), str(corpus),
-                             "--out", "/dev/stdout", "--format", "bin", "--quiet"], capture_output=True)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bpe_impls",
+            "encode",
+            "--tokenizer",
+            str(out),
+            str(corpus),
+            "--out",
+            "/dev/stdout",
+            "--format",
+            "bin",
+            "--quiet",
+        ],
+        capture_output=True,
+    )
     assert result.returncode == 0, result.stderr
     expected = Tokenizer.load(out).encode(corpus.read_text(encoding="utf-8"), allowed_special="all")
     assert np.frombuffer(result.stdout, dtype="<u2").tolist() == expected

@@ -107,7 +107,7 @@ def test_compiled_readers_reject_a_nonpositive_count():
     from bpe_impls import _native_train
 
     data = bytearray(pack_counts({b"ab": 1, b"cd": 1}))
-    data[16 + 8:16 + 16] = (0).to_bytes(8, "little", signed=True)
+    data[16 + 8 : 16 + 16] = (0).to_bytes(8, "little", signed=True)
     with pytest.raises(ValueError, match="word 1 has count 0"):
         pretoken_counter(compiled=True).add_packed(data)
     with pytest.raises(ValueError, match="word 1 has count 0"):
@@ -165,6 +165,7 @@ def test_native_drops_stale_occurrences_and_still_merges_as_naive(heap_limit):
     # are compacted) or all of them (they leave the pair table): the merges must not change.
     from bpe_impls import _native_train
     from bpe_impls.base.patterns import GPT2_REGEX
+
     text = fixture_text("kjv.txt")[:300_000]
     counts = Counter(m.encode() for m in GPT2_REGEX.findall(text))
     stats: dict[str, int] = {}
@@ -207,7 +208,9 @@ def test_train_bpe_through_packed_counts_equals_the_pure_python_trainer(tmp_path
     corpus = tmp_path / "corpus.txt"
     corpus.write_text(TEXT * 5, encoding="utf-8")
     expected = train_bpe(corpus, 400, specials, impl="route_b", num_workers=workers, min_pretoken_count=min_count)
-    assert train_bpe(corpus, 400, specials, impl="native", num_workers=workers, min_pretoken_count=min_count) == expected
+    assert (
+        train_bpe(corpus, 400, specials, impl="native", num_workers=workers, min_pretoken_count=min_count) == expected
+    )
 
 
 @needs_core

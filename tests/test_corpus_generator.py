@@ -33,6 +33,7 @@ def four_mb() -> str:
 
 # --- determinism -------------------------------------------------------------------------------
 
+
 def test_same_seed_same_bytes_and_different_seed_different_bytes():
     first = b"".join(generate_bytes(300_000, seed=7))
     assert b"".join(generate_bytes(300_000, seed=7)) == first
@@ -48,6 +49,7 @@ def test_smaller_corpus_is_a_prefix_of_larger_up_to_its_last_document():
 
 
 # --- exact size and valid UTF-8 ----------------------------------------------------------------
+
 
 @pytest.mark.parametrize("size", [0, 1, 2, 5, 15, 16, 17, 63, 64, 65, 100, 1000, 12_345, 300_001])
 def test_exact_size(size):
@@ -100,6 +102,7 @@ def test_bad_size_or_seed_is_rejected_at_the_call(size, seed):
 
 # --- document layout and content ---------------------------------------------------------------
 
+
 def test_documents_are_separated_like_the_real_files(four_mb):
     text = four_mb[:1_000_000]
     text = text[: text.rindex(DOC_END) + len(DOC_END)]
@@ -110,7 +113,7 @@ def test_documents_are_separated_like_the_real_files(four_mb):
     for document in documents:
         story = document.removeprefix("\n")  # the occasional blank line after a separator
         assert story.strip(), "empty document"
-        assert story[0].isupper() or story[0] in "\"“", story[:40]
+        assert story[0].isupper() or story[0] in '"“', story[:40]
         assert EOT not in story and "\n\n" not in story
         assert story[-1] in '.!?"”' or ord(story[-1]) > 0x2000, story[-40:]  # or an emoji
     # Some documents are followed by a blank line, most are not.
@@ -129,8 +132,8 @@ def test_stories_look_like_tinystories(four_mb):
     assert any(ch.isdigit() for ch in text)
     non_ascii = {ch for ch in text if ord(ch) > 127}
     assert {"“", "”", "’"} <= non_ascii
-    assert any(ch.isalpha() for ch in non_ascii)        # accented names
-    assert any(ord(ch) > 0xFFFF for ch in four_mb)      # an emoji (4-byte UTF-8), rarely
+    assert any(ch.isalpha() for ch in non_ascii)  # accented names
+    assert any(ord(ch) > 0xFFFF for ch in four_mb)  # an emoji (4-byte UTF-8), rarely
 
 
 def test_distinct_pretokens_grow_sublinearly_like_real_text(four_mb):
@@ -141,6 +144,7 @@ def test_distinct_pretokens_grow_sublinearly_like_real_text(four_mb):
 
 
 # --- write_corpus --------------------------------------------------------------------------------
+
 
 def test_write_corpus_writes_exactly_generate_and_leaves_no_temp_file(tmp_path):
     target = tmp_path / "corpus.txt"
@@ -174,27 +178,33 @@ def test_interrupted_write_leaves_nothing_and_keeps_an_old_file(tmp_path, monkey
 
 # --- parse_size ----------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("text, expected", [
-    ("2GB", 2_000_000_000),
-    ("200MB", 200_000_000),
-    ("5MiB", 5 * 2**20),
-    ("1.5GB", 1_500_000_000),
-    ("123", 123),
-    ("4k", 4000),
-    ("4KiB", 4096),
-    (" 10 mb ", 10_000_000),
-    ("2gib", 2 * 2**30),
-    ("1_000", 1000),
-    ("0.5MB", 500_000),
-    ("7B", 7),
-    ("1TB", 10**12),
-    (42, 42),
-])
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("2GB", 2_000_000_000),
+        ("200MB", 200_000_000),
+        ("5MiB", 5 * 2**20),
+        ("1.5GB", 1_500_000_000),
+        ("123", 123),
+        ("4k", 4000),
+        ("4KiB", 4096),
+        (" 10 mb ", 10_000_000),
+        ("2gib", 2 * 2**30),
+        ("1_000", 1000),
+        ("0.5MB", 500_000),
+        ("7B", 7),
+        ("1TB", 10**12),
+        (42, 42),
+    ],
+)
 def test_parse_size(text, expected):
     assert parse_size(text) == expected
 
 
-@pytest.mark.parametrize("text", ["", "abc", "MB", "-5MB", "5XB", "1e9", "1.5", "1.0001KB", "5iB", "2 G B", None, 2.5, -3])
+@pytest.mark.parametrize(
+    "text", ["", "abc", "MB", "-5MB", "5XB", "1e9", "1.5", "1.0001KB", "5iB", "2 G B", None, 2.5, -3]
+)
 def test_parse_size_rejects_garbage_with_a_config_error(text):
     with pytest.raises(ConfigError) as info:
         parse_size(text)
@@ -203,6 +213,7 @@ def test_parse_size_rejects_garbage_with_a_config_error(text):
 
 
 # --- default_corpus cache ------------------------------------------------------------------------
+
 
 def test_default_corpus_is_generated_once_then_reused(tmp_path, monkeypatch):
     monkeypatch.setenv("BPE_CACHE_DIR", str(tmp_path / "cache"))

@@ -60,7 +60,7 @@ def _c_hash(key: bytes) -> int:
     h = 0x9E3779B97F4A7C15 ^ ((n * 0xFF51AFD7ED558CCD) & mask)
     at = 0
     while n - at >= 8:
-        h = ((h ^ int.from_bytes(key[at:at + 8], "little")) * 0xBF58476D1CE4E5B9) & mask
+        h = ((h ^ int.from_bytes(key[at : at + 8], "little")) * 0xBF58476D1CE4E5B9) & mask
         h ^= h >> 31
         at += 8
     h = ((h ^ int.from_bytes(key[at:], "little")) * 0x94D049BB133111EB) & mask
@@ -103,9 +103,7 @@ def _keys_strategy():
     return st.one_of(fixed, colliding, st.binary(min_size=1, max_size=24))
 
 
-TABLES = st.lists(
-    st.dictionaries(_keys_strategy(), st.integers(1, 2**40), max_size=40), min_size=1, max_size=4
-)
+TABLES = st.lists(st.dictionaries(_keys_strategy(), st.integers(1, 2**40), max_size=40), min_size=1, max_size=4)
 
 
 @given(tables=TABLES, threads=st.integers(1, 5))
@@ -161,7 +159,7 @@ def _parts(text: str, n: int) -> list[str]:
     cuts = [0]
     for k in range(1, n):
         at = text.find(" ", len(text) * k // n)
-        while at != -1 and not text[at + 1:at + 2].isalpha():
+        while at != -1 and not text[at + 1 : at + 2].isalpha():
             at = text.find(" ", at + 1)
         cuts.append(len(text) if at == -1 else at)
     cuts.append(len(text))

@@ -37,12 +37,18 @@ from bpe_impls.harness.fixtures import openai_rank_file
 
 tiktoken = pytest.importorskip("tiktoken")
 
-LLAMA3_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|"
-                  r"\s*[\r\n]+|\s+(?!\S)|\s+")
+LLAMA3_PATTERN = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|"
+    r"\s*[\r\n]+|\s+(?!\S)|\s+"
+)
 QWEN2_PATTERN = LLAMA3_PATTERN.replace(r"\p{N}{1,3}", r"\p{N}")
 PATTERNS = {
-    "gpt2": "gpt2", "cl100k": "cl100k", "o200k": "o200k",
-    "llama3": LLAMA3_PATTERN, "qwen2": QWEN2_PATTERN, "o200k-custom": f"(?:{O200K_PATTERN})",
+    "gpt2": "gpt2",
+    "cl100k": "cl100k",
+    "o200k": "o200k",
+    "llama3": LLAMA3_PATTERN,
+    "qwen2": QWEN2_PATTERN,
+    "o200k-custom": f"(?:{O200K_PATTERN})",
 }
 # Custom patterns for what the translation rewrites besides classes: (?i) on classes and ranges,
 # a flag to the end of its group, (?-i:..), $ (the end of the text only), (?m:^), \b, \B, `.`.
@@ -62,8 +68,10 @@ SWEEP_TEMPLATE = "{c}\n {c}a{c}'s 1{c}2\n{c}A"  # the full sweep's: fewer contex
 
 
 def probes(code_points, template: str = TEMPLATE, block: int = 512) -> list[str]:
-    return ["\n".join(template.format(c=chr(c)) for c in code_points[i:i + block])
-            for i in range(0, len(code_points), block)]
+    return [
+        "\n".join(template.format(c=chr(c)) for c in code_points[i : i + block])
+        for i in range(0, len(code_points), block)
+    ]
 
 
 def our_split(given: str, text: str) -> list[str]:
@@ -91,8 +99,11 @@ def splits_unlike_tiktoken(given: str, texts: list[str]) -> list[str]:
     pat_str = resolve_pattern(given).regex
     splits = [our_split(given, text) for text in texts]
     oracle, ranks = exact_oracle(pat_str, splits)
-    bad = [text for text, pieces, ids in zip(texts, splits, oracle.encode_ordinary_batch(texts, num_threads=2))
-           if ids != [ranks[piece.encode()] for piece in pieces]]
+    bad = [
+        text
+        for text, pieces, ids in zip(texts, splits, oracle.encode_ordinary_batch(texts, num_threads=2))
+        if ids != [ranks[piece.encode()] for piece in pieces]
+    ]
     if not bad:
         return []
     # Narrow down to the probes: each one alone, with its own oracle.
@@ -100,9 +111,11 @@ def splits_unlike_tiktoken(given: str, texts: list[str]) -> list[str]:
     line_splits = [our_split(given, line) for line in lines]
     oracle, ranks = exact_oracle(pat_str, line_splits)
     theirs = oracle.encode_ordinary_batch(lines, num_threads=2)
-    return [f"{line!r}: ours {pieces} tiktoken's {[oracle.decode_single_token_bytes(i) for i in ids]}"
-            for line, pieces, ids in zip(lines, line_splits, theirs)
-            if ids != [ranks[piece.encode()] for piece in pieces]][:10] or bad[:3]
+    return [
+        f"{line!r}: ours {pieces} tiktoken's {[oracle.decode_single_token_bytes(i) for i in ids]}"
+        for line, pieces, ids in zip(lines, line_splits, theirs)
+        if ids != [ranks[piece.encode()] for piece in pieces]
+    ][:10] or bad[:3]
 
 
 @pytest.fixture(scope="module")
@@ -128,21 +141,72 @@ BYTES = {bytes([b]): b for b in range(256)}
 # Perl classes, the presets' classes, and (?i) on the sets folding changes most.
 CLASSES = [
     *(f"\\p{{{name}}}" for name in (*unicode_sets.CATEGORY_NAMES, *unicode_sets.GROUPS) if name != "Cs"),
-    r"\p{LC}", r"\p{Any}", r"\p{ASCII}", r"\p{Assigned}", r"\p{White_Space}", r"\p{Join_Control}",
-    r"\d", r"\s", r"\w", r"\D", r"\S", r"\W", r"\P{L}", r"[^\r\n\p{L}\p{N}]", r"[^\s\p{L}\p{N}]",
-    r"[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]", r"[\p{Ll}\p{Lm}\p{Lo}\p{M}]", r".", r"(?s:.)",
-    r"(?i)\p{L}", r"(?i)\p{M}", r"(?i)\p{Lt}", r"(?i)[a-z]", r"(?i)\w", r"(?i)[\w]",
+    r"\p{LC}",
+    r"\p{Any}",
+    r"\p{ASCII}",
+    r"\p{Assigned}",
+    r"\p{White_Space}",
+    r"\p{Join_Control}",
+    r"\d",
+    r"\s",
+    r"\w",
+    r"\D",
+    r"\S",
+    r"\W",
+    r"\P{L}",
+    r"[^\r\n\p{L}\p{N}]",
+    r"[^\s\p{L}\p{N}]",
+    r"[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]",
+    r"[\p{Ll}\p{Lm}\p{Lo}\p{M}]",
+    r".",
+    r"(?s:.)",
+    r"(?i)\p{L}",
+    r"(?i)\p{M}",
+    r"(?i)\p{Lt}",
+    r"(?i)[a-z]",
+    r"(?i)\w",
+    r"(?i)[\w]",
 ]
 # The same over the code points where a class can go wrong (see `chosen`), every code point under
 # the slow mark: the other spellings of a name, sets and negations, (?i) on the rest.
 SAMPLED_CLASSES = [
-    r"\pN", r"\p{Letter}", r"\p{gc=Lu}", r"\p{General_Category:Nd}", r"\p{gc!=L}", r"\P{gc!=L}", r"\p{IsLu}",
-    r"\p{digit}", r"\p{punct}", r"\p{space}", r"\p{cf}", r"\p{sc}", r"[\d\s]", r"[^\d\s]", r"[^\W\d_]",
+    r"\pN",
+    r"\p{Letter}",
+    r"\p{gc=Lu}",
+    r"\p{General_Category:Nd}",
+    r"\p{gc!=L}",
+    r"\P{gc!=L}",
+    r"\p{IsLu}",
+    r"\p{digit}",
+    r"\p{punct}",
+    r"\p{space}",
+    r"\p{cf}",
+    r"\p{sc}",
+    r"[\d\s]",
+    r"[^\d\s]",
+    r"[^\W\d_]",
     r"[\x00-\x7f\u00e9]",
     # (?i): Rust folds a \p{..} and a bracketed class (before negating them), not \d, \s, \w.
-    r"(?i)\p{Lu}", r"(?i)\p{Ll}", r"(?i)\p{So}", r"(?i)\p{Nl}", r"(?i)\p{LC}", r"(?i)\P{Lu}", r"(?i)[^\p{Lu}]",
-    r"(?i)[\P{Lu}]", r"(?i)[^a-z]", r"(?i)\W", r"(?i)[^\W]", r"(?i)\p{ASCII}", r"(?i)[\p{Ll}\p{Lm}\p{Lo}\p{M}]",
-    r"(?i)[^\s\p{L}\p{N}]", r"(?i)[\p{Cn}]", r"(?i)s", r"(?i)k", r"(?i)\u00b5", r"(?i)\u03b9", r"(?i)[\u0130\u0131]",
+    r"(?i)\p{Lu}",
+    r"(?i)\p{Ll}",
+    r"(?i)\p{So}",
+    r"(?i)\p{Nl}",
+    r"(?i)\p{LC}",
+    r"(?i)\P{Lu}",
+    r"(?i)[^\p{Lu}]",
+    r"(?i)[\P{Lu}]",
+    r"(?i)[^a-z]",
+    r"(?i)\W",
+    r"(?i)[^\W]",
+    r"(?i)\p{ASCII}",
+    r"(?i)[\p{Ll}\p{Lm}\p{Lo}\p{M}]",
+    r"(?i)[^\s\p{L}\p{N}]",
+    r"(?i)[\p{Cn}]",
+    r"(?i)s",
+    r"(?i)k",
+    r"(?i)\u00b5",
+    r"(?i)\u03b9",
+    r"(?i)[\u0130\u0131]",
 ]
 
 
@@ -181,6 +245,7 @@ def test_a_class_matches_every_code_point_tiktoken_matches(cls, divergent):
 
 # --- splits --------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("name", [*PATTERNS, *EXTRA_PATTERNS])
 def test_a_pattern_splits_chosen_code_points_in_many_contexts_as_tiktoken(name, chosen, divergent):
     if name in EXTRA_PATTERNS:  # they test the rewriting, not the tables: fewer code points
@@ -194,11 +259,29 @@ def test_a_pattern_splits_chosen_code_points_in_many_contexts_as_tiktoken(name, 
 
 
 STRUCTURES = [
-    r"\w+$|\s+|\S", r"(?m:\w+$)|\s+|\S", r"(?m:^\w+)|\s+|\S", r"\A\w+|\w+\z|\s+|\S", r"(?m)^ ?\w+$|\s+|\S",
-    r"(?s:\w.)|(?-s:.)|\n", r"(?:a(?i)b)c|\s+|\S", r"a(?i)b|c|\s+|\S", r"(?i:a(?-i)b)c|\s+|\S", r"(?i)(?:A|(?-i)b)C|\s+|\S",
+    r"\w+$|\s+|\S",
+    r"(?m:\w+$)|\s+|\S",
+    r"(?m:^\w+)|\s+|\S",
+    r"\A\w+|\w+\z|\s+|\S",
+    r"(?m)^ ?\w+$|\s+|\S",
+    r"(?s:\w.)|(?-s:.)|\n",
+    r"(?:a(?i)b)c|\s+|\S",
+    r"a(?i)b|c|\s+|\S",
+    r"(?i:a(?-i)b)c|\s+|\S",
+    r"(?i)(?:A|(?-i)b)C|\s+|\S",
 ]
-STRUCTURE_TEXTS = ["ab\n", "ab\ncd\n", "ab\n\n", " x\n y", "ab", "\nab\n", "a b\r\nc\n", "é\u0558\n", "\u0558\n\u0558",
-                   "abc aBc abC aBC ABC Abc c C bc bC Bc BC ac AC"]
+STRUCTURE_TEXTS = [
+    "ab\n",
+    "ab\ncd\n",
+    "ab\n\n",
+    " x\n y",
+    "ab",
+    "\nab\n",
+    "a b\r\nc\n",
+    "é\u0558\n",
+    "\u0558\n\u0558",
+    "abc aBc abC aBC ABC Abc c C bc bC Bc BC ac AC",
+]
 
 
 @pytest.mark.parametrize("pattern", STRUCTURES)
@@ -256,7 +339,7 @@ def test_a_pattern_splits_every_code_point_as_tiktoken(name, divergent):
     theirs = tiktoken.Encoding(name, pat_str=pat_str, mergeable_ranks=ranks, special_tokens={})
     rest = SCALARS[0x80:]
     ordered = [c for c in rest if c not in divergent] + [c for c in rest if c in divergent]
-    blocks = [SCALARS[:0x80]] + [ordered[i:i + 4096] for i in range(0, len(ordered), 4096)]
+    blocks = [SCALARS[:0x80]] + [ordered[i : i + 4096] for i in range(0, len(ordered), 4096)]
     texts = [probes(block, SWEEP_TEMPLATE, block=len(block))[0] for block in blocks]
     expected = theirs.encode_ordinary_batch(texts, num_threads=2)
     if name in PRESETS:
@@ -269,8 +352,9 @@ def test_a_pattern_splits_every_code_point_as_tiktoken(name, divergent):
         for index, text in enumerate(texts):
             if index < 2:
                 separator = "\xff" if index == 0 else "\x01"
-                whole = tiktoken.Encoding("whole", pat_str=f"[^{separator}]+|{separator}", mergeable_ranks=ranks,
-                                          special_tokens={})
+                whole = tiktoken.Encoding(
+                    "whole", pat_str=f"[^{separator}]+|{separator}", mergeable_ranks=ranks, special_tokens={}
+                )
                 dropped = whole.encode_single_token(separator)
             ids = whole.encode_ordinary(separator.join(iter_pretokens(text, pattern)))
             ours.append([i for i in ids if i != dropped])
@@ -279,6 +363,7 @@ def test_a_pattern_splits_every_code_point_as_tiktoken(name, divergent):
 
 
 # --- training ------------------------------------------------------------------------------------
+
 
 def test_counting_with_a_custom_pattern_splits_as_tiktoken(tmp_path, divergent):
     """count_pretokens counts the pre-tokens tiktoken makes (in-process and in two workers)."""
@@ -330,8 +415,23 @@ def test_the_cli_reports_a_refused_pattern_as_one_line(tmp_path):
     corpus = tmp_path / "ok.txt"
     corpus.write_text("hello world\n", encoding="utf-8")
     result = subprocess.run(
-        [sys.executable, "-m", "bpe_impls", "train", str(corpus), "--vocab-size", "300", "--pattern",
-         r"\p{Greek}+|\s+|\S", "--out", str(tmp_path / "out")], capture_output=True, text=True, check=False)
+        [
+            sys.executable,
+            "-m",
+            "bpe_impls",
+            "train",
+            str(corpus),
+            "--vocab-size",
+            "300",
+            "--pattern",
+            r"\p{Greek}+|\s+|\S",
+            "--out",
+            str(tmp_path / "out"),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert result.returncode == 1 and result.stdout == ""
     assert result.stderr.count("\n") == 1 and result.stderr.startswith("bpe: error: ") and r"\p{Greek}" in result.stderr
     assert not (tmp_path / "out").exists()

@@ -50,8 +50,12 @@ WORKER_WAIT = 60.0  # seconds for a killed worker's nanny to bring up a new one 
 @pytest.fixture(scope="module")
 def cluster():
     cluster = distributed.LocalCluster(
-        n_workers=WORKERS, threads_per_worker=1, processes=True, dashboard_address="127.0.0.1:0",
-        silence_logs=logging.CRITICAL, scheduler_kwargs={"allowed_failures": 1},
+        n_workers=WORKERS,
+        threads_per_worker=1,
+        processes=True,
+        dashboard_address="127.0.0.1:0",
+        silence_logs=logging.CRITICAL,
+        scheduler_kwargs={"allowed_failures": 1},
     )
     yield cluster
     try:
@@ -100,7 +104,7 @@ def inputs(tmp_path_factory, docs) -> dict[str, Path]:
     mixed = root / "mixed"
     (mixed / "sub").mkdir(parents=True)
     for i, fmt in enumerate(FORMATS):
-        write_docs((mixed / "sub" if i % 2 else mixed) / f"part{i}.{fmt}", docs[i::len(FORMATS)])
+        write_docs((mixed / "sub" if i % 2 else mixed) / f"part{i}.{fmt}", docs[i :: len(FORMATS)])
     made["mixed"] = mixed
     return made
 
@@ -305,8 +309,21 @@ def test_own_local_cluster_is_started_and_shut_down(full, docs, tmp_path):
 def test_cli_on_a_cluster_writes_the_local_tokenizer(full, inputs, tmp_path, capsys):
     common = [str(inputs["mixed"]), "--vocab-size", "400", "--special-token", EOT, "--quiet"]
     assert cli.main(["train", *common, "--out", str(tmp_path / "local"), "--workers", "2"]) == 0
-    assert cli.main(["train", *common, "--out", str(tmp_path / "dask"), "--backend", "dask",
-                     "--scheduler", full.scheduler_address]) == 0
+    assert (
+        cli.main(
+            [
+                "train",
+                *common,
+                "--out",
+                str(tmp_path / "dask"),
+                "--backend",
+                "dask",
+                "--scheduler",
+                full.scheduler_address,
+            ]
+        )
+        == 0
+    )
     for name in ("vocab.json", "merges.txt"):
         assert (tmp_path / "dask" / name).read_bytes() == (tmp_path / "local" / name).read_bytes()
 
@@ -315,9 +332,28 @@ def test_cli_ctrl_c_shuts_down_its_cluster_and_writes_nothing(tmp_path):
     corpus = write_corpus(tmp_path / "big.txt", 40_000_000, seed=2)
     out = tmp_path / "tok"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "bpe_impls", "train", str(corpus), "--vocab-size", "300", "--special-token", EOT,
-         "--backend", "dask", "--workers", "2", "--out", str(out), "--quiet"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        [
+            sys.executable,
+            "-m",
+            "bpe_impls",
+            "train",
+            str(corpus),
+            "--vocab-size",
+            "300",
+            "--special-token",
+            EOT,
+            "--backend",
+            "dask",
+            "--workers",
+            "2",
+            "--out",
+            str(out),
+            "--quiet",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
         env={**os.environ, "BPE_IMPLS_PURE": "1"},  # pure-Python counting takes seconds: Ctrl-C lands in it
     )
     try:

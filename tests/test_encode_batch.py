@@ -50,7 +50,9 @@ def tok(request, gpt2_parts) -> Tokenizer:
 
 pieces = st.one_of(
     st.text(alphabet=st.characters(exclude_categories=("Cs",)), max_size=10),  # every category but surrogates
-    st.sampled_from([EOT, EOT + EOT, "<|e", "<|endoftext", "x", "'ll", " ", "  ", "\n\n", "\u00a0", "日本語", "Привет", "é"]),
+    st.sampled_from(
+        [EOT, EOT + EOT, "<|e", "<|endoftext", "x", "'ll", " ", "  ", "\n\n", "\u00a0", "日本語", "Привет", "é"]
+    ),
     st.text(alphabet=" \t\n\r\x0b\x0c\u3000", min_size=1, max_size=6),
 )
 texts = st.lists(pieces, max_size=8).map("".join)
@@ -63,7 +65,9 @@ batches = st.lists(texts, max_size=7)
 def test_batches_equal_the_reference_text_by_text(tok, reference, threads, batch):
     expected = [reference.encode(text) for text in batch]
     assert tok.encode_batch(batch, threads) == expected
-    assert tok.encode_batch(batch, threads, allowed_special=set()) == [reference.encode_ordinary(text) for text in batch]
+    assert tok.encode_batch(batch, threads, allowed_special=set()) == [
+        reference.encode_ordinary(text) for text in batch
+    ]
     ids, offsets = tok.encode_batch_to_numpy(batch, threads)
     assert ids.dtype == np.uint16 and offsets.dtype == np.int64 and len(offsets) == len(batch) + 1
     assert [ids[a:b].tolist() for a, b in zip(offsets[:-1], offsets[1:])] == expected
@@ -81,7 +85,10 @@ def test_encoder_buffer_methods_equal_encode_utf8(tok, text, specials, itemsize)
     special_ids = [tok.special_token_ids[s] for s in specials]
     dtype = {2: np.uint16, 4: np.uint32}[itemsize]
     want = encoder.encode_utf8(data, special_bytes, special_ids)
-    assert np.frombuffer(encoder.encode_utf8_buffer(data, special_bytes, special_ids, itemsize=itemsize), dtype).tolist() == want
+    assert (
+        np.frombuffer(encoder.encode_utf8_buffer(data, special_bytes, special_ids, itemsize=itemsize), dtype).tolist()
+        == want
+    )
     want_settled, want_cut = encoder.encode_utf8(data, special_bytes, special_ids, True)
     buffer, cut = encoder.encode_utf8_buffer(data, special_bytes, special_ids, True, itemsize)
     assert (np.frombuffer(buffer, dtype).tolist(), cut) == (want_settled, want_cut)
@@ -108,7 +115,9 @@ def test_encoder_buffer_errors_name_the_id_and_the_index(name, gpt2_parts):
         encoder.encode_many_buffer([b"a", b"b", 3], [], [])
     with pytest.raises(ValueError):
         encoder.encode_many_buffer([b"a", b"\xff"], [], [])
-    assert encoder.encode_many_lists([b"a<|x|>"], [b"<|x|>"], [70000]) == [encoder.encode_utf8(b"a<|x|>", [b"<|x|>"], [70000])]
+    assert encoder.encode_many_lists([b"a<|x|>"], [b"<|x|>"], [70000]) == [
+        encoder.encode_utf8(b"a<|x|>", [b"<|x|>"], [70000])
+    ]
     with pytest.raises(TypeError, match="2"):
         encoder.encode_many_lists([b"a", b"b", 3], [], [])
     with pytest.raises(ValueError):
@@ -233,8 +242,11 @@ def test_batch_runs_cover_the_batch_in_order(sizes, parts, min_size):
 @pytest.mark.skipif(not compiled.AVAILABLE, reason="the compiled core is not built (or BPE_IMPLS_PURE is set)")
 @settings(max_examples=examples(300), deadline=None)
 @given(
-    sizes=st.lists(st.integers(0, 10**6), max_size=40), max_parts=st.integers(1, 20), min_parts=st.integers(1, 4),
-    min_size=st.integers(1, 10**6), as_bytes=st.booleans(),
+    sizes=st.lists(st.integers(0, 10**6), max_size=40),
+    max_parts=st.integers(1, 20),
+    min_parts=st.integers(1, 4),
+    min_size=st.integers(1, 10**6),
+    as_bytes=st.booleans(),
 )
 def test_compiled_batch_runs_equal_the_twin(sizes, max_parts, min_parts, min_size, as_bytes):
     """The C pass that checks and sizes a batch cuts it exactly where the pure-Python twin does."""
@@ -245,16 +257,23 @@ def test_compiled_batch_runs_equal_the_twin(sizes, max_parts, min_parts, min_siz
 
 
 @pytest.mark.skipif(not compiled.AVAILABLE, reason="the compiled core is not built (or BPE_IMPLS_PURE is set)")
-@pytest.mark.parametrize("kind, items, index", [
-    (str, ["a", b"b"], 1), (bytes, [b"a", b"b", "c"], 2), (str, [1], 0), (bytes, [bytearray(b"x")], 0),
-    (str, ["a", np.str_("b"), np.int64(3)], 2),
-])
+@pytest.mark.parametrize(
+    "kind, items, index",
+    [
+        (str, ["a", b"b"], 1),
+        (bytes, [b"a", b"b", "c"], 2),
+        (str, [1], 0),
+        (bytes, [bytearray(b"x")], 0),
+        (str, ["a", np.str_("b"), np.int64(3)], 2),
+    ],
+)
 def test_compiled_batch_runs_name_a_bad_item_as_the_twin_does(kind, items, index):
     with pytest.raises(TypeError) as twin:
         batch_runs(items, kind, 4, 1, 1)
     with pytest.raises(TypeError) as native:
         compiled.core().batch_runs(items, kind, 4, 1, 1)
     assert str(native.value) == str(twin.value) and str(twin.value).startswith(f"batch index {index}:")
+
 
 @pytest.mark.skipif(not compiled.AVAILABLE, reason="the compiled core is not built")
 def test_a_list_changed_by_another_thread_while_encoded_gives_old_or_new_items(gpt2_parts):
@@ -354,7 +373,9 @@ def test_long_runs_lists_equal_the_twin_special_tokens_included(gpt2_parts, thre
     special_id = native.special_token_ids[EOT]
     assert special_id > 255 + len(native.merges)  # beyond every merged id: not in the table
     got = native.encode_batch(batch, threads)
-    assert got == twin._encoder.encode_many_lists(batch, [s.encode() for s in SPECIALS], list(native.special_token_ids.values()))
+    assert got == twin._encoder.encode_many_lists(
+        batch, [s.encode() for s in SPECIALS], list(native.special_token_ids.values())
+    )
     assert got == [twin.encode(text) for text in batch]
     assert sum(map(len, got)) > 8192 and sum(ids.count(special_id) for ids in got) > 100
     for ids in got:
@@ -385,7 +406,7 @@ def test_batch_lists_young_collection_runs_on_the_batch_threads(gpt2_parts, name
     the calling thread alone once the collector resumes."""
     tok = Tokenizer(*gpt2_parts, [EOT], encoder=name)
     lines = [line[:30] for line in fixture_text("corpus.en").splitlines(keepends=True)]
-    batch = (lines * (4 * gc.get_threshold()[0] // len(lines) + 1))[:4 * gc.get_threshold()[0]]
+    batch = (lines * (4 * gc.get_threshold()[0] // len(lines) + 1))[: 4 * gc.get_threshold()[0]]
     # Two runs, each of more lists than the collector's threshold: each run's lists are collected
     # on a batch thread (by its own thread, or by the other's collection), whatever the timing.
     assert len(batch_runs(batch, str, 2 * RUNS_PER_THREAD, 2, MIN_RUN_BYTES)) == 3

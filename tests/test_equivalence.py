@@ -24,8 +24,31 @@ EOT = "<|endoftext|>"
 SPECIAL_SETS = [(), (EOT,), (EOT, EOT + EOT), ("<s>", "</s>", "<|endoftext|>")]
 
 fragments = st.sampled_from(
-    ["a", "b", "ab", "aaaaaaa", "abababab", "bnanana", " a", " b", " ", "  ", "\n", "\t\n ", "é", "ü", "🙂",
-     "👩‍👩‍👧", "日本", "'s", "1", "22", ".", "!?", "\r\n"]
+    [
+        "a",
+        "b",
+        "ab",
+        "aaaaaaa",
+        "abababab",
+        "bnanana",
+        " a",
+        " b",
+        " ",
+        "  ",
+        "\n",
+        "\t\n ",
+        "é",
+        "ü",
+        "🙂",
+        "👩‍👩‍👧",
+        "日本",
+        "'s",
+        "1",
+        "22",
+        ".",
+        "!?",
+        "\r\n",
+    ]
 )
 
 
@@ -152,7 +175,9 @@ def test_every_trainer_rejects_bad_arguments(impl, vocab_size, specials, needle)
 
 
 @pytest.mark.parametrize("impl", list(IMPLEMENTATIONS))
-@pytest.mark.parametrize("bad", [{b"ab": 0}, {b"ab": -3}, {b"ab": 1.5}, {"ab": 2}], ids=["zero", "negative", "float", "str-key"])
+@pytest.mark.parametrize(
+    "bad", [{b"ab": 0}, {b"ab": -3}, {b"ab": 1.5}, {"ab": 2}], ids=["zero", "negative", "float", "str-key"]
+)
 def test_every_trainer_rejects_invalid_word_counts(impl, bad):
     with pytest.raises(ConfigError, match="ab"):
         IMPLEMENTATIONS[impl]({b"xy": 2, **bad}, 300)

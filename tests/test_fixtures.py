@@ -60,7 +60,9 @@ def test_without_the_shared_fixtures_real_text_is_the_bundled_file(tmp_path, mon
     assert real_text("no_such.txt") is None
     monkeypatch.setattr(fixtures, "bundled_dir", lambda: None)
     assert real_text("corpus.en") is None
-    assert "the bundled samples (bpe_impls._fixtures, fixtures/) are not installed" in fixtures.missing_text("corpus.en")
+    assert "the bundled samples (bpe_impls._fixtures, fixtures/) are not installed" in fixtures.missing_text(
+        "corpus.en"
+    )
 
 
 def test_the_shared_file_comes_first(tmp_path, monkeypatch):

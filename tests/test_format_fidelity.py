@@ -53,8 +53,17 @@ def trained() -> Tokenizer:
 
 @functools.cache
 def _document() -> str:
-    return json.dumps(hf_format._document(hf_format.TokenizerData(
-        trained().vocab, trained().merges, trained().special_tokens, trained().pattern, trained().special_token_ids)))
+    return json.dumps(
+        hf_format._document(
+            hf_format.TokenizerData(
+                trained().vocab,
+                trained().merges,
+                trained().special_tokens,
+                trained().pattern,
+                trained().special_token_ids,
+            )
+        )
+    )
 
 
 def document() -> dict:
@@ -114,8 +123,11 @@ def with_merge_repeated(doc: dict) -> dict:
 def with_two_merges_swapped(doc: dict) -> dict:
     """Two adjacent merges in the other order, where neither builds on the other (a valid file)."""
     merges = doc["model"]["merges"]
-    i = next(i for i in range(len(merges) - 1)
-             if "".join(merges[i]) not in merges[i + 1] and "".join(merges[i + 1]) not in merges[i])
+    i = next(
+        i
+        for i in range(len(merges) - 1)
+        if "".join(merges[i]) not in merges[i + 1] and "".join(merges[i + 1]) not in merges[i]
+    )
     merges[i], merges[i + 1] = merges[i + 1], merges[i]
     return doc
 
@@ -153,8 +165,9 @@ def test_saving_a_tokenizer_with_a_repeated_merge_writes_what_hf_reads_alike(for
     if format == "hf":
         theirs = hf_load(tmp_path / "tok" / FILE)
     else:
-        theirs = hf.Tokenizer(hf.models.BPE.from_file(str(tmp_path / "tok" / "vocab.json"),
-                                                      str(tmp_path / "tok" / "merges.txt")))
+        theirs = hf.Tokenizer(
+            hf.models.BPE.from_file(str(tmp_path / "tok" / "vocab.json"), str(tmp_path / "tok" / "merges.txt"))
+        )
         theirs.pre_tokenizer = hf.pre_tokenizers.ByteLevel(add_prefix_space=False)
     for text in [PROBES[0], PROBES[3], ALL_PROBES]:
         assert tok.encode(text) == theirs.encode(text).ids == Tokenizer.load(tmp_path / "tok").encode(text)
@@ -171,8 +184,14 @@ def test_tiktoken_export_refuses_a_repeated_merge(tmp_path):
 # --- 2. truncation and padding ----------------------------------------------------------------
 
 TRUNCATION = {"direction": "Right", "max_length": 4, "strategy": "LongestFirst", "stride": 0}
-PADDING = {"strategy": {"Fixed": 64}, "direction": "Right", "pad_to_multiple_of": None, "pad_id": 257,
-           "pad_type_id": 0, "pad_token": PAD}
+PADDING = {
+    "strategy": {"Fixed": 64},
+    "direction": "Right",
+    "pad_to_multiple_of": None,
+    "pad_id": 257,
+    "pad_type_id": 0,
+    "pad_token": PAD,
+}
 
 
 @pytest.mark.parametrize("field, value", [("truncation", TRUNCATION), ("padding", PADDING)])
@@ -194,8 +213,13 @@ def test_truncation_and_padding_are_refused(field, value, tmp_path):
 def with_specials(specials: list[tuple[str, bool]]) -> dict:
     """A tokenizer.json of byte tokens only, with these (content, normalized) special tokens."""
     tok = Tokenizer({i: bytes([i]) for i in range(256)}, [], [content for content, _ in specials])
-    doc = json.loads(json.dumps(hf_format._document(hf_format.TokenizerData(
-        tok.vocab, tok.merges, tok.special_tokens, tok.pattern, tok.special_token_ids))))
+    doc = json.loads(
+        json.dumps(
+            hf_format._document(
+                hf_format.TokenizerData(tok.vocab, tok.merges, tok.special_tokens, tok.pattern, tok.special_token_ids)
+            )
+        )
+    )
     for entry, (_, normalized) in zip(doc["added_tokens"], specials):
         entry["normalized"] = normalized
     return doc
@@ -211,8 +235,9 @@ def test_normalized_flags_that_change_hfs_match_order_are_refused(tmp_path):
     equal = tmp_path / "equal.json"
     equal.write_text(json.dumps(with_specials([(EOT, True), ("<|end", True)])))
     assert hf_load(path).encode(text).ids != hf_load(equal).encode(text).ids
-    with pytest.raises(TokenizerFileError, match="added token '<\\|end' has normalized false and "
-                                                 "'<\\|endoftext\\|>' normalized true"):
+    with pytest.raises(
+        TokenizerFileError, match="added token '<\\|end' has normalized false and '<\\|endoftext\\|>' normalized true"
+    ):
         Tokenizer.load(path)
     assert same_or_refused(json.loads(equal.read_text()), tmp_path, [text]) == "same"
 
@@ -227,7 +252,9 @@ def test_gpt2s_own_flags_load_where_they_change_nothing(tmp_path):
 
 specials_strategy = st.lists(
     st.tuples(st.text(alphabet="ab<|", min_size=1, max_size=4), st.booleans()),
-    min_size=1, max_size=4, unique_by=lambda entry: entry[0],
+    min_size=1,
+    max_size=4,
+    unique_by=lambda entry: entry[0],
 )
 
 
@@ -286,29 +313,46 @@ FIELD_CHANGES = {
     "byte_fallback": lambda d: set_in(d, ("model", "byte_fallback"), True),
     "ignore_merges": lambda d: set_in(d, ("model", "ignore_merges"), True),
     # added tokens
-    **{f"added {flag} {value}": functools.partial(
-        lambda d, flag, value: set_in(d, (*ADDED, flag), value), flag=flag, value=value)
-       for flag in hf_format._ADDED_TOKEN_FLAGS for value in (True, False)},
+    **{
+        f"added {flag} {value}": functools.partial(
+            lambda d, flag, value: set_in(d, (*ADDED, flag), value), flag=flag, value=value
+        )
+        for flag in hf_format._ADDED_TOKEN_FLAGS
+        for value in (True, False)
+    },
     "added id changed": lambda d: set_in(d, (*ADDED, "id"), 5),
     "added token not in the model vocab": lambda d: set_in(d, (*ADDED, "content"), "<|new|>"),
-    "added tokens overlapping, one normalized": lambda d: set_in(d, ("added_tokens",), [
-        *d["added_tokens"], {**d["added_tokens"][0], "id": len(d["model"]["vocab"]), "content": "<|end",
-                             "normalized": True}]),
+    "added tokens overlapping, one normalized": lambda d: set_in(
+        d,
+        ("added_tokens",),
+        [
+            *d["added_tokens"],
+            {**d["added_tokens"][0], "id": len(d["model"]["vocab"]), "content": "<|end", "normalized": True},
+        ],
+    ),
     # pre-tokenizer
-    "GPT-2's lone ByteLevel": lambda d: set_in(d, ("pre_tokenizer",), {
-        "type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}),
-    "lone ByteLevel with add_prefix_space": lambda d: set_in(d, ("pre_tokenizer",), {
-        "type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True}),
+    "GPT-2's lone ByteLevel": lambda d: set_in(
+        d, ("pre_tokenizer",), {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}
+    ),
+    "lone ByteLevel with add_prefix_space": lambda d: set_in(
+        d, ("pre_tokenizer",), {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True}
+    ),
     "ByteLevel trim_offsets false": lambda d: set_in(d, (*BYTE_LEVEL, "trim_offsets"), False),
     "ByteLevel add_prefix_space": lambda d: set_in(d, (*BYTE_LEVEL, "add_prefix_space"), True),
     "ByteLevel use_regex": lambda d: set_in(d, (*BYTE_LEVEL, "use_regex"), True),
     "Whitespace": lambda d: set_in(d, ("pre_tokenizer",), {"type": "Whitespace"}),
-    "Metaspace": lambda d: set_in(d, ("pre_tokenizer",), {"type": "Metaspace", "replacement": "▁",
-                                                          "prepend_scheme": "always", "split": True}),
-    "Digits first": lambda d: set_in(d, ("pre_tokenizer", "pretokenizers"), [
-        {"type": "Digits", "individual_digits": True}, *d["pre_tokenizer"]["pretokenizers"]]),
-    **{f"Split {behavior}": functools.partial(lambda d, b: set_in(d, (*SPLIT, "behavior"), b), b=behavior)
-       for behavior in ("Removed", "MergedWithPrevious", "MergedWithNext", "Contiguous")},
+    "Metaspace": lambda d: set_in(
+        d, ("pre_tokenizer",), {"type": "Metaspace", "replacement": "▁", "prepend_scheme": "always", "split": True}
+    ),
+    "Digits first": lambda d: set_in(
+        d,
+        ("pre_tokenizer", "pretokenizers"),
+        [{"type": "Digits", "individual_digits": True}, *d["pre_tokenizer"]["pretokenizers"]],
+    ),
+    **{
+        f"Split {behavior}": functools.partial(lambda d, b: set_in(d, (*SPLIT, "behavior"), b), b=behavior)
+        for behavior in ("Removed", "MergedWithPrevious", "MergedWithNext", "Contiguous")
+    },
     "Split invert": lambda d: set_in(d, (*SPLIT, "invert"), True),
     "Split string": lambda d: set_in(d, (*SPLIT, "pattern"), {"String": " "}),
     "Split \\w": lambda d: set_in(d, (*SPLIT, "pattern"), {"Regex": r"\w+|\W+"}),
@@ -317,30 +361,55 @@ FIELD_CHANGES = {
     "Split o200k": lambda d: set_in(d, (*SPLIT, "pattern"), {"Regex": PRESETS["o200k"].regex}),
     "Split custom": lambda d: set_in(d, (*SPLIT, "pattern"), {"Regex": r"\s?\p{L}+|\p{N}{1,2}|[^\s\p{L}\p{N}]+|\s+"}),
     # normalizer
-    **{f"normalizer {kind}": functools.partial(lambda d, k: set_in(d, ("normalizer",), k), k=kind)
-       for kind in ({"type": "NFC"}, {"type": "NFKC"}, {"type": "Lowercase"}, {"type": "Sequence", "normalizers": []})},
+    **{
+        f"normalizer {kind}": functools.partial(lambda d, k: set_in(d, ("normalizer",), k), k=kind)
+        for kind in ({"type": "NFC"}, {"type": "NFKC"}, {"type": "Lowercase"}, {"type": "Sequence", "normalizers": []})
+    },
     # post-processor
-    "post ByteLevel": lambda d: set_in(d, ("post_processor",), {"type": "ByteLevel", "add_prefix_space": True,
-                                                                "trim_offsets": False, "use_regex": True}),
-    "post TemplateProcessing": lambda d: set_in(d, ("post_processor",), {
-        "type": "TemplateProcessing",
-        "single": [{"SpecialToken": {"id": EOT, "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
-        "pair": [{"Sequence": {"id": "A", "type_id": 0}}, {"Sequence": {"id": "B", "type_id": 1}}],
-        "special_tokens": {EOT: {"id": EOT, "ids": [256], "tokens": [EOT]}}}),
+    "post ByteLevel": lambda d: set_in(
+        d,
+        ("post_processor",),
+        {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": False, "use_regex": True},
+    ),
+    "post TemplateProcessing": lambda d: set_in(
+        d,
+        ("post_processor",),
+        {
+            "type": "TemplateProcessing",
+            "single": [{"SpecialToken": {"id": EOT, "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
+            "pair": [{"Sequence": {"id": "A", "type_id": 0}}, {"Sequence": {"id": "B", "type_id": 1}}],
+            "special_tokens": {EOT: {"id": EOT, "ids": [256], "tokens": [EOT]}},
+        },
+    ),
     # truncation, padding
     "truncation": lambda d: set_in(d, ("truncation",), TRUNCATION),
     "padding": lambda d: set_in(d, ("padding",), PADDING),
     # decoder
     "decoder null": lambda d: set_in(d, ("decoder",), None),
-    "decoder ByteLevel other flags": lambda d: set_in(d, ("decoder",), {
-        "type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False}),
+    "decoder ByteLevel other flags": lambda d: set_in(
+        d, ("decoder",), {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False}
+    ),
     "decoder BPEDecoder": lambda d: set_in(d, ("decoder",), {"type": "BPEDecoder", "suffix": "</w>"}),
 }
 # What must load (the rest may be refused): the shapes we write and GPT-2's own.
-MUST_LOAD = {"merges repeated", "merges as strings", "merges: two swapped", "fuse_unk",
-             "added normalized True", "added normalized False", "added special True", "GPT-2's lone ByteLevel",
-             "ByteLevel trim_offsets false", "Split o200k", "Split custom", "post ByteLevel",
-             "decoder ByteLevel other flags", "added single_word False", "added lstrip False", "added rstrip False"}
+MUST_LOAD = {
+    "merges repeated",
+    "merges as strings",
+    "merges: two swapped",
+    "fuse_unk",
+    "added normalized True",
+    "added normalized False",
+    "added special True",
+    "GPT-2's lone ByteLevel",
+    "ByteLevel trim_offsets false",
+    "Split o200k",
+    "Split custom",
+    "post ByteLevel",
+    "decoder ByteLevel other flags",
+    "added single_word False",
+    "added lstrip False",
+    "added rstrip False",
+}
 
 
 @pytest.mark.parametrize("case", list(FIELD_CHANGES))
@@ -356,8 +425,10 @@ def test_every_field_gives_hfs_ids_or_one_line(case, tmp_path):
 def hf_split(pattern: str, text: str) -> tuple[list, list]:
     """HF's Split: (pieces with every match isolated, pieces between the matches)."""
     split = hf.pre_tokenizers.Split
-    return (split(hf.Regex(pattern), "isolated").pre_tokenize_str(text),
-            split(hf.Regex(pattern), "removed").pre_tokenize_str(text))
+    return (
+        split(hf.Regex(pattern), "isolated").pre_tokenize_str(text),
+        split(hf.Regex(pattern), "removed").pre_tokenize_str(text),
+    )
 
 
 def regex_split(pattern: str, text: str) -> tuple[list, list]:
@@ -365,8 +436,8 @@ def regex_split(pattern: str, text: str) -> tuple[list, list]:
     isolated, removed, end = [], [], 0
     for match in regex.finditer(pattern, text):
         if match.start() > end:
-            isolated.append((text[end:match.start()], (end, match.start())))
-            removed.append((text[end:match.start()], (end, match.start())))
+            isolated.append((text[end : match.start()], (end, match.start())))
+            removed.append((text[end : match.start()], (end, match.start())))
         isolated.append((match.group(), match.span()))
         end = match.end()
     if end < len(text):
@@ -377,9 +448,22 @@ def regex_split(pattern: str, text: str) -> tuple[list, list]:
 
 # Each construct refused, with a text on which HF's engine really reads it otherwise (checked here).
 DIALECT = [
-    (r"\w+", "a²b"), (r"\W+", "a²b"), (r"\b", "a²b"), (r"\h+", "a1 b"), (r"a$", "a\nb"), (r"^a", "b\na"),
-    (r"a\Z", "a\n"), (r"(?i:ss)", "ß"), (r"(?i:st)", "ﬅ"), (r"(?i:ß)", "ss"), (r"(?i:i)", "İ"),
-    (r"(?i:\p{Ll})", "A"), (r"a{2}?", "aaa b"), (r"a{,2}?", "aaa"), (r"[a-c&&b]", "abc&"), (r"[[a]]", "[a]"),
+    (r"\w+", "a²b"),
+    (r"\W+", "a²b"),
+    (r"\b", "a²b"),
+    (r"\h+", "a1 b"),
+    (r"a$", "a\nb"),
+    (r"^a", "b\na"),
+    (r"a\Z", "a\n"),
+    (r"(?i:ss)", "ß"),
+    (r"(?i:st)", "ﬅ"),
+    (r"(?i:ß)", "ss"),
+    (r"(?i:i)", "İ"),
+    (r"(?i:\p{Ll})", "A"),
+    (r"a{2}?", "aaa b"),
+    (r"a{,2}?", "aaa"),
+    (r"[a-c&&b]", "abc&"),
+    (r"[[a]]", "[a]"),
 ]
 
 
@@ -400,8 +484,12 @@ def test_saving_and_loading_a_pattern_with_such_a_construct_is_one_line(tmp_path
 
 def test_the_multi_character_folds_are_all_unicodes():
     # Pairs of ASCII letters that one character case-folds to (Python's full case folding).
-    pairs = {fold[k:k + 2] for cp in range(0x110000) if len(fold := chr(cp).casefold()) > 1 and fold.isascii()
-             for k in range(len(fold) - 1)}
+    pairs = {
+        fold[k : k + 2]
+        for cp in range(0x110000)
+        if len(fold := chr(cp).casefold()) > 1 and fold.isascii()
+        for k in range(len(fold) - 1)
+    }
     assert pairs == hf_format._MULTI_CHAR_FOLDS
 
 
@@ -426,24 +514,79 @@ def alphabet() -> str:
 # Mostly the characters patterns below name (so they match often), and the rest of alphabet().
 ALPHABET = st.one_of(st.sampled_from("asstffliIk' 1\n\r\tßAZ_"), st.deferred(lambda: st.sampled_from(alphabet())))
 LITERALS = ["a", "s", "t", "f", "l", "i", "k", "'", " ", "1", "ß", "é", "\\.", "\\-", "\\'", "\\x41", "\\u00df"]
-ESCAPES = ["\\s", "\\S", "\\d", "\\D", "\\p{L}", "\\p{N}", "\\p{Lu}", "\\p{Ll}", "\\p{M}", "\\p{P}", "\\p{S}",
-           "\\p{Z}", "\\p{C}", "\\P{L}", "\\p{^N}", "\\n", "\\r", "\\t", "\\v", "\\w", "\\b", "\\h", "\\A", "\\z",
-           "\\Z", ".", "$", "^"]
+ESCAPES = [
+    "\\s",
+    "\\S",
+    "\\d",
+    "\\D",
+    "\\p{L}",
+    "\\p{N}",
+    "\\p{Lu}",
+    "\\p{Ll}",
+    "\\p{M}",
+    "\\p{P}",
+    "\\p{S}",
+    "\\p{Z}",
+    "\\p{C}",
+    "\\P{L}",
+    "\\p{^N}",
+    "\\n",
+    "\\r",
+    "\\t",
+    "\\v",
+    "\\w",
+    "\\b",
+    "\\h",
+    "\\A",
+    "\\z",
+    "\\Z",
+    ".",
+    "$",
+    "^",
+]
 CLASS_ITEMS = ["a", "s", "t", "z", "a-z", "0-9", "\\s", "\\p{L}", "\\p{N}", "\\r", "\\n", "'", "ß", "\\-", "_"]
 
 
 def patterns() -> st.SearchStrategy[str]:
     atom = st.one_of(
-        st.sampled_from(LITERALS), st.sampled_from(ESCAPES),
-        st.builds(lambda neg, items: f"[{'^' if neg else ''}{''.join(items)}]",
-                  st.booleans(), st.lists(st.sampled_from(CLASS_ITEMS), min_size=1, max_size=4)),
+        st.sampled_from(LITERALS),
+        st.sampled_from(ESCAPES),
+        st.builds(
+            lambda neg, items: f"[{'^' if neg else ''}{''.join(items)}]",
+            st.booleans(),
+            st.lists(st.sampled_from(CLASS_ITEMS), min_size=1, max_size=4),
+        ),
     )
-    quantifier = st.sampled_from(["", "", "", "*", "+", "?", "*?", "+?", "??", "*+", "++", "?+", "{2}", "{1,3}",
-                                  "{2,}", "{1,3}?", "{2}?", "{,2}", "{1,2}+"])
+    quantifier = st.sampled_from(
+        [
+            "",
+            "",
+            "",
+            "*",
+            "+",
+            "?",
+            "*?",
+            "+?",
+            "??",
+            "*+",
+            "++",
+            "?+",
+            "{2}",
+            "{1,3}",
+            "{2,}",
+            "{1,3}?",
+            "{2}?",
+            "{,2}",
+            "{1,2}+",
+        ]
+    )
 
     def extend(inner: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
-        group = st.builds(lambda opener, body: f"{opener}{body})",
-                          st.sampled_from(["(", "(?:", "(?=", "(?!", "(?>", "(?i:", "(?<="]), inner)
+        group = st.builds(
+            lambda opener, body: f"{opener}{body})",
+            st.sampled_from(["(", "(?:", "(?=", "(?!", "(?>", "(?i:", "(?<="]),
+            inner,
+        )
         piece = st.builds(lambda a, q: a + q, st.one_of(atom, group), quantifier)
         return st.builds("".join, st.lists(piece, min_size=1, max_size=4))
 

@@ -102,8 +102,11 @@ def assigned_characters_text() -> str:
     """Assigned code points (Python's unicodedata) in a few contexts: where the Unicode tables of
     tiktoken's and HF's regex engines may differ from the `regex` module's are the code points
     unassigned to it (Cn), left out as in test_oracle_tiktoken.py."""
-    chars = [chr(cp) for cp in range(0x110000)
-             if unicodedata.category(chr(cp)) not in ("Cs", "Cn") and (cp < 0x3400 or cp % 97 == 0)]
+    chars = [
+        chr(cp)
+        for cp in range(0x110000)
+        if unicodedata.category(chr(cp)) not in ("Cs", "Cn") and (cp < 0x3400 or cp % 97 == 0)
+    ]
     return "".join(f"a{c} {c}1{c}{c}  {c}'s\n{c}12345 {c}{EOT}" for c in chars)
 
 
@@ -164,8 +167,18 @@ def test_gpt2s_own_hf_shape_loads_as_the_gpt2_preset(gpt2, text, tmp_path):
     loads as the gpt2 preset, and HF with that shape gives our ids."""
     (path,) = gpt2.save(tmp_path, "hf")
     document = json.loads(path.read_text())
-    document["pre_tokenizer"] = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}
-    document["post_processor"] = {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": False, "use_regex": True}
+    document["pre_tokenizer"] = {
+        "type": "ByteLevel",
+        "add_prefix_space": False,
+        "trim_offsets": True,
+        "use_regex": True,
+    }
+    document["post_processor"] = {
+        "type": "ByteLevel",
+        "add_prefix_space": True,
+        "trim_offsets": False,
+        "use_regex": True,
+    }
     path.write_text(json.dumps(document))
     loaded = Tokenizer.load(path)
     assert loaded.pattern.name == "gpt2" and loaded.merges == gpt2.merges
@@ -195,7 +208,11 @@ def test_from_hf_and_from_tiktoken_take_files_or_directories(trained, tmp_path):
     (hf_path,) = trained.save(tmp_path / "hf" / "my.json", "hf")
     ranks, sidecar = trained.save(tmp_path / "tk" / "my.tiktoken", "tiktoken")
     assert sidecar.name == "my.tiktoken.json" and json.loads(sidecar.read_text())["name"] == "my"
-    for loaded in (Tokenizer.load(hf_path), Tokenizer.load(ranks, "tiktoken"), Tokenizer.load(tmp_path / "tk", "tiktoken")):
+    for loaded in (
+        Tokenizer.load(hf_path),
+        Tokenizer.load(ranks, "tiktoken"),
+        Tokenizer.load(tmp_path / "tk", "tiktoken"),
+    ):
         assert loaded.merges == trained.merges and loaded.special_token_ids == trained.special_token_ids
         assert loaded.pattern == trained.pattern
 
@@ -221,7 +238,9 @@ def test_merges_are_rebuilt_from_tiktokens_own_ranks(tmp_path):
     tok = load_gpt2([EOT])
     ranks = {token: token_id for token_id, token in tok.vocab.items() if token_id != 50256}
     path = tmp_path / "r50k.tiktoken"
-    path.write_text("".join(f"{base64.b64encode(t).decode()} {r}\n" for t, r in sorted(ranks.items(), key=lambda x: x[1])))
+    path.write_text(
+        "".join(f"{base64.b64encode(t).decode()} {r}\n" for t, r in sorted(ranks.items(), key=lambda x: x[1]))
+    )
     assert load_tiktoken_bpe(str(path)) == ranks
     loaded = Tokenizer.load(path, "tiktoken", pattern="gpt2", special_tokens={EOT: 50256})
     assert loaded.merges == tok.merges
@@ -243,16 +262,29 @@ def with_merges(merges, vocab=None):
 CANNOT_TIKTOKEN = {
     "two merges make the same bytes": (
         {**with_merges([(b"a", b"b"), (b"b", b"c"), (b"ab", b"c")])},
-        [(b"a", b"b"), (b"b", b"c"), (b"ab", b"c"), (b"a", b"bc")], [], "merges #2 and #3 both make b'abc'",
+        [(b"a", b"b"), (b"b", b"c"), (b"ab", b"c"), (b"a", b"bc")],
+        [],
+        "merges #2 and #3 both make b'abc'",
     ),
     "ids not dense": ({**BYTES, 300: b"ab"}, [(b"a", b"b")], [], "id 256 is missing"),
     "special id is a rank": (BYTES, [], ["a"], "special token 'a' has id 97"),
-    "merge ids out of order": ({**BYTES, 256: b"cd", 257: b"ab"}, [(b"a", b"b"), (b"c", b"d")], [],
-                               "merge #1 makes b'cd' with id 256"),
-    "token made by no merge": ({**BYTES, 256: b"ab", 257: b"xyz"}, [(b"a", b"b")], [], "b'xyz' (id 257) is made by no merge"),
+    "merge ids out of order": (
+        {**BYTES, 256: b"cd", 257: b"ab"},
+        [(b"a", b"b"), (b"c", b"d")],
+        [],
+        "merge #1 makes b'cd' with id 256",
+    ),
+    "token made by no merge": (
+        {**BYTES, 256: b"ab", 257: b"xyz"},
+        [(b"a", b"b")],
+        [],
+        "b'xyz' (id 257) is made by no merge",
+    ),
     # b+c, then a+b, then ab+c: BPE by merges leaves "abc" as a + bc, tiktoken merges a + bc (= "abc").
     "tiktoken would build a token another way": (
-        with_merges([(b"b", b"c"), (b"a", b"b"), (b"ab", b"c")]), [(b"b", b"c"), (b"a", b"b"), (b"ab", b"c")], [],
+        with_merges([(b"b", b"c"), (b"a", b"b"), (b"ab", b"c")]),
+        [(b"b", b"c"), (b"a", b"b"), (b"ab", b"c")],
+        [],
         "token b'abc' (id 258) is merge #2 b'ab' + b'c', but tiktoken's ranks would build it as b'a' + b'bc'",
     ),
 }
@@ -272,20 +304,27 @@ def test_what_tiktoken_cannot_express_is_one_error_naming_the_token(case, tmp_pa
 def test_the_shortcut_counterexample_really_differs_in_tiktoken():
     """Why the last case above is refused: tiktoken with those ranks gives other ids than our BPE."""
     vocab = with_merges([(b"b", b"c"), (b"a", b"b"), (b"ab", b"c")])
-    enc = tiktoken.Encoding(name="x", pat_str=r"\S+|\s+", mergeable_ranks={t: i for i, t in vocab.items()}, special_tokens={})
+    enc = tiktoken.Encoding(
+        name="x", pat_str=r"\S+|\s+", mergeable_ranks={t: i for i, t in vocab.items()}, special_tokens={}
+    )
     ours = Tokenizer(vocab, [(b"b", b"c"), (b"a", b"b"), (b"ab", b"c")], pattern=r"\S+|\s+")
     assert enc.encode("xabc") != ours.encode("xabc")
 
 
-@pytest.mark.parametrize("lines, needle", [
-    (["YQ== 97", "YmM= 256"], "no token for byte 0x00"),
-    ([*(f"{base64.b64encode(bytes([b])).decode()} {b}" for b in range(256)), "YWJj 256"],
-     "token b'abc' (rank 256) is not the merge of two lower-ranked tokens"),
-    (["!!! 0"], "'!!!' is not base64"),
-    (["YQ== 1", "YQ== 2"], "appears twice"),
-    (["YQ== 1", "Yg== 1"], "rank 1 is given to both"),
-    (["YQ== x"], "rank 'x' is not"),
-])
+@pytest.mark.parametrize(
+    "lines, needle",
+    [
+        (["YQ== 97", "YmM= 256"], "no token for byte 0x00"),
+        (
+            [*(f"{base64.b64encode(bytes([b])).decode()} {b}" for b in range(256)), "YWJj 256"],
+            "token b'abc' (rank 256) is not the merge of two lower-ranked tokens",
+        ),
+        (["!!! 0"], "'!!!' is not base64"),
+        (["YQ== 1", "YQ== 2"], "appears twice"),
+        (["YQ== 1", "Yg== 1"], "rank 1 is given to both"),
+        (["YQ== x"], "rank 'x' is not"),
+    ],
+)
 def test_bad_tiktoken_files_are_one_line_errors(lines, needle, tmp_path):
     path = tmp_path / "bad.tiktoken"
     path.write_text("\n".join(lines) + "\n")
@@ -308,14 +347,24 @@ HF_CHANGES = {
     "ignore_merges": (lambda d: d["model"].update(ignore_merges=True), "model ignore_merges is True"),
     "a non-special added token": (lambda d: d["added_tokens"][0].update(special=False), "is not special"),
     "a stripping added token": (lambda d: d["added_tokens"][0].update(lstrip=True), "lstrip true"),
-    "an added token with another id": (lambda d: d["added_tokens"][0].update(id=5), "has id 5, but the model vocab gives it 257"),
-    "a post-processor that adds tokens": (lambda d: d.update(post_processor={"type": "TemplateProcessing"}), "post_processor"),
+    "an added token with another id": (
+        lambda d: d["added_tokens"][0].update(id=5),
+        "has id 5, but the model vocab gives it 257",
+    ),
+    "a post-processor that adds tokens": (
+        lambda d: d.update(post_processor={"type": "TemplateProcessing"}),
+        "post_processor",
+    ),
     "another decoder": (lambda d: d.update(decoder={"type": "WordPiece"}), "decoder"),
-    "a possessive interval": (lambda d: d["pre_tokenizer"]["pretokenizers"][0].update(pattern={"Regex": r"\p{N}{1,3}+|\S+|\s+"}),
-                              "repeated interval"),
+    "a possessive interval": (
+        lambda d: d["pre_tokenizer"]["pretokenizers"][0].update(pattern={"Regex": r"\p{N}{1,3}+|\S+|\s+"}),
+        "repeated interval",
+    ),
     "a string split": (lambda d: d["pre_tokenizer"]["pretokenizers"][0].update(pattern={"String": " "}), "not a Regex"),
     "ByteLevel with its regex after Split": (
-        lambda d: d["pre_tokenizer"]["pretokenizers"][1].update(use_regex=True), "expected ByteLevel with use_regex"),
+        lambda d: d["pre_tokenizer"]["pretokenizers"][1].update(use_regex=True),
+        "expected ByteLevel with use_regex",
+    ),
 }
 
 
@@ -364,11 +413,28 @@ def small_corpus(tmp_path_factory) -> Path:
     return path
 
 
-@pytest.mark.parametrize("format, expected", [("gpt2", "vocab.json"), ("hf", "tokenizer.json"), ("tiktoken", "tokenizer.tiktoken")])
+@pytest.mark.parametrize(
+    "format, expected", [("gpt2", "vocab.json"), ("hf", "tokenizer.json"), ("tiktoken", "tokenizer.tiktoken")]
+)
 def test_train_in_each_format_then_encode_and_decode(small_corpus, format, expected, tmp_path):
     out = tmp_path / "tok"
-    assert bpe("train", str(small_corpus), "--vocab-size", "400", "--special-token", EOT, "--pattern", "o200k",
-               "--format", format, "--out", str(out)) == 0
+    assert (
+        bpe(
+            "train",
+            str(small_corpus),
+            "--vocab-size",
+            "400",
+            "--special-token",
+            EOT,
+            "--pattern",
+            "o200k",
+            "--format",
+            format,
+            "--out",
+            str(out),
+        )
+        == 0
+    )
     assert (out / expected).is_file()
     tok = Tokenizer.load(out)
     assert tok.pattern.name == "o200k" and tok.special_tokens == (EOT,)
@@ -382,8 +448,21 @@ def test_train_in_each_format_then_encode_and_decode(small_corpus, format, expec
 
 def test_export_between_every_pair_of_formats(small_corpus, tmp_path):
     source = tmp_path / "gpt2"
-    assert bpe("train", str(small_corpus), "--vocab-size", "400", "--special-token", EOT, "--pattern", "cl100k",
-               "--out", str(source)) == 0
+    assert (
+        bpe(
+            "train",
+            str(small_corpus),
+            "--vocab-size",
+            "400",
+            "--special-token",
+            EOT,
+            "--pattern",
+            "cl100k",
+            "--out",
+            str(source),
+        )
+        == 0
+    )
     original = Tokenizer.load(source)
     paths = {"gpt2": source}
     for src, dst, out in [("gpt2", "hf", "x.json"), ("hf", "tiktoken", "x.tiktoken"), ("tiktoken", "gpt2", "g2")]:
@@ -409,7 +488,9 @@ def test_cli_errors_are_one_line_with_no_output(small_corpus, tmp_path):
 
     # b+c, a+b, ab+c: no .tiktoken file can hold it
     bad = tmp_path / "bad"
-    Tokenizer(with_merges([(b"b", b"c"), (b"a", b"b"), (b"ab", b"c")]), [(b"b", b"c"), (b"a", b"b"), (b"ab", b"c")]).save(bad)
+    Tokenizer(
+        with_merges([(b"b", b"c"), (b"a", b"b"), (b"ab", b"c")]), [(b"b", b"c"), (b"a", b"b"), (b"ab", b"c")]
+    ).save(bad)
     out = tmp_path / "out"
     result = run("export", "--tokenizer", str(bad), "--format", "tiktoken", "--out", str(out))
     assert_one_line_error(result, "b'abc'", "tiktoken's ranks would build it as b'a' + b'bc'")
@@ -417,8 +498,11 @@ def test_cli_errors_are_one_line_with_no_output(small_corpus, tmp_path):
 
     broken = tmp_path / "broken.json"
     broken.write_text("{not json")
-    assert_one_line_error(run("export", "--tokenizer", str(broken), "--format", "gpt2", "--out", str(out)),
-                          "broken.json", "not valid JSON")
+    assert_one_line_error(
+        run("export", "--tokenizer", str(broken), "--format", "gpt2", "--out", str(out)),
+        "broken.json",
+        "not valid JSON",
+    )
     assert not out.exists()
 
 
@@ -452,7 +536,9 @@ def test_token_string_round_trip(token: bytes):
 
 @pytest.mark.parametrize("char", ["€", " ", "\xa0", "\x00", "\u0144"])
 def test_char_outside_the_table_is_rejected(char: str):
-    with pytest.raises(TokenizerFileError, match=rf"^here: token .* \(U\+{ord(char):04X}\) outside the GPT-2 byte table$"):
+    with pytest.raises(
+        TokenizerFileError, match=rf"^here: token .* \(U\+{ord(char):04X}\) outside the GPT-2 byte table$"
+    ):
         str_to_token("Ġa" + char, "here")
 
 
@@ -565,8 +651,14 @@ def test_malformed_vocab_json(tmp_path, vocab_text: str, message: str):
         ("#version: 0.2\nĠ t\nĠt qq\n", r"merges\.txt line 3: right token 'qq' is not in the vocab"),
         ("#version: 0.2\nĠ t\nh e\nĠt h\n", r"merges\.txt line 4: merged token 'Ġth' is not in the vocab"),
         # "he" is made on line 3, so the merge on line 2 uses it before it exists.
-        ("#version: 0.2\nĠt he\nĠ t\nh e\n", r"merges\.txt line 2: left token 'Ġt' is not a single byte and no earlier"),
-        ("#version: 0.2\nĠ t\nĠt he\nh e\n", r"merges\.txt line 3: right token 'he' is not a single byte and no earlier"),
+        (
+            "#version: 0.2\nĠt he\nĠ t\nh e\n",
+            r"merges\.txt line 2: left token 'Ġt' is not a single byte and no earlier",
+        ),
+        (
+            "#version: 0.2\nĠ t\nĠt he\nh e\n",
+            r"merges\.txt line 3: right token 'he' is not a single byte and no earlier",
+        ),
         ("#version: 0.2\nĠ t\nh €\n", r"merges\.txt line 3: token '€' has character '€' \(U\+20AC\) outside"),
     ],
 )
@@ -663,6 +755,9 @@ def test_a_merges_file_cut_at_a_line_boundary_is_refused(tmp_path):
     merges = tmp_path / "merges.txt"
     lines = merges.read_text(encoding="utf-8").splitlines(keepends=True)
     merges.write_text("".join(lines[:-1]), encoding="utf-8")  # the last merge lost, the rest intact
-    with pytest.raises(TokenizerFileError, match=r"merges\.txt: no merge makes 1 multi-byte token of .*vocab\.json "
-                                                 r"\(first: 'abc', id 257\)"):
+    with pytest.raises(
+        TokenizerFileError,
+        match=r"merges\.txt: no merge makes 1 multi-byte token of .*vocab\.json "
+        r"\(first: 'abc', id 257\)",
+    ):
         Tokenizer.load(tmp_path)

@@ -20,14 +20,32 @@ from bpe_impls import cli  # noqa: E402
 from bpe_impls.base.errors import ConfigError  # noqa: E402
 from bpe_impls.harness import history  # noqa: E402
 
-FLAT = {"name": "bench_train.Train.time_merge", "version": "v1", "unit": "seconds", "type": "time",
-        "params": [["'native'", "'route_b'"]], "param_names": ["impl"]}
-STEPPED = {"name": "bench_encode.peakmem_encode", "version": "v1", "unit": "bytes", "type": "peakmemory",
-           "params": [], "param_names": []}
+FLAT = {
+    "name": "bench_train.Train.time_merge",
+    "version": "v1",
+    "unit": "seconds",
+    "type": "time",
+    "params": [["'native'", "'route_b'"]],
+    "param_names": ["impl"],
+}
+STEPPED = {
+    "name": "bench_encode.peakmem_encode",
+    "version": "v1",
+    "unit": "bytes",
+    "type": "peakmemory",
+    "params": [],
+    "param_names": [],
+}
 COMMITS = [f"{i:02x}" * 20 for i in range(16)]
 # bench_instructions' kind of benchmark: a track_ counted in instructions
-INSTRUCTIONS = {"name": "bench_instructions.MergeInstructions.track_merge_instructions", "version": "v1",
-                "unit": "instructions", "type": "track", "params": [], "param_names": []}
+INSTRUCTIONS = {
+    "name": "bench_instructions.MergeInstructions.track_merge_instructions",
+    "version": "v1",
+    "unit": "instructions",
+    "type": "track",
+    "params": [],
+    "param_names": [],
+}
 
 
 def _write_results(folder: Path, step_at: int = 10, factor: float = 1.3, stepped: dict = STEPPED) -> None:
@@ -35,20 +53,27 @@ def _write_results(folder: Path, step_at: int = 10, factor: float = 1.3, stepped
     at commit `step_at`."""
     (folder / "vm").mkdir(parents=True)
     (folder / "vm" / "machine.json").write_text(json.dumps({"machine": "vm", "version": 1}), encoding="utf-8")
-    (folder / "benchmarks.json").write_text(json.dumps({FLAT["name"]: FLAT, stepped["name"]: stepped, "version": 2}),
-                                            encoding="utf-8")
+    (folder / "benchmarks.json").write_text(
+        json.dumps({FLAT["name"]: FLAT, stepped["name"]: stepped, "version": 2}), encoding="utf-8"
+    )
     start = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
     for i, commit in enumerate(COMMITS):
         date = int((start + datetime.timedelta(days=i)).timestamp() * 1000)
-        result = asv_results.Results({"machine": "vm", "python": "3.11"}, {}, commit, date, "3.11",
-                                     "virtualenv-py3.11", {})
+        result = asv_results.Results(
+            {"machine": "vm", "python": "3.11"}, {}, commit, date, "3.11", "virtualenv-py3.11", {}
+        )
         noise = 1 + 0.01 * (-1) ** i
         times = [0.020 * noise, 0.150 * noise]
-        result.add_result(FLAT, BenchmarkResult(result=times, samples=[[t] * 3 for t in times], number=[1, 1],
-                                                errcode=0, stderr="", profile=None))
+        result.add_result(
+            FLAT,
+            BenchmarkResult(
+                result=times, samples=[[t] * 3 for t in times], number=[1, 1], errcode=0, stderr="", profile=None
+            ),
+        )
         value = 50e6 * (factor if i >= step_at else 1.0) * noise
-        result.add_result(stepped, BenchmarkResult(result=[value], samples=[[value]], number=[1], errcode=0,
-                                                   stderr="", profile=None))
+        result.add_result(
+            stepped, BenchmarkResult(result=[value], samples=[[value]], number=[1], errcode=0, stderr="", profile=None)
+        )
         result.save(str(folder))
 
 
@@ -56,7 +81,10 @@ def test_the_history_has_every_series_in_commit_order_and_finds_the_planted_step
     _write_results(tmp_path / "results")
     series = history.load_asv_history(tmp_path / "results")
     assert [(s.benchmark, s.params) for s in series] == [
-        (STEPPED["name"], ""), (FLAT["name"], "'native'"), (FLAT["name"], "'route_b'")]
+        (STEPPED["name"], ""),
+        (FLAT["name"], "'native'"),
+        (FLAT["name"], "'route_b'"),
+    ]
     assert all(s.commits == [c[:8] for c in COMMITS] for s in series)
     stepped, *flat = series
     assert [(r.before, r.after) for r in stepped.regressions] == [(COMMITS[9][:8], COMMITS[10][:8])]

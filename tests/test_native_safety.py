@@ -194,6 +194,7 @@ def test_encoder_init_reentered_from_an_id_index_is_safe():
     byte_ids[5] = Reinits(5, MERGES_B)
     encoder.__init__(byte_ids, MERGES_A)
     assert encoder.encode_utf8(b"abc cd", [], []) == twin_encode(b"abc cd")
+
     # An id whose __index__ re-inits the encoder badly, in the middle of encode_utf8.
     class BreaksEncoder:
         def __index__(self):
@@ -284,8 +285,33 @@ def test_counter_add_while_another_thread_adds_is_refused_or_counted():
     "text",
     # (the scanners look ahead: contractions, o200k's contraction suffix and letter sets, marks,
     # runs of digits, whitespace up to its last newline, [\r\n/] after punctuation)
-    ["ab", "a b", "é", "ab cd  ", "x\u00e9\u00e9", "abc ab", "'", "'l", "'ſ", "a'", "a'l", "a'r", "x'ſ", "AB",
-     "A\u0301", "\u0301", " \u0301", "12", "1234", "  \n", " \r\n ", ".\n", "./", "\u3000", "中"],
+    [
+        "ab",
+        "a b",
+        "é",
+        "ab cd  ",
+        "x\u00e9\u00e9",
+        "abc ab",
+        "'",
+        "'l",
+        "'ſ",
+        "a'",
+        "a'l",
+        "a'r",
+        "x'ſ",
+        "AB",
+        "A\u0301",
+        "\u0301",
+        " \u0301",
+        "12",
+        "1234",
+        "  \n",
+        " \r\n ",
+        ".\n",
+        "./",
+        "\u3000",
+        "中",
+    ],
 )
 def test_settled_encoding_reads_nothing_past_the_end_of_the_data(text, pattern):
     encoder = Encoder(BYTE_IDS, MERGES_A, 65536, pattern)
@@ -471,7 +497,9 @@ def test_ids_beyond_32_bits_are_refused_alike_by_every_encoder():
         with pytest.raises(ConfigError, match="4294967295"):
             Tokenizer(_vocab_with(2**32 - 2), [(b"a", b"b")], ["<|s|>"], encoder=name)
     # The largest id every encoder takes.
-    outputs = {name: Tokenizer(_vocab_with(2**32 - 2), [(b"a", b"b")], encoder=name).encode("ab a") for name in ENCODERS}
+    outputs = {
+        name: Tokenizer(_vocab_with(2**32 - 2), [(b"a", b"b")], encoder=name).encode("ab a") for name in ENCODERS
+    }
     assert set(map(tuple, outputs.values())) == {(2**32 - 2, 32, 97)}
     # The C type keeps its own guard for callers that bypass build_tables.
     with pytest.raises(ValueError, match="merged id 4294967295"):
@@ -484,10 +512,37 @@ def test_ids_beyond_32_bits_are_refused_alike_by_every_encoder():
 
 SPECIAL_POOL = [EOT, b"<|", b"|>", "é".encode(), "ée".encode(), b"a|>x", b"ab", b"\xe2", b"\x82\xac"]
 pieces = st.sampled_from(
-    ["a", "b", "c", "d", "ab", "cd", " ", "  ", "é", "e", "中", "🙂", "1", ".", "'s", "\n", "<|", "|>",
-     "<|endoftext|>",
-     # (what the cl100k and o200k scanners look ahead for)
-     "A", "'", "'L", "'ſ", "\u0301", "/", "\r\n", "123", "\u3000"]
+    [
+        "a",
+        "b",
+        "c",
+        "d",
+        "ab",
+        "cd",
+        " ",
+        "  ",
+        "é",
+        "e",
+        "中",
+        "🙂",
+        "1",
+        ".",
+        "'s",
+        "\n",
+        "<|",
+        "|>",
+        "<|endoftext|>",
+        # (what the cl100k and o200k scanners look ahead for)
+        "A",
+        "'",
+        "'L",
+        "'ſ",
+        "\u0301",
+        "/",
+        "\r\n",
+        "123",
+        "\u3000",
+    ]
 )
 raw_data = st.one_of(st.lists(pieces, max_size=40).map("".join).map(str.encode), st.binary(max_size=24))
 CONTAINERS = ["bytes", "bytearray", "memoryview", "slice", "guarded"]

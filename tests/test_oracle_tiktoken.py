@@ -38,7 +38,9 @@ def gpt2_data() -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
 def oracle(gpt2_data) -> tiktoken.Encoding:
     vocab, _ = gpt2_data
     ranks = {token: token_id for token_id, token in vocab.items() if token_id != 50256}
-    return tiktoken.Encoding(name="gpt2_local", pat_str=GPT2_PATTERN, mergeable_ranks=ranks, special_tokens={EOT: 50256})
+    return tiktoken.Encoding(
+        name="gpt2_local", pat_str=GPT2_PATTERN, mergeable_ranks=ranks, special_tokens={EOT: 50256}
+    )
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +82,20 @@ characters = st.characters(exclude_categories=("Cs", "Cn"))
 pieces = st.one_of(
     st.text(alphabet=characters, max_size=12),
     st.sampled_from(
-        [EOT, EOT + EOT, "<|endoftext|", "'ll", "'s", "'VE", "😀", "👍🏽", "🇺🇸", "👨\u200d👩\u200d👧", "e\u0301", "\u0915\u094d"]
+        [
+            EOT,
+            EOT + EOT,
+            "<|endoftext|",
+            "'ll",
+            "'s",
+            "'VE",
+            "😀",
+            "👍🏽",
+            "🇺🇸",
+            "👨\u200d👩\u200d👧",
+            "e\u0301",
+            "\u0915\u094d",
+        ]
     ),
     st.text(alphabet=" \t\n\r\x0b\x0c\x1c\x85\xa0\u2028\u3000", min_size=1, max_size=6),  # whitespace runs
     st.text(alphabet="0123456789٣", min_size=1, max_size=6),
@@ -126,7 +141,8 @@ def test_every_gpt2_token_is_rebuilt_by_its_own_merges(gpt2_data, tokenizers, or
     not_rebuilt = [
         token_id
         for token_id, token in vocab.items()
-        if token_id != 50256 and bpe_scan(list(map(tok._tables.byte_ids.__getitem__, token)), tok._tables.ranks) != [token_id]
+        if token_id != 50256
+        and bpe_scan(list(map(tok._tables.byte_ids.__getitem__, token)), tok._tables.ranks) != [token_id]
     ]
     assert not_rebuilt == []
 

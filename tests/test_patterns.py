@@ -50,9 +50,50 @@ PATTERNS = {**PRESETS, "custom": resolve_pattern(CUSTOM)}
 # Text that reaches each alternative's edges: contractions in every case, digit runs, CR/LF mixes,
 # whitespace runs ending in newlines, trailing whitespace, '/' after punctuation and newlines
 # (o200k), combining marks, title case, capital runs before lower case, other scripts.
-PIECES = ["don't", "I'LL", "we'll", "you've", "they're", "we'Re", "'s", "'S", "'", "x'y", "1", "12", "1234", "1234567", "\r\n", "\n", "\r",
-          "\n\n", " \n", "  ", " ", "\t", "a.", "./", "a\n/b", ".\n/", "?!", "é", "é", "ǅ", "ABc", "ABC",
-          "aBc", "日本語", "Привет", "٣٤", "🙂", "x", "Hello", " world", "<", "|"]
+PIECES = [
+    "don't",
+    "I'LL",
+    "we'll",
+    "you've",
+    "they're",
+    "we'Re",
+    "'s",
+    "'S",
+    "'",
+    "x'y",
+    "1",
+    "12",
+    "1234",
+    "1234567",
+    "\r\n",
+    "\n",
+    "\r",
+    "\n\n",
+    " \n",
+    "  ",
+    " ",
+    "\t",
+    "a.",
+    "./",
+    "a\n/b",
+    ".\n/",
+    "?!",
+    "é",
+    "é",
+    "ǅ",
+    "ABc",
+    "ABC",
+    "aBc",
+    "日本語",
+    "Привет",
+    "٣٤",
+    "🙂",
+    "x",
+    "Hello",
+    " world",
+    "<",
+    "|",
+]
 texts = st.lists(st.sampled_from(PIECES), max_size=30).map("".join)
 
 
@@ -83,8 +124,15 @@ def test_gpt2_pattern_as_published_is_the_preset():
     assert resolve_pattern(PRESETS["cl100k"].regex) is PRESETS["cl100k"]
 
 
-@pytest.mark.parametrize(("bad", "needle"), [("(unclosed", "not a valid regex"), ("a*", "matches the empty string"),
-                                              ("", "a preset name"), (3, "a preset name")])
+@pytest.mark.parametrize(
+    ("bad", "needle"),
+    [
+        ("(unclosed", "not a valid regex"),
+        ("a*", "matches the empty string"),
+        ("", "a preset name"),
+        (3, "a preset name"),
+    ],
+)
 def test_a_bad_pattern_is_a_one_line_config_error(bad, needle):
     with pytest.raises(ConfigError, match=needle):
         resolve_pattern(bad)
@@ -214,7 +262,8 @@ def test_encoding_equals_tiktoken_with_the_same_vocab(trained, name):
     ours = Tokenizer(vocab, merges, [EOT], pattern=name)
     special = {EOT: ours.special_token_ids[EOT]}
     theirs = tiktoken.Encoding(
-        name=f"test_{name}", pat_str=PRESETS[name].regex,
+        name=f"test_{name}",
+        pat_str=PRESETS[name].regex,
         mergeable_ranks={token: i for i, token in vocab.items() if i not in special.values()},
         special_tokens=special,
     )
@@ -271,8 +320,9 @@ def test_cli_train_and_encode_use_the_pattern(tmp_path):
 
     corpus = require_fixture("corpus.en")
     out = tmp_path / "tok"
-    assert cli.main(["train", str(corpus), "--vocab-size", "500", "--pattern", "o200k", "--out", str(out),
-                     "--quiet"]) == 0
+    assert (
+        cli.main(["train", str(corpus), "--vocab-size", "500", "--pattern", "o200k", "--out", str(out), "--quiet"]) == 0
+    )
     tok = Tokenizer.load(out)
     assert tok.pattern is PRESETS["o200k"]
     ids = tmp_path / "ids.npy"
@@ -297,9 +347,14 @@ def test_training_from_documents_equals_training_on_them_as_a_file(tmp_path, nam
     assert train_bpe_from_iterator((d for d in documents), 599, [], pattern=pattern)[1] == expected[1]
 
 
-@pytest.mark.parametrize(("documents", "needle"), [(["ok", b"bytes"], "document #1 is bytes, not str"),
-                                                   (["ok", "x", "a\ud800"], "document #2: "),
-                                                   ([], "no text to train on")])
+@pytest.mark.parametrize(
+    ("documents", "needle"),
+    [
+        (["ok", b"bytes"], "document #1 is bytes, not str"),
+        (["ok", "x", "a\ud800"], "document #2: "),
+        ([], "no text to train on"),
+    ],
+)
 def test_bad_documents_are_one_line_errors_naming_the_document(documents, needle):
     for pattern in ("gpt2", CUSTOM):
         with pytest.raises(BpeError, match=needle):

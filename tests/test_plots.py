@@ -18,8 +18,9 @@ EOT = "<|endoftext|>"
 
 def _svg_text(path: Path) -> str:
     """The visible text of an SVG written with svg.fonttype 'none' (one <text> per label)."""
-    return " ".join(re.sub(r"<[^>]+>", " ", match) for match in re.findall(r"<text[^>]*>.*?</text>",
-                                                                        path.read_text(), flags=re.S))
+    return " ".join(
+        re.sub(r"<[^>]+>", " ", match) for match in re.findall(r"<text[^>]*>.*?</text>", path.read_text(), flags=re.S)
+    )
 
 
 @pytest.fixture(scope="module")
@@ -44,8 +45,10 @@ def test_compare_plot_shows_every_row_its_value_verdict_and_direction(compare_re
 
 
 def test_compare_plot_marks_a_row_that_differs(compare_report, tmp_path):
-    rows = [dataclasses.replace(r, identical=False) if r.name == "route_b" and r.table == "merge" else r
-            for r in compare_report.rows]
+    rows = [
+        dataclasses.replace(r, identical=False) if r.name == "route_b" and r.table == "merge" else r
+        for r in compare_report.rows
+    ]
     svg = tmp_path / "c.svg"
     plots.plot_compare(dataclasses.replace(compare_report, rows=rows), svg)
     assert "identical to naive: NO" in _svg_text(svg)
@@ -56,8 +59,9 @@ def test_scaling_plots_one_png_and_svg_per_study_with_fitted_slopes(tmp_path):
     for name, k, peer in [("route_b", 0.5, False), ("native", 0.8, False), ("rustbpe", 1.0, True)]:
         for metric in ("merge", "train") if not peer else ("train",):
             curve = scaling.Curve("corpus: generated", metric, name, peer, "corpus MB")
-            curve.points = [scaling.Point(x, 0.01 * x**k, 2.0 * x**0.5, {"distinct_bytes": 1000 * x**0.6})
-                            for x in (1, 2, 4, 8)]
+            curve.points = [
+                scaling.Point(x, 0.01 * x**k, 2.0 * x**0.5, {"distinct_bytes": 1000 * x**0.6}) for x in (1, 2, 4, 8)
+            ]
             report.curves.append(curve)
     report.fits, report.interval = scaling.fit_curves(report.curves)
     written = plots.plot_scaling(report, tmp_path)

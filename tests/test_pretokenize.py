@@ -86,7 +86,7 @@ def test_boundaries_are_just_after_split_tokens_sorted_and_deduplicated():
     assert bounds == sorted(set(bounds)) and len(bounds) <= 17
     assert len(bounds) > 8  # documents are short, so most planned boundaries survive
     for b in bounds[1:-1]:
-        assert data[b - len(b"<|endoftext|>"):b] == b"<|endoftext|>"
+        assert data[b - len(b"<|endoftext|>") : b] == b"<|endoftext|>"
 
 
 def test_too_few_split_tokens_means_fewer_chunks():
@@ -101,9 +101,9 @@ def test_a_boundary_never_splits_a_longer_overlapping_special_token():
     bounds = find_chunk_boundaries(io.BytesIO(data), 20, single, [double])
     assert len(bounds) > 2
     for b in bounds[1:-1]:
-        assert data[b - len(single):b] == single
+        assert data[b - len(single) : b] == single
         # never between the halves of a double, nor right after one
-        assert data[b - len(double):b] != double and data[b:b + len(single)] != single
+        assert data[b - len(double) : b] != double and data[b : b + len(single)] != single
     # with only doubles in the text there is no safe cut: one chunk rather than a wrong split
     only_doubles = (b"some text " * 50 + double) * 40
     assert find_chunk_boundaries(io.BytesIO(only_doubles), 20, single, [double]) == [0, len(only_doubles)]
@@ -132,8 +132,38 @@ def test_boundary_search_reads_small_blocks_not_the_file():
 
 SPECIAL_SETS = [(), (EOT,), (EOT, EOT + EOT), ("<|a|>", "a|>x", "|>")]
 pieces = st.sampled_from(
-    ["a", "b", "Z", "é", "🙂", "1", "23", ".", ",", "'s", "'", "!", " ", "  ", "\n", "\n\n", "\r\n", "\t",
-     "\u00a0", "\u3000", "<|", "|>", "<|a|>", "a|>x", EOT, "x", "y", "-", '"', "\u0301"]
+    [
+        "a",
+        "b",
+        "Z",
+        "é",
+        "🙂",
+        "1",
+        "23",
+        ".",
+        ",",
+        "'s",
+        "'",
+        "!",
+        " ",
+        "  ",
+        "\n",
+        "\n\n",
+        "\r\n",
+        "\t",
+        "\u00a0",
+        "\u3000",
+        "<|",
+        "|>",
+        "<|a|>",
+        "a|>x",
+        EOT,
+        "x",
+        "y",
+        "-",
+        '"',
+        "\u0301",
+    ]
 )
 texts = st.lists(pieces, max_size=60).map("".join)
 
@@ -202,9 +232,10 @@ def test_units_cover_the_file_exactly(tmp_path):
     units = plan_units(path, (EOT,), 4)
     assert units[0].start == 0 and units[-1].end == path.stat().st_size
     assert all(a.end == b.start for a, b in zip(units, units[1:]))
-    assert sum((tally_unit(u, (EOT,)).counts for u in units), Counter()) == tally_unit(
-        TextRange(str(path), 0, path.stat().st_size), (EOT,)
-    ).counts
+    assert (
+        sum((tally_unit(u, (EOT,)).counts for u in units), Counter())
+        == tally_unit(TextRange(str(path), 0, path.stat().st_size), (EOT,)).counts
+    )
 
 
 def test_empty_corpus_counts_nothing(tmp_path):
@@ -228,9 +259,7 @@ def assert_boundaries_safe(data: bytes, bounds: list[int], specials: tuple[str, 
     """Each inner boundary: at a character start, not inside any special-token occurrence, and a
     cut the finder itself accepts."""
     encoded = [t.encode() for t in specials]
-    occurrences = [
-        m.span() for token in encoded for m in regex.finditer(regex.escape(token), data, overlapped=True)
-    ]
+    occurrences = [m.span() for token in encoded for m in regex.finditer(regex.escape(token), data, overlapped=True)]
     finder = CutFinder(encoded, encoded, prose=GPT2.prose_cuts)
     file = io.BytesIO(data)
     for b in bounds[1:-1]:

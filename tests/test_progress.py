@@ -29,8 +29,9 @@ print(len(threading.enumerate()), *[thread.name for thread in threading.enumerat
 def test_counting_and_training_without_a_bar_leave_no_thread(impl, tmp_path):
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("low lower lowest<|endoftext|>newer wider new\n" * 50, encoding="utf-8")
-    said = subprocess.run([sys.executable, "-c", _CHECK, str(corpus), impl],
-                          capture_output=True, text=True, check=True).stdout.split()
+    said = subprocess.run(
+        [sys.executable, "-c", _CHECK, str(corpus), impl], capture_output=True, text=True, check=True
+    ).stdout.split()
     assert said == ["1", "MainThread"]
 
 

@@ -51,16 +51,22 @@ ALPHABET = b"abc"
 def rank_tables(draw) -> dict[bytes, int]:
     """Ranks over a small alphabet: the 256 bytes, then multi-byte tokens in a drawn order (not all
     of them made by a merge, so some tokens stop at more than two pieces)."""
-    tokens = draw(st.lists(st.binary(min_size=2, max_size=6).map(lambda b: bytes(ALPHABET[x % 3] for x in b)),
-                           unique=True, max_size=40))
+    tokens = draw(
+        st.lists(
+            st.binary(min_size=2, max_size=6).map(lambda b: bytes(ALPHABET[x % 3] for x in b)), unique=True, max_size=40
+        )
+    )
     ranks = {bytes([b]): b for b in range(256)}
     for token in tokens:
         ranks[token] = len(ranks)
     return ranks
 
 
-@given(ranks=rank_tables(), token=st.binary(min_size=1, max_size=24).map(lambda b: bytes(ALPHABET[x % 3] for x in b)),
-       below=st.integers(256, 300))
+@given(
+    ranks=rank_tables(),
+    token=st.binary(min_size=1, max_size=24).map(lambda b: bytes(ALPHABET[x % 3] for x in b)),
+    below=st.integers(256, 300),
+)
 @settings(max_examples=examples(500), deadline=None)
 def test_the_heap_bpe_equals_the_definition(ranks, token, below):
     assert bpe_pieces(token, ranks, below) == bpe_pieces_by_passes(token, ranks, below)
@@ -96,9 +102,17 @@ def _py_tables(data: bytes, specials: list[bytes]) -> RankTables | None:
 
 
 @native
-@given(merges=st.lists(st.tuples(st.sampled_from(list(ALPHABET)) | st.integers(256, 400),
-                                 st.sampled_from(list(ALPHABET)) | st.integers(256, 400)), max_size=60),
-       shuffle=st.randoms(use_true_random=False), sort=st.booleans())
+@given(
+    merges=st.lists(
+        st.tuples(
+            st.sampled_from(list(ALPHABET)) | st.integers(256, 400),
+            st.sampled_from(list(ALPHABET)) | st.integers(256, 400),
+        ),
+        max_size=60,
+    ),
+    shuffle=st.randoms(use_true_random=False),
+    sort=st.booleans(),
+)
 @settings(max_examples=examples(300), deadline=None)
 def test_the_compiled_reader_equals_its_python_twin_on_plain_files(merges, shuffle, sort):
     """The same tables, or None exactly where Python refuses the file (a token whose BPE with the
@@ -113,11 +127,28 @@ def test_the_compiled_reader_equals_its_python_twin_on_plain_files(merges, shuff
 
 
 @native
-@given(merges=st.lists(st.tuples(st.integers(97, 99) | st.integers(256, 300), st.integers(97, 99) | st.integers(256, 300)),
-                       max_size=30),
-       edit=st.sampled_from(["crlf", "blank", "dup-token", "dup-rank", "drop-byte", "bad-b64", "pad-bits", "spaces",
-                             "big-rank", "unbuildable", "lead-zero", "no-final-newline"]),
-       at=st.integers(0, 10_000))
+@given(
+    merges=st.lists(
+        st.tuples(st.integers(97, 99) | st.integers(256, 300), st.integers(97, 99) | st.integers(256, 300)), max_size=30
+    ),
+    edit=st.sampled_from(
+        [
+            "crlf",
+            "blank",
+            "dup-token",
+            "dup-rank",
+            "drop-byte",
+            "bad-b64",
+            "pad-bits",
+            "spaces",
+            "big-rank",
+            "unbuildable",
+            "lead-zero",
+            "no-final-newline",
+        ]
+    ),
+    at=st.integers(0, 10_000),
+)
 @settings(max_examples=examples(400), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_the_compiled_reader_never_differs_from_python_on_edited_files(merges, edit, at):
     """An edited file: the compiled reader gives Python's tables, or None where Python refuses the
@@ -223,8 +254,23 @@ def test_a_lone_surrogate_in_a_sidecar_special_token_is_one_line_naming_file_and
     side.write_text(json.dumps({"pat_str": "gpt2", "special_tokens": {"<|a\ud800|>": 300}}), encoding="utf-8")
     with pytest.raises(TokenizerFileError, match=r"t\.tiktoken\.json: special_tokens: special token .* lone surrogate"):
         Tokenizer.load(path)
-    done = subprocess.run([sys.executable, "-m", "bpe_impls", "export", "--tokenizer", str(path), "--format", "hf",
-                           "--out", str(tmp_path / "out")], capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bpe_impls",
+            "export",
+            "--tokenizer",
+            str(path),
+            "--format",
+            "hf",
+            "--out",
+            str(tmp_path / "out"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 1
     assert done.stderr.count("\n") == 1 and "t.tiktoken.json: special_tokens" in done.stderr
     assert not (tmp_path / "out").exists()
@@ -303,7 +349,14 @@ def test_encode_peers_on_openai_vocabs_give_our_ids(openai_tokenizer, peer):
     build = getattr(peers, f"{peer}_tokenizer")
     theirs = build(dict(ours.vocab), ours.merges, specials, ours.pattern)
     intl = b"".join(generate_bytes(60_000, seed=1, style="intl")).decode("utf-8")
-    text = (fixture_text("address.txt") + specials[0] + fixture_text("german.txt") + specials[-1] + " x"
-            + fixture_text("corpus.en")[:30_000] + intl)
+    text = (
+        fixture_text("address.txt")
+        + specials[0]
+        + fixture_text("german.txt")
+        + specials[-1]
+        + " x"
+        + fixture_text("corpus.en")[:30_000]
+        + intl
+    )
     found = theirs.encode(text)
     assert [int(i) for i in (found.ids if hasattr(found, "ids") else found)] == ours.encode(text)

@@ -67,7 +67,10 @@ class TreeRun:
 
     def __init__(self, *args: str, env: dict[str, str] | None = None):
         self.popen = subprocess.Popen(
-            [sys.executable, "-m", "bpe_impls", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            [sys.executable, "-m", "bpe_impls", *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
             env=None if env is None else {**os.environ, **env},
         )
         self.root = psutil.Process(self.popen.pid)
@@ -166,8 +169,21 @@ def runs() -> Iterator[Callable[..., TreeRun]]:
 
 
 def train_args(corpus: Path, out: Path, vocab_size: int = 1000, impl: str = "bucket") -> list[str]:
-    return ["train", str(corpus), "--vocab-size", str(vocab_size), "--special-token", EOT,
-            "--impl", impl, "--workers", "2", "--out", str(out), "--quiet"]
+    return [
+        "train",
+        str(corpus),
+        "--vocab-size",
+        str(vocab_size),
+        "--special-token",
+        EOT,
+        "--impl",
+        impl,
+        "--workers",
+        "2",
+        "--out",
+        str(out),
+        "--quiet",
+    ]
 
 
 # A run a Ctrl-C test interrupts must still be running when the signal arrives, however loaded
@@ -312,8 +328,11 @@ def test_a_corpus_replaced_after_planning_is_an_error_naming_the_unit(tmp_path, 
     os.replace(other, path)
     with pytest.raises(CorpusError) as info:
         count_units(units, (EOT,), num_workers=2)
-    assert re.fullmatch(rf"{re.escape(str(path))}( bytes \d+-\d+)?: file changed while counting "
-                        r"\(replaced by another file\)", str(info.value)), str(info.value)
+    assert re.fullmatch(
+        rf"{re.escape(str(path))}( bytes \d+-\d+)?: file changed while counting "
+        r"\(replaced by another file\)",
+        str(info.value),
+    ), str(info.value)
 
 
 def test_in_process_counting_also_detects_a_shrunk_file(tmp_path):
@@ -386,8 +405,9 @@ def test_ctrl_c_with_counting_threads(corpus, tmp_path, runs, delay):
     # its threads would pass for counting threads below, so Ctrl-C could land during the imports.
     run = runs(*train_args(corpus, out, **ENDLESS), env={"OPENBLAS_NUM_THREADS": "1"})
     # Wait until the counting threads exist (or counting is already over), then the chosen delay.
-    run.wait_for(lambda: run.root.num_threads() > 1 or sum(run.root.cpu_times()[:2]) > 1.5, START_TIMEOUT,
-                 "counting to start")
+    run.wait_for(
+        lambda: run.root.num_threads() > 1 or sum(run.root.cpu_times()[:2]) > 1.5, START_TIMEOUT, "counting to start"
+    )
     time.sleep(delay)
     code, stdout, stderr, seconds = _interrupt(run)
     assert code == 130 and stderr.strip() == "bpe: interrupted" and stdout == ""
@@ -423,8 +443,19 @@ def test_sigterm_or_sighup_during_encode_removes_the_temp_file(saved_tokenizer, 
     os.mkfifo(source)
     out_dir = tmp_path / "out"
     out_dir.mkdir()
-    run = runs("encode", "--tokenizer", str(tok), str(source), "--out", str(out_dir / "ids.bin"),
-               "--threads", "1", "--block-size", "65536", "--quiet")
+    run = runs(
+        "encode",
+        "--tokenizer",
+        str(tok),
+        str(source),
+        "--out",
+        str(out_dir / "ids.bin"),
+        "--threads",
+        "1",
+        "--block-size",
+        "65536",
+        "--quiet",
+    )
     text = small_corpus.read_bytes()
 
     def open_writer() -> list[int]:  # once the run has opened the FIFO for reading (else ENXIO)
@@ -466,8 +497,21 @@ def test_sigterm_or_sighup_during_encode_removes_the_temp_file(saved_tokenizer, 
 
 def test_ctrl_c_while_writing_keeps_the_old_tokenizer_whole(small_corpus, tmp_path, monkeypatch, capsys):
     out = tmp_path / "tok"
-    args = ["train", str(small_corpus), "--vocab-size", "300", "--special-token", EOT, "--impl", "bucket",
-            "--workers", "1", "--out", str(out), "--quiet"]
+    args = [
+        "train",
+        str(small_corpus),
+        "--vocab-size",
+        "300",
+        "--special-token",
+        EOT,
+        "--impl",
+        "bucket",
+        "--workers",
+        "1",
+        "--out",
+        str(out),
+        "--quiet",
+    ]
     assert cli.main(args) == 0
     before = {p.name: p.read_bytes() for p in out.iterdir()}
     assert sorted(before) == ["merges.txt", "special_tokens.json", "split_pattern.json", "vocab.json"]
@@ -497,8 +541,26 @@ SAMPLE = f"Once upon a time, Tom's cat ran  fast!\n{EOT}Ünïcödé 🙂 日本�
 @pytest.fixture(scope="module")
 def saved_tokenizer(tmp_path_factory: pytest.TempPathFactory, small_corpus: Path) -> dict[str, bytes]:
     out = tmp_path_factory.mktemp("tok")
-    assert cli.main(["train", str(small_corpus), "--vocab-size", "400", "--special-token", EOT,
-                     "--impl", "bucket", "--workers", "1", "--out", str(out), "--quiet"]) == 0
+    assert (
+        cli.main(
+            [
+                "train",
+                str(small_corpus),
+                "--vocab-size",
+                "400",
+                "--special-token",
+                EOT,
+                "--impl",
+                "bucket",
+                "--workers",
+                "1",
+                "--out",
+                str(out),
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     return {p.name: p.read_bytes() for p in out.iterdir()}
 
 
@@ -513,15 +575,21 @@ def _write_tokenizer(files: dict[str, bytes], folder: Path) -> Path:
 def _mutate(data: bytes, edits: list[tuple[int, int, bytes]]) -> bytes:
     for position, delete, insert in edits:
         at = position % (len(data) + 1)
-        data = data[:at] + insert + data[at + delete:]
+        data = data[:at] + insert + data[at + delete :]
     return data
 
 
 edits = st.lists(
-    st.tuples(st.integers(0, 10**6), st.integers(0, 8), st.binary(max_size=6) | st.sampled_from(
-        [b'"', b",", b"}", b"{", b" ", b"\n", b"\xc4\xa0", b"0", b"-1", b"99999", b"true", b"\\u0000", b"\xff"]
-    )),
-    min_size=1, max_size=4,
+    st.tuples(
+        st.integers(0, 10**6),
+        st.integers(0, 8),
+        st.binary(max_size=6)
+        | st.sampled_from(
+            [b'"', b",", b"}", b"{", b" ", b"\n", b"\xc4\xa0", b"0", b"-1", b"99999", b"true", b"\\u0000", b"\xff"]
+        ),
+    ),
+    min_size=1,
+    max_size=4,
 )
 
 
@@ -551,9 +619,12 @@ def test_fuzzed_tokenizer_files_load_or_fail_with_one_line(saved_tokenizer, tmp_
 structural_edits = st.lists(
     st.tuples(
         st.sampled_from(["drop_token", "set_id", "swap_ids", "drop_merge", "swap_merges", "repeat_merge", "rename"]),
-        st.integers(0, 10**6), st.integers(0, 10**6), st.integers(-2, 600),
+        st.integers(0, 10**6),
+        st.integers(0, 10**6),
+        st.integers(-2, 600),
     ),
-    min_size=1, max_size=3,
+    min_size=1,
+    max_size=3,
 )
 
 
@@ -633,8 +704,9 @@ def test_an_unguarded_script_gets_one_line_saying_what_to_add(tmp_path, small_co
     call = f"train_bpe({str(small_corpus)!r}, 300, [{EOT!r}], {options})"
     unguarded = tmp_path / "unguarded.py"
     unguarded.write_text(f"from bpe_impls import train_bpe\nprint(len({call}[1]))\n", encoding="utf-8")
-    done = subprocess.run([sys.executable, str(unguarded)], capture_output=True, text=True, timeout=120,
-                          env={**os.environ, **env})
+    done = subprocess.run(
+        [sys.executable, str(unguarded)], capture_output=True, text=True, timeout=120, env={**os.environ, **env}
+    )
     assert done.returncode == 1
     last = done.stderr.strip().splitlines()[-1]
     assert last.startswith(f"bpe_impls.base.errors.ConfigError: {unguarded} line 2: ") and (
@@ -642,10 +714,12 @@ def test_an_unguarded_script_gets_one_line_saying_what_to_add(tmp_path, small_co
     ), done.stderr
     assert "bootstrapping" not in done.stderr and done.stderr.count("Traceback") == 1
     guarded = tmp_path / "guarded.py"
-    guarded.write_text(f"from bpe_impls import train_bpe\nif __name__ == '__main__':\n    print(len({call}[1]))\n",
-                       encoding="utf-8")
-    done = subprocess.run([sys.executable, str(guarded)], capture_output=True, text=True, timeout=300,
-                          env={**os.environ, **env})
+    guarded.write_text(
+        f"from bpe_impls import train_bpe\nif __name__ == '__main__':\n    print(len({call}[1]))\n", encoding="utf-8"
+    )
+    done = subprocess.run(
+        [sys.executable, str(guarded)], capture_output=True, text=True, timeout=300, env={**os.environ, **env}
+    )
     assert done.returncode == 0 and done.stdout.strip() == str(300 - 256 - 1), done.stderr  # vocab - bytes - special
 
 

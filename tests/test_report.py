@@ -26,17 +26,29 @@ from bpe_impls.harness import compare, report, scaling  # noqa: E402
 from bpe_impls.trainers import IMPLEMENTATIONS  # noqa: E402
 
 EOT = "<|endoftext|>"
-CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                  "--enable-logging=stderr", "--v=0", "--virtual-time-budget=10000"]
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--enable-logging=stderr",
+    "--v=0",
+    "--virtual-time-budget=10000",
+]
 
 
 def chromium() -> str:
     found = shutil.which("chromium") or shutil.which("chromium-browser")
     if found is None:
         if os.environ.get("CI", "").lower() == "true":
-            pytest.fail("chromium is not installed, and CI must check the report in a browser "
-                        "(apt-get install -y chromium; .ci/run does this)")
+            pytest.fail(
+                "chromium is not installed, and CI must check the report in a browser "
+                "(apt-get install -y chromium; .ci/run does this)"
+            )
         pytest.skip("chromium is not installed (apt-get install -y chromium)")
     return found
 
@@ -44,8 +56,12 @@ def chromium() -> str:
 def load_in_browser(page: Path) -> tuple[str, str]:
     """(DOM after load, browser log) of the page, in a fresh profile."""
     with tempfile.TemporaryDirectory(prefix="bpe-chromium-") as profile:
-        result = subprocess.run([chromium(), *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "--dump-dom",
-                                 page.resolve().as_uri()], capture_output=True, text=True, timeout=120)
+        result = subprocess.run(
+            [chromium(), *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "--dump-dom", page.resolve().as_uri()],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
     assert result.returncode == 0, result.stderr[-2000:]
     return result.stdout, result.stderr
 
@@ -74,16 +90,34 @@ def inputs(tmp_path_factory) -> tuple[Path, Path]:
     corpus.write_text(("once upon a time there was a cat. " * 30 + EOT) * 20, encoding="utf-8")
     compare_json, scaling_json = where / "compare.json", where / "scaling.json"
     compare.write_json(compare.run_compare(corpus, 300, [EOT], impls=["naive", "route_b"]), compare_json)
-    tiny = dataclasses.replace(scaling.QUICK, generated_mb=(0.02, 0.04, 0.08), text_mb=(0.01, 0.02),
-                               cache_sizes=(0, 64), cache_text_mb=0.01, encode_vocab=300)
+    tiny = dataclasses.replace(
+        scaling.QUICK,
+        generated_mb=(0.02, 0.04, 0.08),
+        text_mb=(0.01, 0.02),
+        cache_sizes=(0, 64),
+        cache_text_mb=0.01,
+        encode_vocab=300,
+    )
     scaling.write_json(scaling.run_scaling(tiny, real=[], studies=("corpus", "encode")), scaling_json)
     return compare_json, scaling_json
 
 
 def test_report_holds_the_tables_figures_machine_and_commit(inputs, tmp_path, capsys):
     compare_json, scaling_json = inputs
-    assert cli.main(["report", str(tmp_path / "out"), "--compare-json", str(compare_json),
-                     "--scaling-json", str(scaling_json), "--quiet"]) == 0
+    assert (
+        cli.main(
+            [
+                "report",
+                str(tmp_path / "out"),
+                "--compare-json",
+                str(compare_json),
+                "--scaling-json",
+                str(scaling_json),
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     page = tmp_path / "out" / "index.html"
     assert capsys.readouterr().out.strip() == f"wrote {page}"
     source = page.read_text(encoding="utf-8")
@@ -91,7 +125,7 @@ def test_report_holds_the_tables_figures_machine_and_commit(inputs, tmp_path, ca
     # one compare figure + one per scaling study
     assert source.count("<figure>") == 1 + len({c.study for c in loaded.curves})
     for row in report.load_compare_json(compare_json).rows:
-        assert f"<td class=\"text\">{row.name}</td>" in source
+        assert f'<td class="text">{row.name}</td>' in source
     for fit in loaded.fits:
         if fit.slope is not None and fit.quantity == scaling.TIME:
             assert f"{fit.slope:.2f}" in source
@@ -102,15 +136,28 @@ def test_report_holds_the_tables_figures_machine_and_commit(inputs, tmp_path, ca
 def test_report_stats_table_names_the_trainers_with_statistics(inputs, tmp_path):
     compare_json, scaling_json = inputs
     verdict = tmp_path / "verdict.json"  # given, so that the report does not run bpe verify itself
-    verdict.write_text(json.dumps({"status": "passed", "checked": {
-        "implementations": {"trainer": "builtin:native"}, "clauses": ["ties"], "generated_cases": 1,
-        "real_corpora": []}}), encoding="utf-8")
-    page = report.write_report(tmp_path / "out", compare_json=compare_json, scaling_json=scaling_json,
-                               verify_json=[verdict])
+    verdict.write_text(
+        json.dumps(
+            {
+                "status": "passed",
+                "checked": {
+                    "implementations": {"trainer": "builtin:native"},
+                    "clauses": ["ties"],
+                    "generated_cases": 1,
+                    "real_corpora": [],
+                },
+            }
+        ),
+        encoding="utf-8",
+    )
+    page = report.write_report(
+        tmp_path / "out", compare_json=compare_json, scaling_json=scaling_json, verify_json=[verdict]
+    )
     source = page.read_text(encoding="utf-8")
     without = ", ".join(name for name in IMPLEMENTATIONS if not scaling.has_stats(name))
-    assert (f"<h3>Per-merge statistics of route_a, route_b, bucket (untimed instrumented runs; none for {without})"
-            "</h3>") in source
+    assert (
+        f"<h3>Per-merge statistics of route_a, route_b, bucket (untimed instrumented runs; none for {without})</h3>"
+    ) in source
     for counter in ("words_touched", "index_entries", "heap_pushes", "stale_discarded", "stale_words", "bucket_moves"):
         assert f'<td class="text">{counter}</td>' in source
 
@@ -118,9 +165,20 @@ def test_report_stats_table_names_the_trainers_with_statistics(inputs, tmp_path)
 def test_a_quick_report_says_it_is_a_smoke_run_and_greys_thin_fits(inputs, tmp_path):
     compare_json, scaling_json = inputs  # three generated sizes a factor 4 apart: every fit is thin
     verdict = tmp_path / "verdict.json"  # given, so that the report does not run bpe verify itself
-    verdict.write_text(json.dumps({"status": "passed", "checked": {
-        "implementations": {"trainer": "builtin:native"}, "clauses": ["ties"], "generated_cases": 1,
-        "real_corpora": []}}), encoding="utf-8")
+    verdict.write_text(
+        json.dumps(
+            {
+                "status": "passed",
+                "checked": {
+                    "implementations": {"trainer": "builtin:native"},
+                    "clauses": ["ties"],
+                    "generated_cases": 1,
+                    "real_corpora": [],
+                },
+            }
+        ),
+        encoding="utf-8",
+    )
     given = {"compare_json": compare_json, "scaling_json": scaling_json, "verify_json": [verdict]}
     plain = report.write_report(tmp_path / "plain", **given)
     smoke = report.write_report(tmp_path / "smoke", **given, quick=True)
@@ -142,7 +200,7 @@ def test_the_check_fails_on_a_page_with_a_broken_figure(inputs, tmp_path):
     # The browser check must be able to fail: an empty figure and a script error.
     compare_json, scaling_json = inputs
     page = report.write_report(tmp_path, compare_json=compare_json, scaling_json=scaling_json)
-    broken = page.read_text(encoding="utf-8").replace("<figure>", "<figure><svg width=\"0\" height=\"0\"></svg>", 1)
+    broken = page.read_text(encoding="utf-8").replace("<figure>", '<figure><svg width="0" height="0"></svg>', 1)
     page.write_text(broken.replace("</body>", "<script>undefinedFunction();</script></body>"), encoding="utf-8")
     dom, _ = load_in_browser(page)
     body = re.search(r"<body[^>]*>", dom).group(0)

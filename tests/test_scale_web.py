@@ -20,9 +20,22 @@ pytestmark = pytest.mark.slow
 def run(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess, dict, str]:
     out_json, out_md = tmp_path / "scale.json", tmp_path / "scale.md"
     done = subprocess.run(
-        [sys.executable, str(SCRIPT), "--workdir", str(tmp_path / "work"), "--vocab-size", "400",
-         "--json", str(out_json), "--markdown", str(out_md), *args],
-        capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            str(SCRIPT),
+            "--workdir",
+            str(tmp_path / "work"),
+            "--vocab-size",
+            "400",
+            "--json",
+            str(out_json),
+            "--markdown",
+            str(out_md),
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert done.returncode == 0, done.stdout + done.stderr
     return done, json.loads(out_json.read_text()), out_md.read_text()
@@ -36,8 +49,9 @@ def test_every_trainer_runs_at_each_size_then_a_tiny_memory_budget_skips_the_lar
     rows = report["rows"]
     trainers = ["bpe_impls", *PEERS]
     assert [(row["size_bytes"], row["trainer"]) for row in rows] == [(2_000_000, t) for t in trainers] + [
-        (8_000_000, t) for t in trainers]
-    small, big = rows[: len(trainers)], rows[len(trainers):]
+        (8_000_000, t) for t in trainers
+    ]
+    small, big = rows[: len(trainers)], rows[len(trainers) :]
     assert small[0]["distinct"] == small[-1]["distinct"] > 30_000
     assert big[0]["distinct"] > 2 * small[0]["distinct"]
     for row in small:
@@ -48,7 +62,7 @@ def test_every_trainer_runs_at_each_size_then_a_tiny_memory_budget_skips_the_lar
         predicted = before["peak_bytes"] / before["distinct"] * row["distinct"]
         assert f"predicted peak {predicted / 2**20:.0f} MB" in row["note"] and "available 60 MB" in row["note"]
     assert markdown.count("\n| 8 |") == len(trainers) and "skipped: predicted peak" in markdown
-    table = done.stdout[done.stdout.index("corpus MB"):]
+    table = done.stdout[done.stdout.index("corpus MB") :]
     assert table.count("skipped") == len(trainers)
     assert not list((tmp_path / "work").glob("web-*.txt")), "generated corpora are deleted without --keep"
 

@@ -120,7 +120,7 @@ def test_mixed_directory_through_the_process_pool(tmp_path, docs):
     """Every unit type pickles to the local pool's workers and counts there."""
     root = tmp_path / "data"
     (root / "nested" / "deeper").mkdir(parents=True)
-    parts = [docs[i::len(FORMATS)] for i in range(len(FORMATS))]
+    parts = [docs[i :: len(FORMATS)] for i in range(len(FORMATS))]
     for i, (fmt, part) in enumerate(zip(FORMATS, parts)):
         folder = root if i % 2 else root / "nested" / ("deeper" if i % 3 else "")
         write_docs(folder / f"part{i}.{fmt}", part)
@@ -151,8 +151,33 @@ def test_special_tokens_inside_documents_still_split(tmp_path):
 
 
 _PIECES = st.sampled_from(
-    ["a", "b", "Z", " ", "  ", "\n", "\n\n", "\t", ".", ",", "!", "'s", "'", "9", "é", "\u00a0", "🙂", "日本",
-     EOT, "<|", "|>", "<|endof", "text|>", "<", "|"]
+    [
+        "a",
+        "b",
+        "Z",
+        " ",
+        "  ",
+        "\n",
+        "\n\n",
+        "\t",
+        ".",
+        ",",
+        "!",
+        "'s",
+        "'",
+        "9",
+        "é",
+        "\u00a0",
+        "🙂",
+        "日本",
+        EOT,
+        "<|",
+        "|>",
+        "<|endof",
+        "text|>",
+        "<",
+        "|",
+    ]
 )
 _DOCS = st.lists(st.lists(_PIECES, max_size=12).map("".join), min_size=1, max_size=12)
 
@@ -198,7 +223,7 @@ def test_stream_pieces_are_cut_only_where_counts_cannot_change(specials, data):
     target = data.draw(st.integers(1, 24), label="target")
     block = data.draw(st.integers(1, 6) | st.integers(1, 64), label="block")  # the buffer ends everywhere
     raw = text.encode("utf-8")
-    blocks = [raw[i:i + block] for i in range(0, len(raw), block)]
+    blocks = [raw[i : i + block] for i in range(0, len(raw), block)]
     pieces = list(unit_module._cut_pieces(blocks, specials, target))
     assert b"".join(p for _, p in pieces) == raw
     assert [o for o, _ in pieces] == [sum(len(p) for _, p in pieces[:i]) for i in range(len(pieces))]
@@ -210,7 +235,7 @@ def test_stream_pieces_are_cut_only_where_counts_cannot_change(specials, data):
 
 def test_stream_pieces_are_bounded_and_really_cut():
     text = "".join(generate(3_000_000, seed=5))
-    blocks = [text.encode()[i:i + 100_000] for i in range(0, 3_000_000, 100_000)]
+    blocks = [text.encode()[i : i + 100_000] for i in range(0, 3_000_000, 100_000)]
     pieces = [p for _, p in unit_module._cut_pieces(blocks, SPECIALS, 50_000)]
     assert len(pieces) > 40
     assert max(map(len, pieces[:-1])) < 50_000 + 2_000  # a safe cut comes within a few bytes in prose
@@ -305,7 +330,7 @@ def test_skip_bad_records_counts_the_rest_and_reports_them(tmp_path, docs):
         assert tally.skipped.count == len(bad_at)
         first = [message for _, _, message in tally.skipped.examples]
         assert first[0] == f"{path}: line 4: field 'text' is a number, not a string"
-        assert [m.split(": ")[1] for m in first] == [f"line {i + 1}" for i in bad_at[:unit_module.MAX_EXAMPLES]]
+        assert [m.split(": ")[1] for m in first] == [f"line {i + 1}" for i in bad_at[: unit_module.MAX_EXAMPLES]]
         summary = tally.skipped.summary()
         assert summary.startswith(f"skipped {len(bad_at)} bad records: {path}: line 4:")
         assert summary.endswith("; and 2 more")
@@ -315,8 +340,12 @@ def test_skip_bad_records_counts_the_rest_and_reports_them(tmp_path, docs):
 
 
 def test_skip_reports_add_up_in_any_order():
-    reports = [SkipReport(1, (("b", 5, "b5"),)), SkipReport(2, (("a", 9, "a9"), ("a", 10, "a10"))),
-               SkipReport(), SkipReport(4, tuple(("c", i, f"c{i}") for i in range(4)))]
+    reports = [
+        SkipReport(1, (("b", 5, "b5"),)),
+        SkipReport(2, (("a", 9, "a9"), ("a", 10, "a10"))),
+        SkipReport(),
+        SkipReport(4, tuple(("c", i, f"c{i}") for i in range(4))),
+    ]
     total = sum(reports, SkipReport())
     assert total == sum(reversed(reports), SkipReport())
     assert total.count == 7 and [m for *_, m in total.examples] == ["a9", "a10", "b5", "c0", "c1"]
@@ -440,7 +469,9 @@ def test_drop_rare_filters_the_global_count_in_place():
 def _cli_reads_shards() -> bool:
     with contextlib.redirect_stderr(io.StringIO()):
         try:
-            cli.build_parser().parse_args(["train", "a", "b", "--vocab-size", "300", "--out", "o", "--skip-bad-records"])
+            cli.build_parser().parse_args(
+                ["train", "a", "b", "--vocab-size", "300", "--out", "o", "--skip-bad-records"]
+            )
         except SystemExit:
             return False
     return True
@@ -451,7 +482,18 @@ def test_cli_bad_records_fail_in_one_line_or_are_skipped_with_a_warning(tmp_path
     shard = tmp_path / "a.jsonl"
     shard.write_text('{"text": "one"}\n{"body": "two"}\n{"text": "three"}\n')
     other = write_docs(tmp_path / "b.txt.gz", ["four", "five"])
-    common = ["train", str(shard), str(other), "--vocab-size", "260", "--special-token", EOT, "--quiet", "--workers", "1"]
+    common = [
+        "train",
+        str(shard),
+        str(other),
+        "--vocab-size",
+        "260",
+        "--special-token",
+        EOT,
+        "--quiet",
+        "--workers",
+        "1",
+    ]
     assert cli.main([*common, "--out", str(tmp_path / "t1")]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [f"bpe: error: {shard}: line 2: no field 'text' in the record"]

@@ -199,9 +199,7 @@ def test_decode_unknown_id(bad: int):
 # --- bad input --------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    ("text", "position"), [("\ud800", 0), ("ab\udfffc", 2), (f"{EOT} x\ud83d\ude00", 15)]
-)
+@pytest.mark.parametrize(("text", "position"), [("\ud800", 0), ("ab\udfffc", 2), (f"{EOT} x\ud83d\ude00", 15)])
 def test_lone_surrogate_is_an_encode_error_naming_its_position(text: str, position: int):
     tok = Tokenizer(hand_vocab(), HAND_MERGES, [EOT])
     with pytest.raises(EncodeError, match=rf"^lone surrogate U\+D[0-9A-F]{{3}} at position {position} "):
@@ -219,7 +217,11 @@ def test_lone_surrogate_is_an_encode_error_naming_its_position(text: str, positi
     [
         ({}, [(b"b", b"c"), (b"x", b"y")], r"^merge #1 b'x' \+ b'y': merged token b'xy' is not in the vocab$"),
         ({}, [(b"zz", b"c")], r"^merge #0 b'zz' \+ b'c': left token b'zz' is not in the vocab$"),
-        ({}, [(b"ab", b"c"), (b"a", b"b")], r"^merge #0 b'ab' \+ b'c': left token b'ab' is not a single byte and no earlier"),
+        (
+            {},
+            [(b"ab", b"c"), (b"a", b"b")],
+            r"^merge #0 b'ab' \+ b'c': left token b'ab' is not a single byte and no earlier",
+        ),
         ({0: None}, [], r"^vocab has no token for byte 0x00 \(1 bytes missing\)$"),
         ({7: b""}, [], r"^vocab id 7 maps to b'', not non-empty bytes$"),
         ({7: "x"}, [], r"^vocab id 7 maps to 'x', not non-empty bytes$"),
@@ -243,8 +245,10 @@ def test_inconsistent_vocab_or_merges_is_a_config_error(vocab_change, merges, me
         ({"encoder": "fastest"}, r"unknown encoder 'fastest'; choose from scan, heap"),
         ({"cache_size": -1}, r"cache_size must be a non-negative integer, got -1"),
         ({"special_tokens": ["a", "a"]}, r"special token 'a' is given twice"),
-        ({"special_tokens": ["\ud800"]},
-         r"special token #0 '\\ud800' is not valid Unicode text \(lone surrogate U\+D800 at position 0\)"),
+        (
+            {"special_tokens": ["\ud800"]},
+            r"special token #0 '\\ud800' is not valid Unicode text \(lone surrogate U\+D800 at position 0\)",
+        ),
     ],
 )
 def test_bad_options_are_config_errors(options, message):

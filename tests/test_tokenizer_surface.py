@@ -50,7 +50,7 @@ def reference(tok: Tokenizer, plain: Tokenizer, text: str, allowed: set[str]) ->
     ids: list[int] = []
     position = 0
     for match in splitter.finditer(text):
-        ids += plain.encode(text[position:match.start()]) + [tok.special_token_ids[match.group()]]
+        ids += plain.encode(text[position : match.start()]) + [tok.special_token_ids[match.group()]]
         position = match.end()
     return ids + plain.encode(text[position:])
 
@@ -124,14 +124,20 @@ def test_invalid_utf8_bytes_are_named_by_offset_in_every_method(tok):
 
 
 # Removed in 0.2.0 (CHANGELOG.md): each had a name above that takes the same arguments.
-REMOVED = ["encode_utf8_to_numpy", "encode_utf8_batch_to_numpy", "encode_ordinary_batch", "from_files",
-           "from_directory", "from_hf", "from_tiktoken"]
+REMOVED = [
+    "encode_utf8_to_numpy",
+    "encode_utf8_batch_to_numpy",
+    "encode_ordinary_batch",
+    "from_files",
+    "from_directory",
+    "from_hf",
+    "from_tiktoken",
+]
 
 
 @pytest.mark.parametrize("name", REMOVED)
 def test_the_deprecated_names_are_gone(name):
     assert not hasattr(Tokenizer, name)
-
 
 
 def test_load_detects_each_format_and_refuses_what_a_file_already_says(tok, tmp_path):
@@ -152,8 +158,13 @@ def test_load_detects_each_format_and_refuses_what_a_file_already_says(tok, tmp_
 def test_decode_takes_ints_only(tok):
     ids = tok.encode("Hello" + EOT)
     assert tok.decode(ids) == tok.decode(np.array(ids)) == tok.decode(iter(ids)) == tok.decode(map(np.int64, ids))
-    for bad, message in (([1.0], r"position 0 is 1.0 \(float\)"), ([15496, True], r"position 1 is True \(bool\)"),
-                         (b"ab", "got bytes"), ("ab", "got str"), (np.array([1.5]), "got dtype float64")):
+    for bad, message in (
+        ([1.0], r"position 0 is 1.0 \(float\)"),
+        ([15496, True], r"position 1 is True \(bool\)"),
+        (b"ab", "got bytes"),
+        ("ab", "got str"),
+        (np.array([1.5]), "got dtype float64"),
+    ):
         with pytest.raises(TypeError, match=message):
             tok.decode(bad)
 

@@ -88,8 +88,9 @@ def test_the_python_path_splits_as_the_c_scanners_where_regex_has_another_unicod
     differing = set(char_classes.regex_differences()[0])
     code_points = [c for c in CODE_POINTS if c in differing or c % 97 == 0]
     for text in probes(code_points):
-        assert PRESETS[name].compiled.findall(text) == [piece.decode() for piece in
-                                                         compiled.core().pretokenize(text.encode(), name)], text
+        assert PRESETS[name].compiled.findall(text) == [
+            piece.decode() for piece in compiled.core().pretokenize(text.encode(), name)
+        ], text
 
 
 def test_the_pinned_regex_is_the_preset_itself_when_regex_has_unicode_16(monkeypatch):
@@ -99,7 +100,9 @@ def test_the_pinned_regex_is_the_preset_itself_when_regex_has_unicode_16(monkeyp
 
 
 def test_the_committed_table_is_unicode_16():
-    unicodedata2 = pytest.importorskip("unicodedata2", reason="unicodedata2 (the test extra's, Unicode 16.0) is not installed")
+    unicodedata2 = pytest.importorskip(
+        "unicodedata2", reason="unicodedata2 (the test extra's, Unicode 16.0) is not installed"
+    )
     if unicodedata2.unidata_version != char_classes.UNICODE_VERSION:
         pytest.skip(f"unicodedata2 has Unicode {unicodedata2.unidata_version}, not {char_classes.UNICODE_VERSION}")
     sys.path.insert(0, str(ROOT / "tools"))
@@ -121,6 +124,7 @@ def test_the_table_keeps_what_the_scanners_assume():
 
 
 # --- OpenAI's real vocabularies on generated text ------------------------------------------------
+
 
 @pytest.fixture(scope="module", params=sorted(OPENAI_PATTERNS))
 def openai_pair(request, tmp_path_factory):

@@ -29,16 +29,26 @@ REFERENCE = TARGETS / "reference.py"
 
 
 def verify(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "bpe_impls", "verify", "--quiet", *args],
-                          capture_output=True, text=True, timeout=600, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "bpe_impls", "verify", "--quiet", *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+    )
 
 
 @pytest.mark.parametrize("name", list(IMPLEMENTATIONS))
 def test_every_builtin_trainer_passes_through_the_same_api(name):
     result = verify_trainer(f"builtin:{name}", SearchSettings(max_examples=25), fixtures=name != "naive")
     assert result.status == "passed", result.divergence and result.divergence.describe()
-    assert [c.name for c in result.clauses][:5] == ["tie-break", "greedy-left-to-right", "special-tokens",
-                                                    "pre-tokenization", "stops-when-no-pair-is-left"]
+    assert [c.name for c in result.clauses][:5] == [
+        "tie-break",
+        "greedy-left-to-right",
+        "special-tokens",
+        "pre-tokenization",
+        "stops-when-no-pair-is-left",
+    ]
     assert all(c.cases > 0 for c in result.clauses)
 
 
@@ -51,15 +61,25 @@ def test_every_builtin_encoder_passes_through_the_same_api(encoder):
 
 def test_a_plain_reference_passes_and_the_json_says_what_was_checked(tmp_path):
     out = tmp_path / "verdict.json"
-    done = verify("--trainer", f"{REFERENCE}:run_train_bpe", "--tokenizer", f"{REFERENCE}:get_tokenizer",
-                  "--max-examples", "40", "--json", str(out))
+    done = verify(
+        "--trainer",
+        f"{REFERENCE}:run_train_bpe",
+        "--tokenizer",
+        f"{REFERENCE}:get_tokenizer",
+        "--max-examples",
+        "40",
+        "--json",
+        str(out),
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.splitlines()[-1].startswith("passed: no divergence in ")
     verdict = json.loads(out.read_text())
     assert verdict["status"] == "passed" and verdict["counterexample"] is None
     checked = verdict["checked"]
-    assert checked["implementations"] == {"trainer": f"{REFERENCE}:run_train_bpe",
-                                          "tokenizer": f"{REFERENCE}:get_tokenizer"}
+    assert checked["implementations"] == {
+        "trainer": f"{REFERENCE}:run_train_bpe",
+        "tokenizer": f"{REFERENCE}:get_tokenizer",
+    }
     assert checked["generated_cases"] + checked["real_text_cases"] == sum(c["cases"] for c in checked["clauses"])
     assert checked["generated_cases"] > 300 and checked["real_text_cases"] == 1
     assert all(c["passed"] for c in checked["clauses"])
@@ -75,10 +95,10 @@ def test_an_implementation_that_cannot_be_imported_or_called_is_exit_2_in_one_li
     cases = {
         "nosuch_module_xyz:run": "cannot be loaded: raised ModuleNotFoundError",
         f"{REFERENCE}:no_such_function": "cannot be loaded: raised AttributeError",
-        _target(tmp_path, "def run_train_bpe(path):\n    return {}, []\n") + ":run_train_bpe":
-            "cannot be called: raised TypeError",
-        _target(tmp_path, "import os\ndef run_train_bpe(*args):\n    os._exit(3)\n") + ":run_train_bpe":
-            "cannot be called: crashed (exited with status 3)",
+        _target(tmp_path, "def run_train_bpe(path):\n    return {}, []\n")
+        + ":run_train_bpe": "cannot be called: raised TypeError",
+        _target(tmp_path, "import os\ndef run_train_bpe(*args):\n    os._exit(3)\n")
+        + ":run_train_bpe": "cannot be called: crashed (exited with status 3)",
     }
     for ref, message in cases.items():
         done = verify("--trainer", ref)
@@ -96,7 +116,10 @@ def test_a_hang_is_killed_and_reported(tmp_path):
 
 
 def test_a_crash_on_some_inputs_is_a_divergence_shrunk_to_a_minimal_input(tmp_path):
-    ref = _target(tmp_path, f"""
+    ref = (
+        _target(
+            tmp_path,
+            f"""
         import os, sys
         sys.path.insert(0, {str(TARGETS)!r})
         from reference import run_train_bpe as plain
@@ -105,7 +128,10 @@ def test_a_crash_on_some_inputs_is_a_divergence_shrunk_to_a_minimal_input(tmp_pa
             if "é" in open(path, encoding="utf-8").read():
                 os._exit(7)  # a segfault would do the same
             return plain(path, vocab_size, special_tokens)
-    """) + ":run_train_bpe"
+    """,
+        )
+        + ":run_train_bpe"
+    )
     out = tmp_path / "v.json"
     done = verify("--trainer", ref, "--json", str(out))
     assert done.returncode == 1, done.stderr
@@ -144,8 +170,11 @@ def test_an_encoder_counterexample_carries_its_vocab_and_merges(tmp_path):
     merges = [(bytes.fromhex(a), bytes.fromhex(b)) for a, b in example["merges_hex"]]
     reference = load_target(REFERENCE).get_tokenizer(vocab, merges, example["special_tokens"])
     assert reference.encode(example["text"]) == example["expected_ids"]
-    assert load_target(broken).get_tokenizer(vocab, merges, example["special_tokens"]).encode(example["text"]) \
-        == example["actual_ids"] != example["expected_ids"]
+    assert (
+        load_target(broken).get_tokenizer(vocab, merges, example["special_tokens"]).encode(example["text"])
+        == example["actual_ids"]
+        != example["expected_ids"]
+    )
 
 
 def test_an_encoder_over_a_saved_vocab_and_a_peer_by_name(tmp_path):
@@ -173,10 +202,27 @@ def test_an_implementation_registered_by_entry_point(tmp_path):
 def test_the_pytest_plugin_runs_one_test_per_clause_and_fails_with_the_counterexample(tmp_path):
     """`pytest --pyargs bpe_impls.pytest_plugin` from a folder outside the repository: the module
     installed as a pytest plugin is collected as the tests; `-p` names it where autoloading is off."""
+
     def pytest_run(*options: str, env: dict | None = None) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "pytest", "--pyargs", "bpe_impls.pytest_plugin",
-                               "-p", "no:cacheprovider", "--bpe-max-examples", "30", *options],
-                              capture_output=True, text=True, cwd=tmp_path, timeout=600, env=env)
+        return subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "--pyargs",
+                "bpe_impls.pytest_plugin",
+                "-p",
+                "no:cacheprovider",
+                "--bpe-max-examples",
+                "30",
+                *options,
+            ],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            timeout=600,
+            env=env,
+        )
 
     good = pytest_run("--bpe-trainer", f"{REFERENCE}:run_train_bpe", "--bpe-tokenizer", f"{REFERENCE}:get_tokenizer")
     assert good.returncode == 0, good.stdout[-3000:]
@@ -186,8 +232,15 @@ def test_the_pytest_plugin_runs_one_test_per_clause_and_fails_with_the_counterex
     assert bad.returncode == 1
     assert "DIVERGED in clause 'greedy-left-to-right'" in bad.stdout and "corpus (3 bytes): 'aaa'" in bad.stdout
     # Without plugin autoloading (no entry point is loaded), -p alone brings the options and the tests.
-    alone = pytest_run("-p", "bpe_impls.pytest_plugin", "--bpe-trainer", broken, "-k", "greedy",
-                       env={**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"})
+    alone = pytest_run(
+        "-p",
+        "bpe_impls.pytest_plugin",
+        "--bpe-trainer",
+        broken,
+        "-k",
+        "greedy",
+        env={**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"},
+    )
     assert alone.returncode == 1, alone.stdout[-3000:] + alone.stderr[-3000:]
     assert "DIVERGED in clause 'greedy-left-to-right'" in alone.stdout and "1 failed" in alone.stdout
 
@@ -198,8 +251,15 @@ def test_without_the_shared_fixtures_the_real_text_is_the_bundled_sample(tmp_pat
     empty = tmp_path / "no-fixtures"
     empty.mkdir()
     out = tmp_path / "verdict.json"
-    done = verify("--trainer", f"{REFERENCE}:run_train_bpe", "--max-examples", "10", "--json", str(out),
-                  env={**os.environ, "BPE_FIXTURES": str(empty)})
+    done = verify(
+        "--trainer",
+        f"{REFERENCE}:run_train_bpe",
+        "--max-examples",
+        "10",
+        "--json",
+        str(out),
+        env={**os.environ, "BPE_FIXTURES": str(empty)},
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     checked = json.loads(out.read_text())["checked"]
     assert checked["real_text_cases"] > 0 and checked["real_text_skipped"] == []
@@ -212,11 +272,17 @@ def test_with_no_real_text_at_all_the_output_says_it_was_skipped(monkeypatch, ca
     monkeypatch.setenv("BPE_FIXTURES", str(tmp_path))
     monkeypatch.setattr(fixtures, "bundled_dir", lambda: None)
     out = tmp_path / "verdict.json"
-    assert cli.main(["verify", "--trainer", f"{REFERENCE}:run_train_bpe", "--max-examples", "5", "--quiet",
-                     "--json", str(out)]) == 0
+    assert (
+        cli.main(
+            ["verify", "--trainer", f"{REFERENCE}:run_train_bpe", "--max-examples", "5", "--quiet", "--json", str(out)]
+        )
+        == 0
+    )
     printed = capsys.readouterr().out
-    assert (f"real text: skipped: tinystories_sample.txt is not in the shared fixtures ({tmp_path}; env BPE_FIXTURES)"
-            ", and the bundled samples (bpe_impls._fixtures, fixtures/) are not installed") in printed
+    assert (
+        f"real text: skipped: tinystories_sample.txt is not in the shared fixtures ({tmp_path}; env BPE_FIXTURES)"
+        ", and the bundled samples (bpe_impls._fixtures, fixtures/) are not installed"
+    ) in printed
     checked = json.loads(out.read_text())["checked"]
     assert checked["real_text_cases"] == 0 and checked["real_text_skipped"][0].startswith("real text: skipped: ")
 

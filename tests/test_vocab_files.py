@@ -50,8 +50,9 @@ def trained(tmp_path_factory) -> dict[str, Tokenizer]:
 
 def _packed_of(tok: Tokenizer) -> PackedTokenizer:
     tables = tok._tables
-    return table_cache.packed_tables(tables.vocab, tables.merges, tok.special_token_ids, tok.pattern,
-                                     tables.byte_ids, tables.ranks)
+    return table_cache.packed_tables(
+        tables.vocab, tables.merges, tok.special_token_ids, tok.pattern, tables.byte_ids, tables.ranks
+    )
 
 
 def _same(fast: PackedTokenizer, slow: PackedTokenizer) -> None:
@@ -134,7 +135,9 @@ def _space(rng: random.Random) -> str:
 
 
 def _json_object(items: list[tuple[str, int]], rng: random.Random) -> str:
-    parts = [f"{_space(rng)}{_json_string(key, rng)}{_space(rng)}:{_space(rng)}{value}{_space(rng)}" for key, value in items]
+    parts = [
+        f"{_space(rng)}{_json_string(key, rng)}{_space(rng)}:{_space(rng)}{value}{_space(rng)}" for key, value in items
+    ]
     return "{" + ",".join(parts) + (_space(rng) if not parts else "") + "}"
 
 
@@ -215,8 +218,24 @@ def render_hf(tok: Tokenizer, path: Path, rng: random.Random, misordered: bool =
 # What a damaged value may become: ids json reads otherwise or refuses, escapes and characters no
 # token may hold (a lone surrogate, a control character, one outside GPT-2's table).
 _BAD_IDS = [b"0%d", b"-%d", b"-0", b"%d.0", b"%de0", b"%dE1", b"4294967295", b"99999999999", b"true", b"null", b'"%d"']
-_BAD_TEXT = [b"\\ud800", b"\\udc00x", b"\\u00", b"\\x41", b"\\", b"\x01", b"\t", b"\\u0080", b"\xc9\x84", b"\xc4",
-             b"\xff", b"\\u0120\\u0120", b" ", b"\\u0020", b'\\"', b"\xed\xa0\x80"]
+_BAD_TEXT = [
+    b"\\ud800",
+    b"\\udc00x",
+    b"\\u00",
+    b"\\x41",
+    b"\\",
+    b"\x01",
+    b"\t",
+    b"\\u0080",
+    b"\xc9\x84",
+    b"\xc4",
+    b"\xff",
+    b"\\u0120\\u0120",
+    b" ",
+    b"\\u0020",
+    b'\\"',
+    b"\xed\xa0\x80",
+]
 
 
 def damage(data: bytes, rng: random.Random) -> bytes:
@@ -228,7 +247,7 @@ def damage(data: bytes, rng: random.Random) -> bytes:
         if found:
             match = rng.choice(found).span(1)
             bad = rng.choice(_BAD_IDS)
-            return data[:match[0]] + (bad % int(data[match[0]:match[1]]) if b"%" in bad else bad) + data[match[1]:]
+            return data[: match[0]] + (bad % int(data[match[0] : match[1]]) if b"%" in bad else bad) + data[match[1] :]
     if kind == "text":
         found = list(re.finditer(rb'"(?:[^"\\]|\\.)*"', data)) or list(re.finditer(rb"\S+", data))
         if found:
@@ -240,8 +259,8 @@ def damage(data: bytes, rng: random.Random) -> bytes:
     if kind == "insert":
         return data[:at] + junk + data[at:]
     if kind == "replace":
-        return data[:at] + junk + data[at + 1:]
-    return data[:at] + data[at + 1:]
+        return data[:at] + junk + data[at + 1 :]
+    return data[:at] + data[at + 1 :]
 
 
 # The trained vocabs hold EOT and PAD (a gpt2 pair must declare them: no merge makes them); new
@@ -263,7 +282,9 @@ def render(format: str, tok: Tokenizer, where: Path, rng: random.Random, misorde
     return [where / hf.TOKENIZER_FILE]
 
 
-def read_both(format: str, where: Path, specials: tuple[str, ...]) -> tuple[PackedTokenizer | None, PackedTokenizer | None]:
+def read_both(
+    format: str, where: Path, specials: tuple[str, ...]
+) -> tuple[PackedTokenizer | None, PackedTokenizer | None]:
     """(the Python path's tables, the C path's) of the files `render` wrote (an hf file names its own
     special tokens)."""
     if format == "gpt2":
@@ -372,8 +393,12 @@ def test_gpt2s_own_files_read_in_c_give_the_python_tables(tmp_path):
 # --- hostile input to the C functions themselves --------------------------------------------------
 
 
-@given(data=st.binary(max_size=300), merges=st.binary(max_size=100),
-       specials=st.lists(st.binary(max_size=6), max_size=3), ids=st.lists(st.integers(-2, 2**33), max_size=3))
+@given(
+    data=st.binary(max_size=300),
+    merges=st.binary(max_size=100),
+    specials=st.lists(st.binary(max_size=6), max_size=3),
+    ids=st.lists(st.integers(-2, 2**33), max_size=3),
+)
 @settings(max_examples=examples(300), deadline=None)
 def test_the_c_readers_take_any_bytes(data, merges, specials, ids):
     core = compiled.core()

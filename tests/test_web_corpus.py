@@ -37,6 +37,7 @@ def intl_4mb() -> bytes:
 
 # --- determinism -------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("style", web.STYLES)
 def test_same_seed_same_bytes_and_different_seed_or_style_different_bytes(style):
     first = data_of(300_000, 7, style)
@@ -57,8 +58,8 @@ def test_smaller_corpus_is_a_prefix_of_larger_up_to_its_last_document(style, web
         whole = small[: last + len(DOC_END)] if last >= 0 else b""
         assert len(whole) > 0.9 * size or size < 100_000
         assert big.startswith(whole)
-        cut = small[len(whole): -len(DOC_END)].rstrip(b" ")  # the last document, cut
-        assert big[len(whole):].startswith(cut)
+        cut = small[len(whole) : -len(DOC_END)].rstrip(b" ")  # the last document, cut
+        assert big[len(whole) :].startswith(cut)
 
 
 def test_the_pieces_are_whole_characters_and_add_up_to_the_corpus(web_4mb):
@@ -77,6 +78,7 @@ def test_write_corpus_writes_exactly_generate(tmp_path):
 
 # --- exact size and valid UTF-8 ----------------------------------------------------------------
 
+
 @pytest.mark.parametrize("style", web.STYLES)
 @pytest.mark.parametrize("size", [0, 1, 2, 15, 16, 17, 63, 64, 65, 100, 1000, 12_345, 300_001])
 def test_exact_size_and_valid_utf8(size, style):
@@ -91,7 +93,7 @@ def test_a_cut_inside_a_multibyte_character_is_padded_to_stay_exact_and_valid():
     tried = 0
     for seed in range(6):
         first = data_of(5000, seed, "intl").split(DOC_END)[0]
-        for cut in [i for i, byte in enumerate(first) if 0x80 <= byte < 0xC0][:: 7]:
+        for cut in [i for i, byte in enumerate(first) if 0x80 <= byte < 0xC0][::7]:
             data = data_of(cut + len(DOC_END), seed, "intl")
             assert len(data) == cut + len(DOC_END) and data.endswith(DOC_END)
             head = data[:cut].decode("utf-8").rstrip(" ").encode()  # strict decode
@@ -100,8 +102,9 @@ def test_a_cut_inside_a_multibyte_character_is_padded_to_stay_exact_and_valid():
     assert tried > 50
 
 
-@pytest.mark.parametrize("size, seed, style", [(-1, 0, "web"), (10.5, 0, "web"), (100, -1, "web"),
-                                               (100, 0, "tinystories"), (100, 0, "Web")])
+@pytest.mark.parametrize(
+    "size, seed, style", [(-1, 0, "web"), (10.5, 0, "web"), (100, -1, "web"), (100, 0, "tinystories"), (100, 0, "Web")]
+)
 def test_bad_size_seed_or_style_is_rejected_at_the_call(size, seed, style):
     with pytest.raises(ConfigError):
         web.generate_bytes(size, seed, style)
@@ -111,12 +114,13 @@ def test_bad_size_seed_or_style_is_rejected_at_the_call(size, seed, style):
 
 # --- what the text is made of ------------------------------------------------------------------
 
+
 def test_distinct_pretokens_keep_growing_like_heaps_law(web_4mb):
     # Calibrated: distinct ~ size^0.78-0.84 from 1 MB to 250 MB (module docstring), so 4x the
     # text gives 4^0.8 ~ 3x the distinct pre-tokens. A vocabulary that saturates (tinystories:
     # 4^0.5 = 2x at these sizes) or random strings (4x) would fail one of the bounds.
     one, four = distinct(web_4mb[:1_000_000]), distinct(web_4mb)
-    assert 4 ** 0.65 < four / one < 4 ** 0.92
+    assert 4**0.65 < four / one < 4**0.92
     assert four > 100_000  # 3 M at 250 MB; about 110 k at 4 MB
     story = b"".join(tinystories.generate_bytes(4_000_000, 0))
     assert four > 5 * distinct(story)
@@ -125,10 +129,17 @@ def test_distinct_pretokens_keep_growing_like_heaps_law(web_4mb):
 def test_web_text_has_the_long_tail_kinds(web_4mb):
     text = web_4mb.decode("utf-8")
     patterns = {
-        "url": r"https?://[a-z0-9.-]+\.[a-z.]+/", "email": r"\b[a-z_]+\d*@[a-z]+\.[a-z.]+",
-        "camelCase": r"\b[a-z]+[A-Z][a-z]+[A-Z]?", "snake_case": r"\b[a-z]+_[a-z]+\b", "UPPER_CASE": r"\b[A-Z]+_[A-Z]+\b",
-        "hashtag": r"#[A-Z][a-z]+", "handle": r"@[a-z]+", "date": r"\b(19|20)\d\d-[01]\d-[0-3]\d\b",
-        "decimal": r"\b\d+\.\d\d\b", "phone": r"\(\d{3}\) \d{3}-\d{4}", "code": r"def [a-z_]+\(",
+        "url": r"https?://[a-z0-9.-]+\.[a-z.]+/",
+        "email": r"\b[a-z_]+\d*@[a-z]+\.[a-z.]+",
+        "camelCase": r"\b[a-z]+[A-Z][a-z]+[A-Z]?",
+        "snake_case": r"\b[a-z]+_[a-z]+\b",
+        "UPPER_CASE": r"\b[A-Z]+_[A-Z]+\b",
+        "hashtag": r"#[A-Z][a-z]+",
+        "handle": r"@[a-z]+",
+        "date": r"\b(19|20)\d\d-[01]\d-[0-3]\d\b",
+        "decimal": r"\b\d+\.\d\d\b",
+        "phone": r"\(\d{3}\) \d{3}-\d{4}",
+        "code": r"def [a-z_]+\(",
         "hex": r"\b[0-9a-f]{8}\b",
     }
     for name, pattern in patterns.items():
@@ -155,14 +166,20 @@ def test_intl_text_is_mostly_other_scripts(intl_4mb):
 
 
 def test_categorical_draws_the_same_indices_as_pick():
-    for cdf in (zipf_cdf(1000, 1.0, 2.7), zipf_cdf(20_000, 1.2, 1.0), np.array([0.3, 0.65, 0.9, 1.0]),
-                np.array([1.0]), np.cumsum(np.full(7, 1 / 7))):
+    for cdf in (
+        zipf_cdf(1000, 1.0, 2.7),
+        zipf_cdf(20_000, 1.2, 1.0),
+        np.array([0.3, 0.65, 0.9, 1.0]),
+        np.array([1.0]),
+        np.cumsum(np.full(7, 1 / 7)),
+    ):
         cdf[-1] = 1.0
         fast = Categorical(cdf).sample(np.random.Generator(np.random.PCG64(5)), 300_000)
         assert np.array_equal(fast, pick(np.random.Generator(np.random.PCG64(5)), cdf, 300_000))
 
 
 # --- the CLI -----------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("style", web.STYLES)
 def test_cli_writes_exactly_the_size_asked(tmp_path, capsys, style):

@@ -169,7 +169,7 @@ def encoder_section(lines: list[str], vocab: dict[int, bytes], merges: list[tupl
             lines.append(f"static const uint32_t encode_ids_{p}_{t}[] = {{{numbers(ids)}}};")
             cases.append(f"    {{{p}, {c_string(text.encode())}, {len(ids)}, encode_ids_{p}_{t}}},")
     lines.append("")
-    lines.append("/* The ids the Python encoder (encoder=\"hybrid\") gives each text, per pattern, with the")
+    lines.append('/* The ids the Python encoder (encoder="hybrid") gives each text, per pattern, with the')
     lines.append(" * special token recognised. */")
     lines.append("static const EncodeCase encode_cases[] = {")
     lines.extend(cases)
@@ -201,8 +201,10 @@ def counter_section(lines: list[str]) -> None:
     lines.append("/* Each pattern's pre-token counts of count_text split on the special token, in")
     lines.append(" * first-seen order. */")
     lines.append("static const CountCase count_cases[] = {")
-    lines.extend(f"    {{{p}, count_expected_{p}, sizeof(count_expected_{p}) / sizeof(WordCount)}},"
-                 for p in range(len(PATTERNS)))
+    lines.extend(
+        f"    {{{p}, count_expected_{p}, sizeof(count_expected_{p}) / sizeof(WordCount)}},"
+        for p in range(len(PATTERNS))
+    )
     lines.append("};")
     lines.append("")
 

@@ -26,8 +26,18 @@ VERSION = "16.0.0"
 CODE_POINTS = 0x110000
 # White_Space (PropList.txt), what `\s` matches in `regex` and in Rust's regex; unchanged since
 # Unicode 6.3 (unicodedata has no White_Space property).
-WHITE_SPACE = ((0x09, 0x0D), (0x20, 0x20), (0x85, 0x85), (0xA0, 0xA0), (0x1680, 0x1680), (0x2000, 0x200A),
-               (0x2028, 0x2029), (0x202F, 0x202F), (0x205F, 0x205F), (0x3000, 0x3000))
+WHITE_SPACE = (
+    (0x09, 0x0D),
+    (0x20, 0x20),
+    (0x85, 0x85),
+    (0xA0, 0xA0),
+    (0x1680, 0x1680),
+    (0x2000, 0x200A),
+    (0x2028, 0x2029),
+    (0x202F, 0x202F),
+    (0x205F, 0x205F),
+    (0x3000, 0x3000),
+)
 JOIN_CONTROL = ((0x200C, 0x200D),)
 # Other_Alphabetic (PropList.txt 16.0) outside the marks: the circled, parenthesized and squared
 # Latin letters (all So). `\w` is Alphabetic + M + Nd + Pc + Join_Control (UTS #18), and Alphabetic
@@ -119,8 +129,11 @@ def case_lines() -> list[str]:
         best_count, best_step = 1, 1
         for step in (1, 2):
             last = index
-            while (last + 1 < len(mapping) and mapping[last + 1][1] == delta
-                   and mapping[last + 1][0] == mapping[last][0] + step):
+            while (
+                last + 1 < len(mapping)
+                and mapping[last + 1][1] == delta
+                and mapping[last + 1][0] == mapping[last][0] + step
+            ):
                 last += 1
             if last + 1 - index > best_count:
                 best_count, best_step = last + 1 - index, step
@@ -140,7 +153,7 @@ def module_text() -> str:
     categories = "\n".join(category_lines())
     cases = "\n".join(case_lines())
     return (
-        f'"""Unicode {VERSION}\'s character classes, as tiktoken\'s regex (Rust\'s regex crate) has them.\n\n'
+        f"\"\"\"Unicode {VERSION}'s character classes, as tiktoken's regex (Rust's regex crate) has them.\n\n"
         "CATEGORIES: the general category of every assigned code point, as runs (start..end category); a\n"
         'run "Lu/Ll" alternates between the two, one code point each, from the first. Every code point\n'
         "not listed is unassigned (Cn).\n"

@@ -35,8 +35,19 @@ UNICODE_VERSION = unicode16.VERSION
 CODE_POINTS = 0x110000
 _UP, _LOW = 4, 8
 # Each general category's value (0, other, for those not here); White_Space, 3, is set over them.
-_VALUES = {"Lu": 1 | _UP, "Lt": 1 | _UP, "Ll": 1 | _LOW, "Lm": 1 | _UP | _LOW, "Lo": 1 | _UP | _LOW,
-           "Mn": _UP | _LOW, "Mc": _UP | _LOW, "Me": _UP | _LOW, "Nd": 2, "Nl": 2, "No": 2}
+_VALUES = {
+    "Lu": 1 | _UP,
+    "Lt": 1 | _UP,
+    "Ll": 1 | _LOW,
+    "Lm": 1 | _UP | _LOW,
+    "Lo": 1 | _UP | _LOW,
+    "Mn": _UP | _LOW,
+    "Mc": _UP | _LOW,
+    "Me": _UP | _LOW,
+    "Nd": 2,
+    "Nl": 2,
+    "No": 2,
+}
 _WHITE_SPACE = 3
 
 # The classes as `regex` names them in the presets; each is checked against the table as it is
@@ -45,8 +56,12 @@ _WHITE_SPACE = 3
 _BASE = ((3, r"\s"), (2, r"\p{N}"), (1, r"\p{L}"))
 _SETS = ((_UP, r"[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]"), (_LOW, r"[\p{Ll}\p{Lm}\p{Lo}\p{M}]"))
 _EXPECTED = {
-    r"\p{Lu}": 1 | _UP, r"\p{Lt}": 1 | _UP, r"\p{Ll}": 1 | _LOW, r"\p{Lm}": 1 | _UP | _LOW,
-    r"\p{Lo}": 1 | _UP | _LOW, r"\p{M}": _UP | _LOW,
+    r"\p{Lu}": 1 | _UP,
+    r"\p{Lt}": 1 | _UP,
+    r"\p{Ll}": 1 | _LOW,
+    r"\p{Lm}": 1 | _UP | _LOW,
+    r"\p{Lo}": 1 | _UP | _LOW,
+    r"\p{M}": _UP | _LOW,
 }
 
 

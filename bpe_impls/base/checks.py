@@ -54,7 +54,9 @@ def require_main_guard(what: str) -> None:
     if script is None or getattr(main, "__spec__", None) is not None:
         return  # an interactive session, or `python -m`: nothing is re-run
     frame: FrameType | None = sys._getframe(1)
-    while frame is not None and not (frame.f_code.co_name == "<module>" and frame.f_globals.get("__name__") == "__main__"):
+    while frame is not None and not (
+        frame.f_code.co_name == "<module>" and frame.f_globals.get("__name__") == "__main__"
+    ):
         frame = frame.f_back
     if frame is None or frame.f_code.co_filename != script:
         return

@@ -35,8 +35,13 @@ class NativeCore(Protocol):
     def PretokenCounter(self) -> type[PretokenCounter]: ...
     def set_char_classes(self, table: bytes, /) -> None: ...
     def batch_runs(
-        self, items: list[str | bytes] | list[str] | list[bytes], kind: type, max_parts: int, min_parts: int,
-        min_size: int, /,
+        self,
+        items: list[str | bytes] | list[str] | list[bytes],
+        kind: type,
+        max_parts: int,
+        min_parts: int,
+        min_size: int,
+        /,
     ) -> list[int]: ...
     def rank_file_tables(self, data: bytes, specials: Sequence[bytes], /) -> RankTablesResult | None: ...
     def gpt2_tables(

@@ -52,27 +52,64 @@ from .unicode_sets import CATEGORY_NAMES, CODE_POINTS, GROUPS, CodePoints, case_
 
 # Each general category's aliases (PropertyValueAliases.txt 16.0), normalized as below.
 _CATEGORY_ALIASES = {
-    "C": "c other", "Cc": "cc control cntrl", "Cf": "cf format", "Cn": "cn unassigned", "Co": "co privateuse",
-    "Cs": "cs surrogate", "L": "l letter", "LC": "lc casedletter", "Ll": "ll lowercaseletter",
-    "Lm": "lm modifierletter", "Lo": "lo otherletter", "Lt": "lt titlecaseletter", "Lu": "lu uppercaseletter",
-    "M": "m mark combiningmark", "Mc": "mc spacingmark", "Me": "me enclosingmark", "Mn": "mn nonspacingmark",
-    "N": "n number", "Nd": "nd decimalnumber digit", "Nl": "nl letternumber", "No": "no othernumber",
-    "P": "p punctuation punct", "Pc": "pc connectorpunctuation", "Pd": "pd dashpunctuation",
-    "Pe": "pe closepunctuation", "Pf": "pf finalpunctuation", "Pi": "pi initialpunctuation",
-    "Po": "po otherpunctuation", "Ps": "ps openpunctuation", "S": "s symbol", "Sc": "sc currencysymbol",
-    "Sk": "sk modifiersymbol", "Sm": "sm mathsymbol", "So": "so othersymbol", "Z": "z separator",
-    "Zl": "zl lineseparator", "Zp": "zp paragraphseparator", "Zs": "zs spaceseparator",
-    "Any": "any", "ASCII": "ascii", "Assigned": "assigned",
+    "C": "c other",
+    "Cc": "cc control cntrl",
+    "Cf": "cf format",
+    "Cn": "cn unassigned",
+    "Co": "co privateuse",
+    "Cs": "cs surrogate",
+    "L": "l letter",
+    "LC": "lc casedletter",
+    "Ll": "ll lowercaseletter",
+    "Lm": "lm modifierletter",
+    "Lo": "lo otherletter",
+    "Lt": "lt titlecaseletter",
+    "Lu": "lu uppercaseletter",
+    "M": "m mark combiningmark",
+    "Mc": "mc spacingmark",
+    "Me": "me enclosingmark",
+    "Mn": "mn nonspacingmark",
+    "N": "n number",
+    "Nd": "nd decimalnumber digit",
+    "Nl": "nl letternumber",
+    "No": "no othernumber",
+    "P": "p punctuation punct",
+    "Pc": "pc connectorpunctuation",
+    "Pd": "pd dashpunctuation",
+    "Pe": "pe closepunctuation",
+    "Pf": "pf finalpunctuation",
+    "Pi": "pi initialpunctuation",
+    "Po": "po otherpunctuation",
+    "Ps": "ps openpunctuation",
+    "S": "s symbol",
+    "Sc": "sc currencysymbol",
+    "Sk": "sk modifiersymbol",
+    "Sm": "sm mathsymbol",
+    "So": "so othersymbol",
+    "Z": "z separator",
+    "Zl": "zl lineseparator",
+    "Zp": "zp paragraphseparator",
+    "Zs": "zs spaceseparator",
+    "Any": "any",
+    "ASCII": "ascii",
+    "Assigned": "assigned",
 }
 _CATEGORIES = {alias: name for name, aliases in _CATEGORY_ALIASES.items() for alias in aliases.split()}
 # The binary properties supported (their PropertyAliases.txt names, normalized). Rust looks a name
 # up as a property before as a category, but no category's alias is a property's name except
 # cf, lc and sc, which it takes as categories.
-_BINARY = {"whitespace": "White_Space", "wspace": "White_Space", "space": "White_Space",
-           "joincontrol": "Join_Control", "joinc": "Join_Control"}
+_BINARY = {
+    "whitespace": "White_Space",
+    "wspace": "White_Space",
+    "space": "White_Space",
+    "joincontrol": "Join_Control",
+    "joinc": "Join_Control",
+}
 _CATEGORY_PROPERTY = {"gc", "generalcategory"}
-_SUPPORTED = ("custom patterns have the general categories, \\p{White_Space}, \\p{Join_Control}, \\p{Any}, "
-              "\\p{ASCII}, \\p{Assigned}, \\d, \\s, \\w")
+_SUPPORTED = (
+    "custom patterns have the general categories, \\p{White_Space}, \\p{Join_Control}, \\p{Any}, "
+    "\\p{ASCII}, \\p{Assigned}, \\d, \\s, \\w"
+)
 
 
 def _normalize(name: str) -> str:
@@ -89,7 +126,7 @@ def _resolve(body: str, construct: str) -> tuple[str, bool]:
         name, value, negate = *body.split("!=", 1), True
     elif ":" in body or "=" in body:
         cut = min(i for i in (body.find(":"), body.find("=")) if i >= 0)
-        name, value = body[:cut], body[cut + 1:]
+        name, value = body[:cut], body[cut + 1 :]
     else:
         name, value = None, body
     if name is not None and _normalize(name) not in _CATEGORY_PROPERTY:
@@ -113,21 +150,28 @@ def _refused(construct: str, why: str) -> _Refused:
 
 # --- The translation ---------------------------------------------------------------------------
 
+
 def _escape(code_point: int) -> str:
     return f"\\U{code_point:08x}" if code_point > 0xFFFF else f"\\u{code_point:04x}"
 
 
 def _class_text(points: CodePoints) -> str:
     """A bracketed class of `points` as ranges (every code point escaped)."""
-    parts = [_escape(start) if end == start + 1 else f"{_escape(start)}-{_escape(end - 1)}"
-             for start, end in points.ranges()]
+    parts = [
+        _escape(start) if end == start + 1 else f"{_escape(start)}-{_escape(end - 1)}" for start, end in points.ranges()
+    ]
     return "[" + "".join(parts) + "]"
 
 
 # The classes `regex` has in its own tables that a translation uses; `divergent()` compares each with
 # Unicode 16.0's. The Perl classes are the same sets as their properties in both (UTS #18).
-_NATIVE = {"digit": ("\\d", "\\D"), "space": ("\\s", "\\S"), "word": ("\\w", "\\W"), "White_Space": ("\\s", "\\S"),
-           "Assigned": ("\\P{Cn}", "\\p{Cn}")}
+_NATIVE = {
+    "digit": ("\\d", "\\D"),
+    "space": ("\\s", "\\S"),
+    "word": ("\\w", "\\W"),
+    "White_Space": ("\\s", "\\S"),
+    "Assigned": ("\\P{Cn}", "\\p{Cn}"),
+}
 _NATIVE.update({name: (f"\\p{{{name}}}", f"\\P{{{name}}}") for name in (*CATEGORY_NAMES, *GROUPS, "LC")})
 
 
@@ -171,8 +215,11 @@ class _Class:
 
     def pinned(self, divergent: Divergent) -> str:
         # On the divergent code points, what `regex` itself matches for `native`.
-        matched = CodePoints.of(ord(m.group()) for m in regex.finditer(self.native, divergent.text)) \
-            if self.native else CodePoints()
+        matched = (
+            CodePoints.of(ord(m.group()) for m in regex.finditer(self.native, divergent.text))
+            if self.native
+            else CodePoints()
+        )
         outside = ~divergent.points
         drop = ((self.native_points - self.target) & outside) | (matched - self.target)
         add = ((self.target - self.native_points) & outside) | ((self.target & divergent.points) - matched)
@@ -241,8 +288,9 @@ class _Translator:
             elif char == "{":
                 repetition = _REPETITION.match(pattern, self.position)
                 if repetition is None:
-                    raise _refused(self._construct(1),
-                                   "not a repetition {m}, {m,} or {m,n} (escape a literal { as \\{)")
+                    raise _refused(
+                        self._construct(1), "not a repetition {m}, {m,} or {m,n} (escape a literal { as \\{)"
+                    )
                 self._emit(repetition.group(), repetition.end() - self.position)
             elif char in "*+?|":
                 self._emit(char, 1)
@@ -251,7 +299,7 @@ class _Translator:
         return self.pieces
 
     def _construct(self, length: int) -> str:
-        return self.pattern[self.position:self.position + length]
+        return self.pattern[self.position : self.position + length]
 
     def _emit(self, text: str, length: int) -> None:
         self.pieces.append(text)
@@ -271,8 +319,10 @@ class _Translator:
         pattern, start = self.pattern, self.position
         inherited = set(self.flags[-1])
         if pattern.startswith("(*", start):
-            raise _refused(self._construct(2), "a backtracking verb of `regex`'s ((*PRUNE), (*SKIP), ...); tiktoken's "
-                           "regex has none")
+            raise _refused(
+                self._construct(2),
+                "a backtracking verb of `regex`'s ((*PRUNE), (*SKIP), ...); tiktoken's regex has none",
+            )
         if not pattern.startswith("(?", start):
             self.flags.append(inherited)
             self._emit("(", 1)
@@ -298,8 +348,10 @@ class _Translator:
             raise _refused(self._construct(3), "a group tiktoken's regex does not have or reads otherwise")
         on, off = set(flags.group(1)), set(flags.group(2) or "")
         if not (on | off) <= _FLAGS or "u" in off or not (on | off):
-            raise _refused(flags.group(), "a flag other than i, m, s, u (x, for one, ignores white space inside "
-                           "classes in Rust's regex only)")
+            raise _refused(
+                flags.group(),
+                "a flag other than i, m, s, u (x, for one, ignores white space inside classes in Rust's regex only)",
+            )
         changed = (inherited | on) - off - {"u"}
         if flags.group(3) == ":":
             self.flags.append(changed)
@@ -332,7 +384,7 @@ class _Translator:
             self._emit("\\A", 2)
         elif kind == "z":
             self._emit("\\Z", 2)
-        elif kind in "123456789" and not pattern[start + 2:start + 3].isdigit():
+        elif kind in "123456789" and not pattern[start + 2 : start + 3].isdigit():
             if fold:
                 raise _refused(self._construct(2), _FOLDED_BACKREFERENCE)
             self._emit(self._construct(2), 2)
@@ -347,7 +399,7 @@ class _Translator:
         if kind in _CONTROL:
             return ord(_CONTROL[kind]), 2
         if kind in _HEX_DIGITS:
-            digits = pattern[start + 2:start + 2 + _HEX_DIGITS[kind]]
+            digits = pattern[start + 2 : start + 2 + _HEX_DIGITS[kind]]
             if len(digits) != _HEX_DIGITS[kind] or not all(c in "0123456789abcdefABCDEF" for c in digits):
                 raise _refused(self._construct(2 + len(digits)), f"not \\{kind} with {_HEX_DIGITS[kind]} hex digits")
             return int(digits, 16), 2 + len(digits)
@@ -362,9 +414,9 @@ class _Translator:
             end = pattern.find("}", start + 3)
             if end < 0:
                 raise _refused(self._construct(3), "not closed by }")
-            body, length = pattern[start + 3:end], end + 1 - start
+            body, length = pattern[start + 3 : end], end + 1 - start
         else:
-            body, length = pattern[start + 2:start + 3], 3
+            body, length = pattern[start + 2 : start + 3], 3
         name, negate = _resolve(body, self._construct(length))
         return _named_item(name, negated != negate, fold), length
 
@@ -385,26 +437,32 @@ class _Translator:
                 self.position += 1
                 break
             first = False
-            if char == "[" or pattern[self.position:self.position + 2] in ("&&", "--", "~~"):
-                raise _refused(pattern[start:self.position + 2], "a [ or &&, -- or ~~ inside a class: tiktoken's regex "
-                               "reads a nested class or a set operation there, `regex` characters (escape them)")
+            if char == "[" or pattern[self.position : self.position + 2] in ("&&", "--", "~~"):
+                raise _refused(
+                    pattern[start : self.position + 2],
+                    "a [ or &&, -- or ~~ inside a class: tiktoken's regex "
+                    "reads a nested class or a set operation there, `regex` characters (escape them)",
+                )
             low = self._class_character()
             dash = pattern.startswith("-", self.position) and not pattern.startswith("-]", self.position)
             if isinstance(low, _Item):
                 if dash:
-                    raise _refused(pattern[start:self.position + 1], "a range that starts with a class")
+                    raise _refused(pattern[start : self.position + 1], "a range that starts with a class")
                 items.append(low)
                 continue
             if dash:
                 if pattern.startswith("--", self.position):
-                    raise _refused(pattern[start:self.position + 2], "-- inside a class: tiktoken's regex reads a set "
-                                   "difference there, `regex` characters (escape them)")
+                    raise _refused(
+                        pattern[start : self.position + 2],
+                        "-- inside a class: tiktoken's regex reads a set "
+                        "difference there, `regex` characters (escape them)",
+                    )
                 self.position += 1
                 high = self._class_character()
                 if isinstance(high, _Item):
-                    raise _refused(pattern[start:self.position], "a range that ends in a class")
+                    raise _refused(pattern[start : self.position], "a range that ends in a class")
                 if high < low:
-                    raise _refused(pattern[start:self.position], "a range whose end comes before its start")
+                    raise _refused(pattern[start : self.position], "a range whose end comes before its start")
                 points = CodePoints((low, high + 1))
             else:
                 points = CodePoints((low, low + 1))
@@ -465,6 +523,7 @@ def _render(pieces, render_class) -> str:
 
 # --- Where `regex`'s tables differ from Unicode 16.0's ---------------------------------------------
 
+
 class Divergent:
     """The code points some class of _NATIVE matches in `regex` and not in Unicode 16.0, or the
     reverse: as CodePoints, as a set of characters (to check a text against) and as one string."""
@@ -507,8 +566,10 @@ def divergent_name() -> str:
     tables shipped (a digest: a fix to them must not meet a set computed before it)."""
     data = f"{unicode16.CATEGORIES}\n{unicode16.WHITE_SPACE}\n{unicode16.JOIN_CONTROL}\n{unicode16.WORD_SYMBOLS}"
     digest = hashlib.sha256(data.encode()).hexdigest()[:16]
-    return (f"custom-divergent-v{_DIVERGENT_VERSION}-regex-{regex.__version__}-unicode-{unicodedata.unidata_version}"
-            f"-{digest}.bin")
+    return (
+        f"custom-divergent-v{_DIVERGENT_VERSION}-regex-{regex.__version__}-unicode-{unicodedata.unidata_version}"
+        f"-{digest}.bin"
+    )
 
 
 @lru_cache(maxsize=1)

@@ -31,15 +31,17 @@ CL100K_PATTERN = (
     r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|"""
     r"""\s+(?!\S)|\s"""
 )
-O200K_PATTERN = "|".join([
-    r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
-    r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
-    r"""\p{N}{1,3}""",
-    r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""",
-    r"""\s*[\r\n]+""",
-    r"""\s+(?!\S)""",
-    r"""\s+""",
-])
+O200K_PATTERN = "|".join(
+    [
+        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+        r"""\p{N}{1,3}""",
+        r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""",
+        r"""\s*[\r\n]+""",
+        r"""\s+(?!\S)""",
+        r"""\s+""",
+    ]
+)
 
 _PRESET_REGEXES = frozenset({GPT2_PATTERN, CL100K_PATTERN, O200K_PATTERN})
 
@@ -114,7 +116,10 @@ PRESETS: dict[str, SplitPattern] = {
     "gpt2": SplitPattern("gpt2", GPT2_PATTERN, f"{_LETTER_PUNCT}|{_LINE}", 2),
     "cl100k": SplitPattern("cl100k", CL100K_PATTERN, f"{_LETTER_PUNCT}|{_LINE}", 2),
     "o200k": SplitPattern(
-        "o200k", O200K_PATTERN, r"(?<=[A-Za-z])(?=[!-&(-/:-@\[-`{-~])|(?<=[!-~]\n)(?=[!-.0-~])", 4,
+        "o200k",
+        O200K_PATTERN,
+        r"(?<=[A-Za-z])(?=[!-&(-/:-@\[-`{-~])|(?<=[!-~]\n)(?=[!-.0-~])",
+        4,
         r"[\p{L}\p{M}]*",
     ),
 }
@@ -164,7 +169,7 @@ def empty_match(pattern: str, text: str, position: int) -> ConfigError:
     regex can match empty *somewhere* (`\\b|\\w+|\\W` does only between a word and a non-word
     character) is not decidable from a few probes."""
     return ConfigError(
-        f"split pattern {pattern!r} matches the empty string at {text[position:position + 12]!r}; "
+        f"split pattern {pattern!r} matches the empty string at {text[position : position + 12]!r}; "
         "every alternative must match at least one character"
     )
 
@@ -240,7 +245,6 @@ def uncovered(pattern: SplitPattern, text: str, position: int) -> ConfigError:
     """The error for text a custom pattern does not match: byte-level BPE must lose no character,
     and a regex split keeps only what it matches (tiktoken drops the rest without a word)."""
     return ConfigError(
-        f"split pattern {pattern.regex!r} matches nothing at {text[position:position + 12]!r}: a split "
+        f"split pattern {pattern.regex!r} matches nothing at {text[position : position + 12]!r}: a split "
         "pattern must match every character (end it with an alternative such as |\\s+|\\S)"
     )
-

@@ -17,8 +17,12 @@ from . import unicode16
 CODE_POINTS = 0x110000
 # The two-letter general categories of each one-letter group (Cn is what no line of CATEGORIES names).
 GROUPS = {
-    "L": ("Lu", "Ll", "Lt", "Lm", "Lo"), "M": ("Mn", "Mc", "Me"), "N": ("Nd", "Nl", "No"),
-    "P": ("Pc", "Pd", "Ps", "Pe", "Pi", "Pf", "Po"), "S": ("Sm", "Sc", "Sk", "So"), "Z": ("Zs", "Zl", "Zp"),
+    "L": ("Lu", "Ll", "Lt", "Lm", "Lo"),
+    "M": ("Mn", "Mc", "Me"),
+    "N": ("Nd", "Nl", "No"),
+    "P": ("Pc", "Pd", "Ps", "Pe", "Pi", "Pf", "Po"),
+    "S": ("Sm", "Sc", "Sk", "So"),
+    "Z": ("Zs", "Zl", "Zp"),
     "C": ("Cc", "Cf", "Cs", "Co", "Cn"),
 }
 CATEGORY_NAMES = tuple(name for group in GROUPS.values() for name in group)

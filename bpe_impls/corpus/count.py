@@ -166,9 +166,21 @@ def count_pretokens(
     validate_min_count(min_pretoken_count)
     split = resolve_pattern(pattern)
     units = plan_inputs(
-        input_path, specials, num_workers, text_field=text_field, skip_bad_records=skip_bad_records, pattern=split,
+        input_path,
+        specials,
+        num_workers,
+        text_field=text_field,
+        skip_bad_records=skip_bad_records,
+        pattern=split,
     )
     return count_units(
-        units, specials, backend=backend, num_workers=num_workers, scheduler=scheduler,
-        min_count=min_pretoken_count, progress=progress, pattern=split, packed=packed,
+        units,
+        specials,
+        backend=backend,
+        num_workers=num_workers,
+        scheduler=scheduler,
+        min_count=min_pretoken_count,
+        progress=progress,
+        pattern=split,
+        packed=packed,
     )

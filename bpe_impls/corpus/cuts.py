@@ -150,4 +150,3 @@ def safe_cuts(
     encoded = [token.encode("utf-8") for token in special_tokens]
     finder = CutFinder(encoded, encoded, prose=pattern.prose_cuts)
     return _cuts(file, _file_size(file), num_chunks, finder)
-

@@ -139,8 +139,14 @@ class DaskBackend(CountingBackend):
         self.fan_in = require_int(fan_in, "fan_in", minimum=2)
 
     def tally(
-        self, units: Sequence[Any], special_tokens: tuple[str, ...], *, progress: bool = False, min_count: int = 1,
-        pattern: SplitPattern = GPT2, packed: bool = False,
+        self,
+        units: Sequence[Any],
+        special_tokens: tuple[str, ...],
+        *,
+        progress: bool = False,
+        min_count: int = 1,
+        pattern: SplitPattern = GPT2,
+        packed: bool = False,
     ) -> Tally:
         """Counts and skipped records of all units; min_count > 1 filters the global count on the worker
         that computes it, so the driver never receives the rare pre-tokens. packed=True returns the
@@ -155,7 +161,11 @@ class DaskBackend(CountingBackend):
         return tally
 
     def _tally(
-        self, units: Sequence[Any], special_tokens: tuple[str, ...], progress: bool, min_count: int,
+        self,
+        units: Sequence[Any],
+        special_tokens: tuple[str, ...],
+        progress: bool,
+        min_count: int,
         pattern: SplitPattern,
     ) -> Tally:
         distributed = _distributed()
@@ -165,7 +175,9 @@ class DaskBackend(CountingBackend):
         with _quiet_logs():
             try:
                 cluster, client = self._connect(distributed)
-                result = self._run(distributed, client, list(units), tuple(special_tokens), progress, min_count, pattern)
+                result = self._run(
+                    distributed, client, list(units), tuple(special_tokens), progress, min_count, pattern
+                )
                 finished = True
                 return result
             finally:
@@ -215,8 +227,14 @@ class DaskBackend(CountingBackend):
         return None, client
 
     def _run(
-        self, distributed: Any, client: Any, units: list[Any], specials: tuple[str, ...], progress: bool,
-        min_count: int, pattern: SplitPattern,
+        self,
+        distributed: Any,
+        client: Any,
+        units: list[Any],
+        specials: tuple[str, ...],
+        progress: bool,
+        min_count: int,
+        pattern: SplitPattern,
     ) -> Tally:
         # Keys unique to this run: on a shared scheduler, a key from an earlier run (another corpus,
         # or the same files since edited) must never stand in for this run's task.
@@ -228,11 +246,14 @@ class DaskBackend(CountingBackend):
         depth = 0
         while True:
             last = len(level) <= self.fan_in
-            groups = [level[i:i + self.fan_in] for i in range(0, len(level), self.fan_in)]
+            groups = [level[i : i + self.fan_in] for i in range(0, len(level), self.fan_in)]
             level = [
                 client.submit(
-                    _merge_task, *group, min_count=min_count if last else 1,
-                    key=f"bpe-merge-{run}-{depth}-{j}", retries=self.retries,
+                    _merge_task,
+                    *group,
+                    min_count=min_count if last else 1,
+                    key=f"bpe-merge-{run}-{depth}-{j}",
+                    retries=self.retries,
                 )
                 for j, group in enumerate(groups)
             ]
@@ -259,8 +280,14 @@ class DaskBackend(CountingBackend):
     def _follow(distributed: Any, client: Any, futures: list[Any], units: list[Any], keys: list[str]) -> None:
         """Advance a progress bar as units finish; return early if one failed (root.result() raises it)."""
         size = {key: unit.size for key, unit in zip(keys, units)}
-        with tqdm(total=sum(size.values()), unit="B", unit_scale=True, unit_divisor=1024,
-                  desc="pre-tokenize (dask)", leave=False) as bar:
+        with tqdm(
+            total=sum(size.values()),
+            unit="B",
+            unit_scale=True,
+            unit_divisor=1024,
+            desc="pre-tokenize (dask)",
+            leave=False,
+        ) as bar:
             done = distributed.as_completed(futures, loop=client.loop)
             futures.clear()  # as_completed drops each one as it yields it, freeing its result
             for future in done:
@@ -283,9 +310,9 @@ def _named(distributed: Any, exc: BaseException, names: dict[str, str]) -> Worke
     if isinstance(exc, (OSError, TimeoutError)) or type(exc).__name__ in lost:
         return WorkerError(one_line(f"lost the Dask cluster while counting: {type(exc).__name__}: {exc}"))
     # E.g. a worker that cannot unpickle the task: bpe_impls missing or older there.
-    return WorkerError(one_line(
-        f"a Dask task failed: {type(exc).__name__}: {exc} (is the same bpe_impls installed on every worker?)"
-    ))
+    return WorkerError(
+        one_line(f"a Dask task failed: {type(exc).__name__}: {exc} (is the same bpe_impls installed on every worker?)")
+    )
 
 
 # Seconds a busy worker of our LocalCluster gets to stop when the count failed or was interrupted.

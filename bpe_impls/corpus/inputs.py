@@ -26,8 +26,24 @@ Inputs = PathInput | Sequence[PathInput]
 _CODECS = {".gz": "gzip", ".zst": "zstd", ".zstd": "zstd"}
 # Suffixes that look like data but that we do not read; a clear error beats counting bytes as text.
 _UNSUPPORTED = {
-    ".bz2", ".xz", ".lzma", ".lz4", ".br", ".zip", ".tar", ".tgz", ".7z",
-    ".json", ".arrow", ".feather", ".orc", ".avro", ".npy", ".npz", ".pkl", ".pickle",
+    ".bz2",
+    ".xz",
+    ".lzma",
+    ".lz4",
+    ".br",
+    ".zip",
+    ".tar",
+    ".tgz",
+    ".7z",
+    ".json",
+    ".arrow",
+    ".feather",
+    ".orc",
+    ".avro",
+    ".npy",
+    ".npz",
+    ".pkl",
+    ".pickle",
 }
 SUPPORTED = ".txt, .jsonl (each optionally .gz or .zst) and .parquet"
 
@@ -142,4 +158,3 @@ def resolve_inputs(inputs: Inputs) -> list[Path]:
         else:
             raise CorpusError(f"{text}: no such file or directory")
     return sorted(found.values())
-

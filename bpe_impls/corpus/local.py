@@ -60,8 +60,13 @@ POOL = "threads" if compiled.AVAILABLE else "processes"
 
 def _progress_bar(units: Sequence[Unit], progress: bool) -> tqdm:
     return progress_bar(
-        progress, total=sum(unit.size for unit in units), unit="B", unit_scale=True, unit_divisor=1024,
-        desc="pre-tokenize", leave=False,
+        progress,
+        total=sum(unit.size for unit in units),
+        unit="B",
+        unit_scale=True,
+        unit_divisor=1024,
+        desc="pre-tokenize",
+        leave=False,
     )
 
 
@@ -143,7 +148,9 @@ class _Pool:
                 for _ in range(size):
                     parent_end, child_end = context.Pipe()
                     process = context.Process(
-                        target=_worker_main, args=(child_end, special_tokens, pattern), name="bpe-count",
+                        target=_worker_main,
+                        args=(child_end, special_tokens, pattern),
+                        name="bpe-count",
                         daemon=True,
                     )
                     process.start()
@@ -167,9 +174,7 @@ class _Pool:
             live = self.workers
             if not live:
                 raise WorkerError(f"every counting worker exited with {remaining} units left")
-            ready = set(multiprocessing.connection.wait(
-                [w.conn for w in live] + [w.process.sentinel for w in live]
-            ))
+            ready = set(multiprocessing.connection.wait([w.conn for w in live] + [w.process.sentinel for w in live]))
             dead: list[_Worker] = []
             for worker in live:
                 if worker.conn not in ready and worker.process.sentinel not in ready:
@@ -209,7 +214,8 @@ class _Pool:
         """Drop dead workers; if any held a unit, that unit's counts are lost: raise naming it."""
         lost = [
             f"counting worker (pid {w.process.pid}) {_how_it_ended(w.process)} while counting {w.held[0].describe()}"
-            for w in dead if w.held
+            for w in dead
+            if w.held
         ]
         self.workers = [w for w in self.workers if w not in dead]
         for worker in dead:
@@ -305,8 +311,14 @@ class LocalBackend(CountingBackend):
         self.num_workers = resolve_workers(num_workers)
 
     def tally(
-        self, units: Sequence[Unit], special_tokens: tuple[str, ...], *, progress: bool = False,
-        min_count: int = 1, pattern: SplitPattern = GPT2, packed: bool = False,
+        self,
+        units: Sequence[Unit],
+        special_tokens: tuple[str, ...],
+        *,
+        progress: bool = False,
+        min_count: int = 1,
+        pattern: SplitPattern = GPT2,
+        packed: bool = False,
     ) -> Tally:
         """The counts of every unit; packed=True gives them as PackedCounts, never built as Python
         objects, where the compiled counter scans the pattern (a Counter otherwise)."""
@@ -338,5 +350,3 @@ class LocalBackend(CountingBackend):
         assert isinstance(total.counts, Counter)  # (the pure-Python paths count into Counters)
         drop_rare(total.counts, min_count)
         return total
-
-

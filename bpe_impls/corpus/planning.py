@@ -46,7 +46,9 @@ def _open_corpus(path: str | os.PathLike):
 
 
 def plan_units(
-    path: str | os.PathLike, special_tokens: tuple[str, ...], num_workers: int | None = None,
+    path: str | os.PathLike,
+    special_tokens: tuple[str, ...],
+    num_workers: int | None = None,
     pattern: SplitPattern = GPT2,
 ) -> list[TextRange]:
     """Cut a text file into units at safe cuts: enough for every worker, none much over UNIT_BYTES.

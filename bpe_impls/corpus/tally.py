@@ -113,8 +113,9 @@ def pack_counts(counts: Mapping[bytes, int]) -> bytes:
             raise ValueError(f"word {word!r} has count {count!r}; packed counts are 1 .. 2**63 - 1")
         values.append(count)
     lengths = array("I", map(len, words))
-    return b"".join([_PACKED_HEADER.pack(_PACKED_MAGIC, _PACKED_VERSION, len(words)),
-                     values.tobytes(), lengths.tobytes(), *words])
+    return b"".join(
+        [_PACKED_HEADER.pack(_PACKED_MAGIC, _PACKED_VERSION, len(words)), values.tobytes(), lengths.tobytes(), *words]
+    )
 
 
 def unpack_counts(data: bytes | bytearray | memoryview) -> dict[bytes, int]:
@@ -130,8 +131,8 @@ def unpack_counts(data: bytes | bytearray | memoryview) -> dict[bytes, int]:
     if n > (len(view) - start) // 12:
         raise ValueError(f"packed word counts: {n} words do not fit in {len(view)} bytes")
     values, lengths = array("q"), array("I")
-    values.frombytes(view[start:start + 8 * n])
-    lengths.frombytes(view[start + 8 * n:start + 12 * n])
+    values.frombytes(view[start : start + 8 * n])
+    lengths.frombytes(view[start + 8 * n : start + 12 * n])
     at = start + 12 * n
     if at + sum(lengths) != len(view):
         raise ValueError(f"packed word counts: the words take {sum(lengths)} bytes, not {len(view) - at}")
@@ -139,7 +140,7 @@ def unpack_counts(data: bytes | bytearray | memoryview) -> dict[bytes, int]:
     for index, (count, length) in enumerate(zip(values, lengths)):
         if count <= 0:
             raise ValueError(f"packed word counts: word {index} has count {count}; counts must be positive")
-        word = bytes(view[at:at + length])
+        word = bytes(view[at : at + length])
         out[word] = out.get(word, 0) + count
         at += length
     return out
@@ -222,9 +223,7 @@ def pretoken_counter(compiled: bool | None = None, pattern: SplitPattern = GPT2)
     if compiled is None:
         compiled = has_compiled_counter(pattern)
     elif compiled and scanner is None:
-        raise ConfigError(
-            f"the compiled counter scans the presets ({', '.join(PRESETS)}) only, not {pattern.name!r}"
-        )
+        raise ConfigError(f"the compiled counter scans the presets ({', '.join(PRESETS)}) only, not {pattern.name!r}")
     if not compiled or scanner is None:  # (scanner is None only where compiled is False by then)
         return RegexCounter(pattern)
     return compiled_core.core().PretokenCounter(scanner)
@@ -283,13 +282,25 @@ class CountingBackend(ABC):
 
     @abstractmethod
     def tally(
-        self, units: Sequence[Unit], special_tokens: tuple[str, ...], *, progress: bool = False,
-        min_count: int = 1, pattern: SplitPattern = GPT2, packed: bool = False,
+        self,
+        units: Sequence[Unit],
+        special_tokens: tuple[str, ...],
+        *,
+        progress: bool = False,
+        min_count: int = 1,
+        pattern: SplitPattern = GPT2,
+        packed: bool = False,
     ) -> Tally: ...
 
     def count(
-        self, units: Sequence[Unit], special_tokens: tuple[str, ...], *, progress: bool = False,
-        min_count: int = 1, pattern: SplitPattern = GPT2, packed: bool = False,
+        self,
+        units: Sequence[Unit],
+        special_tokens: tuple[str, ...],
+        *,
+        progress: bool = False,
+        min_count: int = 1,
+        pattern: SplitPattern = GPT2,
+        packed: bool = False,
     ) -> Counter[bytes] | PackedCounts:
         """The summed pre-token counts (`tally`'s options); skipped bad records are reported as a
         SkippedRecordsWarning."""
@@ -352,4 +363,3 @@ def drop_rare(counts: Counter[bytes], min_count: int) -> Counter[bytes]:
         for token in [token for token, n in counts.items() if n < min_count]:
             del counts[token]
     return counts
-

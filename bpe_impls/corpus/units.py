@@ -104,6 +104,7 @@ class _Skips:
     def report(self) -> SkipReport:
         return SkipReport(self.count, tuple(self.examples))
 
+
 @runtime_checkable
 class Unit(Protocol):
     """What every unit of work offers (see the module docstring)."""
@@ -185,8 +186,13 @@ def check_unchanged(path: str | os.PathLike, stamp: FileStamp, where: str, doing
 
 
 def read_range(
-    source: str | os.PathLike | int, start: int, size: int, where: str, block_size: int | None = None,
-    doing: str = "counting", stamp: FileStamp | None = None,
+    source: str | os.PathLike | int,
+    start: int,
+    size: int,
+    where: str,
+    block_size: int | None = None,
+    doing: str = "counting",
+    stamp: FileStamp | None = None,
 ) -> Iterator[bytes]:
     """Bytes [start, start + size) of a file, in blocks of at most block_size (default: one block).
 
@@ -259,10 +265,8 @@ def decode_utf8(path: str, offset: int, data: bytes, where: str = "byte offset")
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise CorpusError(
-            f"{path}: not valid UTF-8 at {where} {offset + exc.start} ({exc.reason}: {data[exc.start:exc.end]!r})"
+            f"{path}: not valid UTF-8 at {where} {offset + exc.start} ({exc.reason}: {data[exc.start : exc.end]!r})"
         ) from None
-
-
 
 
 # --- reading compressed files -------------------------------------------------------------------
@@ -354,7 +358,7 @@ def _cut_pieces(
         while len(buf) - 2 * margin > scan:
             hi = min(scan + _CUT_WINDOW, len(buf) - 2 * margin)
             left = scan - margin
-            cut = finder.first_cut_in(bytes(buf[left:hi + 2 * margin]), margin, hi - scan)
+            cut = finder.first_cut_in(bytes(buf[left : hi + 2 * margin]), margin, hi - scan)
             if cut is None:
                 scan = hi
                 continue
@@ -390,7 +394,9 @@ class CompressedText:
 
     def utf8_pieces(self) -> Iterator[tuple[int, bytes]]:
         """(decompressed offset, bytes) of pieces cut at safe cuts, so each counts independently."""
-        return _cut_pieces(_decompressed_blocks(self.path, self.codec, self.stamp), self.special_tokens, PIECE_BYTES, self.pattern)
+        return _cut_pieces(
+            _decompressed_blocks(self.path, self.codec, self.stamp), self.special_tokens, PIECE_BYTES, self.pattern
+        )
 
     def decode(self, offset: int, data: bytes) -> str:
         return decode_utf8(self.path, offset, data, "decompressed byte offset")
@@ -400,8 +406,15 @@ class CompressedText:
             yield self.decode(offset, data)
 
 
-_JSON_TYPES = {dict: "an object", list: "an array", str: "a string", int: "a number", float: "a number",
-               bool: "a boolean", type(None): "null"}
+_JSON_TYPES = {
+    dict: "an object",
+    list: "an array",
+    str: "a string",
+    int: "a number",
+    float: "a number",
+    bool: "a boolean",
+    type(None): "null",
+}
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _BOM = codecs.BOM_UTF8
 
@@ -459,7 +472,7 @@ def _jsonl_documents(
         start = offset
         offset += len(line) + 1
         if index == 0 and at_file_start and line.startswith(_BOM):
-            line = line[len(_BOM):]
+            line = line[len(_BOM) :]
         if not line.strip():  # a blank line holds no record, so nothing is dropped
             continue
         try:
@@ -613,5 +626,3 @@ class ParquetRowGroup:
         if row != self.first_row + self.num_rows:
             raise CorpusError(f"{self.describe()}: file changed while counting (read {row - self.first_row} rows)")
         return skips.report()
-
-

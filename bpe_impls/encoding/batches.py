@@ -46,7 +46,9 @@ def encode_runs(
 ) -> list[_T]:
     """encode_run of each run of the batch, in order, on up to `num_threads` threads (None: every
     core available to this process)."""
-    threads = resolve_workers(num_threads) if num_threads is None else require_int(num_threads, "num_threads", minimum=1)
+    threads = (
+        resolve_workers(num_threads) if num_threads is None else require_int(num_threads, "num_threads", minimum=1)
+    )
     threads = min(threads, max(1, len(datas)))  # no run is shorter than one text
     # More runs than threads, handed out as threads free up: equal bytes are not equal work (a
     # run of new words or another script costs several times a run of cached English), so one

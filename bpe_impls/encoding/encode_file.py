@@ -249,7 +249,9 @@ def _writer(
     """write(ids) appends ids; write(None) finishes the file."""
     if output_format == "npy":
         if not out.seekable():
-            raise ConfigError(f"{target}: npy output needs a file it can seek in (a pipe or a terminal); use --format bin")
+            raise ConfigError(
+                f"{target}: npy output needs a file it can seek in (a pipe or a terminal); use --format bin"
+            )
         npy = NpyStreamWriter(out, dtype)
         return lambda ids: npy.finish() if ids is None else npy.write(ids)
     little = dtype.newbyteorder("<")  # .bin is little-endian on every machine (a no-op on x86 and ARM)

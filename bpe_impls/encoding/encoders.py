@@ -60,8 +60,12 @@ class Encoder(Protocol):
     # (positional only: the compiled core's encode_utf8 takes no keywords)
     @overload
     def encode_utf8(
-        self, data: bytes | str, special_tokens: Sequence[bytes], special_ids: Sequence[int],
-        settled: Literal[False] = ..., /,
+        self,
+        data: bytes | str,
+        special_tokens: Sequence[bytes],
+        special_ids: Sequence[int],
+        settled: Literal[False] = ...,
+        /,
     ) -> list[int]: ...
 
     @overload
@@ -71,25 +75,42 @@ class Encoder(Protocol):
 
     @overload
     def encode_utf8_buffer(
-        self, data: bytes | str, special_tokens: Sequence[bytes], special_ids: Sequence[int],
-        settled: Literal[False] = ..., itemsize: int = ...,
+        self,
+        data: bytes | str,
+        special_tokens: Sequence[bytes],
+        special_ids: Sequence[int],
+        settled: Literal[False] = ...,
+        itemsize: int = ...,
     ) -> bytearray: ...
 
     @overload
     def encode_utf8_buffer(
-        self, data: bytes | str, special_tokens: Sequence[bytes], special_ids: Sequence[int], settled: Literal[True],
+        self,
+        data: bytes | str,
+        special_tokens: Sequence[bytes],
+        special_ids: Sequence[int],
+        settled: Literal[True],
         itemsize: int = ...,
     ) -> tuple[bytearray, int]: ...
 
     # (stop defaults to len(datas); the compiled core takes no None for it)
     def encode_many_buffer(
-        self, datas: Sequence[bytes | str], special_tokens: Sequence[bytes], special_ids: Sequence[int], itemsize: int = 4,
-        start: int = 0, stop: int = ...,
+        self,
+        datas: Sequence[bytes | str],
+        special_tokens: Sequence[bytes],
+        special_ids: Sequence[int],
+        itemsize: int = 4,
+        start: int = 0,
+        stop: int = ...,
     ) -> tuple[bytearray, bytearray]: ...
 
     def encode_many_lists(
-        self, datas: Sequence[bytes | str], special_tokens: Sequence[bytes], special_ids: Sequence[int],
-        start: int = 0, stop: int = ...,
+        self,
+        datas: Sequence[bytes | str],
+        special_tokens: Sequence[bytes],
+        special_ids: Sequence[int],
+        start: int = 0,
+        stop: int = ...,
     ) -> list[list[int]]: ...
 
     def cache_len(self) -> int:
@@ -125,19 +146,31 @@ class BufferFromLists:
 
     @overload
     def encode_utf8_buffer(
-        self: Encoder, data: bytes | str, special_tokens: Sequence[bytes], special_ids: Sequence[int],
-        settled: Literal[False] = ..., itemsize: int = ...,
+        self: Encoder,
+        data: bytes | str,
+        special_tokens: Sequence[bytes],
+        special_ids: Sequence[int],
+        settled: Literal[False] = ...,
+        itemsize: int = ...,
     ) -> bytearray: ...
 
     @overload
     def encode_utf8_buffer(
-        self: Encoder, data: bytes | str, special_tokens: Sequence[bytes], special_ids: Sequence[int],
-        settled: Literal[True], itemsize: int = ...,
+        self: Encoder,
+        data: bytes | str,
+        special_tokens: Sequence[bytes],
+        special_ids: Sequence[int],
+        settled: Literal[True],
+        itemsize: int = ...,
     ) -> tuple[bytearray, int]: ...
 
     def encode_utf8_buffer(
-        self: Encoder, data: bytes | str, special_tokens: Sequence[bytes], special_ids: Sequence[int],
-        settled: bool = False, itemsize: int = 4,
+        self: Encoder,
+        data: bytes | str,
+        special_tokens: Sequence[bytes],
+        special_ids: Sequence[int],
+        settled: bool = False,
+        itemsize: int = 4,
     ) -> bytearray | tuple[bytearray, int]:
         if settled:
             ids, cut = self.encode_utf8(data, special_tokens, special_ids, True)
@@ -145,8 +178,13 @@ class BufferFromLists:
         return ids_to_buffer(self.encode_utf8(data, special_tokens, special_ids), itemsize)
 
     def encode_many_buffer(
-        self: Encoder, datas: Sequence[bytes | str], special_tokens: Sequence[bytes], special_ids: Sequence[int],
-        itemsize: int = 4, start: int = 0, stop: int | None = None,
+        self: Encoder,
+        datas: Sequence[bytes | str],
+        special_tokens: Sequence[bytes],
+        special_ids: Sequence[int],
+        itemsize: int = 4,
+        start: int = 0,
+        stop: int | None = None,
     ) -> tuple[bytearray, bytearray]:
         ids: list[int] = []
         offsets = array("q", [0])
@@ -157,8 +195,12 @@ class BufferFromLists:
         return ids_to_buffer(ids, itemsize), bytearray(offsets)
 
     def encode_many_lists(
-        self: Encoder, datas: Sequence[bytes | str], special_tokens: Sequence[bytes], special_ids: Sequence[int],
-        start: int = 0, stop: int | None = None,
+        self: Encoder,
+        datas: Sequence[bytes | str],
+        special_tokens: Sequence[bytes],
+        special_ids: Sequence[int],
+        start: int = 0,
+        stop: int | None = None,
     ) -> list[list[int]]:
         stop = len(datas) if stop is None else stop
         if not 0 <= start <= stop <= len(datas):
@@ -179,7 +221,11 @@ class PythonEncoder(BufferFromLists):
     """
 
     def __init__(
-        self, bpe: BpeFunction, byte_ids: Sequence[int], ranks: RankTable, cache_size: int,
+        self,
+        bpe: BpeFunction,
+        byte_ids: Sequence[int],
+        ranks: RankTable,
+        cache_size: int,
         pattern: SplitPattern = GPT2,
     ):
         self._pattern = pattern
@@ -193,7 +239,10 @@ class PythonEncoder(BufferFromLists):
 
     @overload
     def encode_utf8(
-        self, data: bytes | str, special_tokens: Sequence[bytes], special_ids: Sequence[int],
+        self,
+        data: bytes | str,
+        special_tokens: Sequence[bytes],
+        special_ids: Sequence[int],
         settled: Literal[False] = ...,
     ) -> list[int]: ...
 
@@ -353,7 +402,9 @@ def native_encoder(
             "choose scan, heap or hybrid"
         )
     if isinstance(merges, dict):
-        merges = [(left, right, merged) for (left, right), (_, merged) in sorted(merges.items(), key=lambda kv: kv[1][0])]
+        merges = [
+            (left, right, merged) for (left, right), (_, merged) in sorted(merges.items(), key=lambda kv: kv[1][0])
+        ]
     return compiled.core().Encoder(byte_ids, merges, cache_size, scanner)
 
 

@@ -54,7 +54,9 @@ def check_merge(
         raise error(f"{where}: merged token {show(left + right)} is not in the vocab")
 
 
-def checked_vocab(vocab: Mapping[int, bytes], where: str = "vocab", error: type[BpeError] = ConfigError) -> dict[int, bytes]:
+def checked_vocab(
+    vocab: Mapping[int, bytes], where: str = "vocab", error: type[BpeError] = ConfigError
+) -> dict[int, bytes]:
     """`vocab` sorted by id, each id a non-negative int and each token non-empty bytes (else `error`)."""
     table: dict[int, bytes] = {}
     for token_id in sorted(vocab):
@@ -159,8 +161,7 @@ class RankTables(NamedTuple):
         """rank -> token bytes, in rank order."""
         blob = self.blob
         offsets = memoryview(self.offsets).cast("q").tolist()
-        return dict(zip(memoryview(self.ranks).cast("I").tolist(),
-                        [blob[a:b] for a, b in zip(offsets, offsets[1:])]))
+        return dict(zip(memoryview(self.ranks).cast("I").tolist(), [blob[a:b] for a, b in zip(offsets, offsets[1:])]))
 
 
 class PackedTokenizer(NamedTuple):
@@ -246,7 +247,8 @@ class TableMerges(Sequence[tuple[bytes, bytes]]):
 
 
 def tables_for(
-    vocab: Mapping[int, bytes], merges: Sequence[tuple[bytes, bytes]],
+    vocab: Mapping[int, bytes],
+    merges: Sequence[tuple[bytes, bytes]],
     special_tokens: Sequence[str] | Mapping[str, int],
 ) -> Tables:
     """The tables of a Tokenizer's arguments: a loader's views (`TableVocab`, `TableMerges`) as
@@ -261,7 +263,8 @@ def tables_for(
 
 
 def build_tables(
-    vocab: Mapping[int, bytes], merges: Sequence[tuple[bytes, bytes]],
+    vocab: Mapping[int, bytes],
+    merges: Sequence[tuple[bytes, bytes]],
     special_tokens: Sequence[str] | Mapping[str, int],
 ) -> EncodingTables:
     """Check (vocab, merges) and derive the tables; special tokens must already be validated.
@@ -330,8 +333,12 @@ def build_tables(
         sound = type(left) is bytes and type(right) is bytes
         merged = left + right if sound else b""
         if not (
-            sound and left in ordinary and right in ordinary and merged in ordinary
-            and (len(left) == 1 or left in made) and (len(right) == 1 or right in made)
+            sound
+            and left in ordinary
+            and right in ordinary
+            and merged in ordinary
+            and (len(left) == 1 or left in made)
+            and (len(right) == 1 or right in made)
         ):
             if not isinstance(left, bytes) or not isinstance(right, bytes):
                 raise ConfigError(f"merge #{rank} is {(left, right)!r}, not a pair of bytes")

@@ -177,10 +177,17 @@ class Tokenizer:
         """
         from .formats.load import read_tokenizer  # (the formats load with the first file)
 
-        loaded = read_tokenizer(path, format, merges_path=merges_path, special_tokens=special_tokens,
-                                pattern=pattern, cache=cache)
-        return cls(loaded.vocab, loaded.merges, loaded.special_tokens, pattern=loaded.pattern, encoder=encoder,
-                   cache_size=cache_size)
+        loaded = read_tokenizer(
+            path, format, merges_path=merges_path, special_tokens=special_tokens, pattern=pattern, cache=cache
+        )
+        return cls(
+            loaded.vocab,
+            loaded.merges,
+            loaded.special_tokens,
+            pattern=loaded.pattern,
+            encoder=encoder,
+            cache_size=cache_size,
+        )
 
     def save(self, path: str | os.PathLike[str], format: str = "gpt2") -> tuple[Path, ...]:
         """Save in a format `load` reads; no file is renamed into place unless all were written.
@@ -350,7 +357,7 @@ class Tokenizer:
             pending.clear()
             pending_len = 0
             # Bytes may end inside a UTF-8 character: its start waits for the rest, in the carry.
-            whole = buffer if kind is str else buffer[:complete_utf8(buffer)]
+            whole = buffer if kind is str else buffer[: complete_utf8(buffer)]
             try:
                 ids, cut = encode_utf8(whole, specials, special_ids, True)
             except ValueError:
@@ -399,8 +406,12 @@ class Tokenizer:
         return np.dtype(chosen.name)
 
     def encode_to_numpy(
-        self, text: Text, dtype: npt.DTypeLike | None = None, *,
-        allowed_special: AllowedSpecial = "all", disallowed_special: DisallowedSpecial = (),
+        self,
+        text: Text,
+        dtype: npt.DTypeLike | None = None,
+        *,
+        allowed_special: AllowedSpecial = "all",
+        disallowed_special: DisallowedSpecial = (),
     ) -> np.ndarray:
         """`encode(text)` as a 1-D numpy array, built without a Python int per token.
 
@@ -424,8 +435,12 @@ class Tokenizer:
         return np.frombuffer(buffer, dtype=chosen)
 
     def encode_batch(
-        self, texts: Sequence[Text], num_threads: int | None = None, *,
-        allowed_special: AllowedSpecial = "all", disallowed_special: DisallowedSpecial = (),
+        self,
+        texts: Sequence[Text],
+        num_threads: int | None = None,
+        *,
+        allowed_special: AllowedSpecial = "all",
+        disallowed_special: DisallowedSpecial = (),
     ) -> list[list[int]]:
         """`[encode(text) for text in texts]` on several threads (tiktoken's encode_batch).
 
@@ -463,8 +478,13 @@ class Tokenizer:
             return batches.join_lists(batches.encode_runs(datas, kind, num_threads, encode_run))
 
     def encode_batch_to_numpy(
-        self, texts: Sequence[Text], num_threads: int | None = None, dtype: npt.DTypeLike | None = None, *,
-        allowed_special: AllowedSpecial = "all", disallowed_special: DisallowedSpecial = (),
+        self,
+        texts: Sequence[Text],
+        num_threads: int | None = None,
+        dtype: npt.DTypeLike | None = None,
+        *,
+        allowed_special: AllowedSpecial = "all",
+        disallowed_special: DisallowedSpecial = (),
     ) -> tuple[np.ndarray, np.ndarray]:
         """Every text encoded as `encode` does, as one array of ids and the offsets of each text's.
 
@@ -493,7 +513,10 @@ class Tokenizer:
         return batches.join_runs(batches.encode_runs(datas, kind, num_threads, encode_run), chosen)
 
     def _batch_args(
-        self, texts: Sequence[Text], allowed_special: AllowedSpecial, disallowed_special: DisallowedSpecial,
+        self,
+        texts: Sequence[Text],
+        allowed_special: AllowedSpecial,
+        disallowed_special: DisallowedSpecial,
     ) -> tuple[list[Text], type, Sequence[bytes], Sequence[int]]:
         """The batch as a list, its kind (str or bytes), and the special tokens and ids to encode
         it with; a disallowed special token in any text is an EncodeError naming its index."""

@@ -171,40 +171,62 @@ def _encode_ours_numpy(path, vocab, merges, special_tokens, pattern=GPT2):
 
 
 def _encode_ours_iterable(path, vocab, merges, special_tokens, pattern=GPT2):
-    return _on_sample(path, _ours(vocab, merges, special_tokens, pattern),
-                      lambda tok, text: list(tok.encode_iterable(_as_text_file(text))))
+    return _on_sample(
+        path,
+        _ours(vocab, merges, special_tokens, pattern),
+        lambda tok, text: list(tok.encode_iterable(_as_text_file(text))),
+    )
 
 
 def _encode_tiktoken(path, vocab, merges, special_tokens, pattern=GPT2):
-    return _on_sample(path, _tiktoken(vocab, merges, special_tokens, pattern),
-                      lambda encoding, text: encoding.encode(text, allowed_special="all"))
+    return _on_sample(
+        path,
+        _tiktoken(vocab, merges, special_tokens, pattern),
+        lambda encoding, text: encoding.encode(text, allowed_special="all"),
+    )
 
 
 def _encode_huggingface(path, vocab, merges, special_tokens, pattern=GPT2):
-    return _on_sample(path, lambda: peer_adapters.huggingface_tokenizer(vocab, merges, special_tokens, pattern),
-                      lambda tokenizer, text: tokenizer.encode(text).ids)
+    return _on_sample(
+        path,
+        lambda: peer_adapters.huggingface_tokenizer(vocab, merges, special_tokens, pattern),
+        lambda tokenizer, text: tokenizer.encode(text).ids,
+    )
 
 
 def _encode_gigatoken(path, vocab, merges, special_tokens, pattern=GPT2):
     # Its encode gives numpy uint32, as our encode_to_numpy.
-    return _on_sample(path, lambda: peer_adapters.gigatoken_tokenizer(vocab, merges, special_tokens, pattern),
-                      lambda tokenizer, text: tokenizer.encode(text), np.ndarray.tolist)
+    return _on_sample(
+        path,
+        lambda: peer_adapters.gigatoken_tokenizer(vocab, merges, special_tokens, pattern),
+        lambda tokenizer, text: tokenizer.encode(text),
+        np.ndarray.tolist,
+    )
 
 
 def _encode_tokie(path, vocab, merges, special_tokens, pattern=GPT2):
-    return _on_sample(path, lambda: peer_adapters.tokie_tokenizer(vocab, merges, special_tokens, pattern),
-                      lambda tokenizer, text: tokenizer.encode(text).ids)
+    return _on_sample(
+        path,
+        lambda: peer_adapters.tokie_tokenizer(vocab, merges, special_tokens, pattern),
+        lambda tokenizer, text: tokenizer.encode(text).ids,
+    )
 
 
 def _encode_fastokens(path, vocab, merges, special_tokens, pattern=GPT2):
-    return _on_sample(path, lambda: peer_adapters.fastokens_tokenizer(vocab, merges, special_tokens, pattern),
-                      lambda tokenizer, text: tokenizer.encode(text).ids)
+    return _on_sample(
+        path,
+        lambda: peer_adapters.fastokens_tokenizer(vocab, merges, special_tokens, pattern),
+        lambda tokenizer, text: tokenizer.encode(text).ids,
+    )
 
 
 def _encode_quicktok(path, vocab, merges, special_tokens, pattern=GPT2):
     # Its built-in vocab (refused unless it is ours); encode_ordinary between special tokens.
-    return _on_sample(path, lambda: peer_adapters.quicktok_tokenizer(vocab, merges, special_tokens, pattern),
-                      lambda tokenizer, text: tokenizer.encode(text))
+    return _on_sample(
+        path,
+        lambda: peer_adapters.quicktok_tokenizer(vocab, merges, special_tokens, pattern),
+        lambda tokenizer, text: tokenizer.encode(text),
+    )
 
 
 def _on_one_core(run: Callable, *args):
@@ -215,49 +237,85 @@ def _on_one_core(run: Callable, *args):
 # Batches on every core: the sample as a batch of lines. Each takes (threads, path, vocab, merges,
 # special_tokens, pattern).
 def _batch_ours_numpy(threads: int, path, vocab, merges, special_tokens, pattern=GPT2):
-    return _on_sample(path, _ours(vocab, merges, special_tokens, pattern),
-                      lambda tok, lines: tok.encode_batch_to_numpy(lines, threads)[0], np.ndarray.tolist, lines=True)
+    return _on_sample(
+        path,
+        _ours(vocab, merges, special_tokens, pattern),
+        lambda tok, lines: tok.encode_batch_to_numpy(lines, threads)[0],
+        np.ndarray.tolist,
+        lines=True,
+    )
 
 
 def _batch_ours_lists(threads: int, path, vocab, merges, special_tokens, pattern=GPT2):
-    return _on_sample(path, _ours(vocab, merges, special_tokens, pattern),
-                      lambda tok, lines: tok.encode_batch(lines, threads), _flat, lines=True)
+    return _on_sample(
+        path,
+        _ours(vocab, merges, special_tokens, pattern),
+        lambda tok, lines: tok.encode_batch(lines, threads),
+        _flat,
+        lines=True,
+    )
 
 
 def _batch_tiktoken(threads: int, path, vocab, merges, special_tokens, pattern=GPT2):
-    return _on_sample(path, _tiktoken(vocab, merges, special_tokens, pattern),
-                      lambda encoding, lines: encoding.encode_batch(lines, num_threads=threads, allowed_special="all"),
-                      _flat, lines=True)
+    return _on_sample(
+        path,
+        _tiktoken(vocab, merges, special_tokens, pattern),
+        lambda encoding, lines: encoding.encode_batch(lines, num_threads=threads, allowed_special="all"),
+        _flat,
+        lines=True,
+    )
 
 
 def _batch_huggingface(threads: int, path, vocab, merges, special_tokens, pattern=GPT2):
-    return _on_sample(path, lambda: peer_adapters.huggingface_tokenizer(vocab, merges, special_tokens, pattern),
-                      lambda tokenizer, lines: tokenizer.encode_batch(lines),
-                      lambda encodings: _flat(e.ids for e in encodings), lines=True)
+    return _on_sample(
+        path,
+        lambda: peer_adapters.huggingface_tokenizer(vocab, merges, special_tokens, pattern),
+        lambda tokenizer, lines: tokenizer.encode_batch(lines),
+        lambda encodings: _flat(e.ids for e in encodings),
+        lines=True,
+    )
 
 
 def _batch_gigatoken(threads: int, path, vocab, merges, special_tokens, pattern=GPT2):
     # parallel=True: in this child process, which it takes for a worker, it would run serially.
-    return _on_sample(path, lambda: peer_adapters.gigatoken_tokenizer(vocab, merges, special_tokens, pattern),
-                      lambda tokenizer, lines: tokenizer.encode_batch(lines, parallel=True),
-                      lambda ids: _flat(ids.tolist()), lines=True)
+    return _on_sample(
+        path,
+        lambda: peer_adapters.gigatoken_tokenizer(vocab, merges, special_tokens, pattern),
+        lambda tokenizer, lines: tokenizer.encode_batch(lines, parallel=True),
+        lambda ids: _flat(ids.tolist()),
+        lines=True,
+    )
 
 
 def _batch_tokie(threads: int, path, vocab, merges, special_tokens, pattern=GPT2):
-    return _on_sample(path, lambda: peer_adapters.tokie_tokenizer(vocab, merges, special_tokens, pattern),
-                      lambda tokenizer, lines: tokenizer.encode_batch_flat(lines)[0], np.ndarray.tolist, lines=True)
+    return _on_sample(
+        path,
+        lambda: peer_adapters.tokie_tokenizer(vocab, merges, special_tokens, pattern),
+        lambda tokenizer, lines: tokenizer.encode_batch_flat(lines)[0],
+        np.ndarray.tolist,
+        lines=True,
+    )
 
 
 def _batch_fastokens(threads: int, path, vocab, merges, special_tokens, pattern=GPT2):
     # Its rayon pool, sized by RAYON_NUM_THREADS (_on_threads); the ids come as little-endian uint32 bytes.
-    return _on_sample(path, lambda: peer_adapters.fastokens_tokenizer(vocab, merges, special_tokens, pattern),
-                      lambda tokenizer, lines: tokenizer.encode_batch_flat(lines)[0],
-                      lambda ids: np.frombuffer(ids, "<u4").tolist(), lines=True)
+    return _on_sample(
+        path,
+        lambda: peer_adapters.fastokens_tokenizer(vocab, merges, special_tokens, pattern),
+        lambda tokenizer, lines: tokenizer.encode_batch_flat(lines)[0],
+        lambda ids: np.frombuffer(ids, "<u4").tolist(),
+        lines=True,
+    )
 
 
 def _batch_quicktok(threads: int, path, vocab, merges, special_tokens, pattern=GPT2):
-    return _on_sample(path, lambda: peer_adapters.quicktok_tokenizer(vocab, merges, special_tokens, pattern),
-                      lambda tokenizer, lines: tokenizer.encode_batch(lines, threads)[0], np.ndarray.tolist, lines=True)
+    return _on_sample(
+        path,
+        lambda: peer_adapters.quicktok_tokenizer(vocab, merges, special_tokens, pattern),
+        lambda tokenizer, lines: tokenizer.encode_batch(lines, threads)[0],
+        np.ndarray.tolist,
+        lines=True,
+    )
 
 
 def _on_threads(threads: int, run: Callable, *args):
@@ -323,9 +381,12 @@ def _count_seconds(path: str, special_tokens: list[str], workers: int, pattern: 
 
 
 ENCODE_PEERS = {
-    "tiktoken": ("tiktoken", _encode_tiktoken), "huggingface": ("tokenizers", _encode_huggingface),
-    "gigatoken": ("gigatoken", _encode_gigatoken), "tokie": ("tokie", _encode_tokie),
-    "fastokens": ("fastokens", _encode_fastokens), "quicktok": ("quicktok", _encode_quicktok),
+    "tiktoken": ("tiktoken", _encode_tiktoken),
+    "huggingface": ("tokenizers", _encode_huggingface),
+    "gigatoken": ("gigatoken", _encode_gigatoken),
+    "tokie": ("tokie", _encode_tokie),
+    "fastokens": ("fastokens", _encode_fastokens),
+    "quicktok": ("quicktok", _encode_quicktok),
 }
 BATCH_PEERS = {
     "tiktoken encode_batch": ("tiktoken", _batch_tiktoken),
@@ -336,8 +397,9 @@ BATCH_PEERS = {
     "quicktok encode_batch": ("quicktok", _batch_quicktok),
 }
 # Every module --peers imports (each is its package's name on PyPI, but quicktok's: quicktok-v1).
-PEER_MODULES = sorted({module for module, _ in [*peer_adapters.TRAIN_PEERS.values(), *ENCODE_PEERS.values(),
-                                                 *BATCH_PEERS.values()]})
+PEER_MODULES = sorted(
+    {module for module, _ in [*peer_adapters.TRAIN_PEERS.values(), *ENCODE_PEERS.values(), *BATCH_PEERS.values()]}
+)
 
 
 # --- the comparison -----------------------------------------------------------------------------
@@ -367,13 +429,21 @@ def run_compare(
         predicted = NAIVE_SECONDS_PER_BYTE_MERGE * sum(map(len, counts)) * merges
         if predicted > NAIVE_BUDGET:
             impls = [name for name in impls if name != "naive"]
-            left_out.append(f"naive left out: it would take about {predicted:.0f} s here "
-                            f"(over {NAIVE_BUDGET:.0f} s); name it with --impl to run it anyway")
+            left_out.append(
+                f"naive left out: it would take about {predicted:.0f} s here "
+                f"(over {NAIVE_BUDGET:.0f} s); name it with --impl to run it anyway"
+            )
     report = Report(
-        corpus=str(corpus), corpus_mb=corpus.stat().st_size / 1e6, vocab_size=vocab_size,
-        special_tokens=list(special_tokens), distinct_pretokens=len(counts),
-        pretokenize_seconds=time.perf_counter() - start, workers=workers,
-        reference="naive" if "naive" in impls else impls[0], pattern=split.name, left_out=left_out,
+        corpus=str(corpus),
+        corpus_mb=corpus.stat().st_size / 1e6,
+        vocab_size=vocab_size,
+        special_tokens=list(special_tokens),
+        distinct_pretokens=len(counts),
+        pretokenize_seconds=time.perf_counter() - start,
+        workers=workers,
+        reference="naive" if "naive" in impls else impls[0],
+        pattern=split.name,
+        left_out=left_out,
         machine={"python": platform.python_version(), "cores": os.cpu_count(), "platform": platform.platform()},
     )
 
@@ -388,13 +458,26 @@ def run_compare(
     del counts
     reference = results[report.reference].result
     for name, measured in results.items():
-        report.rows.append(Row("merge", name, measured.seconds, measured.peak_mb,
-                               merges=len(measured.result[1]), identical=measured.result == reference))
+        report.rows.append(
+            Row(
+                "merge",
+                name,
+                measured.seconds,
+                measured.peak_mb,
+                merges=len(measured.result[1]),
+                identical=measured.result == reference,
+            )
+        )
 
     trainers = {f"bpe_impls ({DEFAULT_IMPL})": _train_ours}
     if peers:
-        trainers.update({name: run for name, (module, run) in peer_adapters.TRAIN_PEERS.items()
-                         if peer_adapters.installed(module) and peer_adapters.can_train(name, split)})
+        trainers.update(
+            {
+                name: run
+                for name, (module, run) in peer_adapters.TRAIN_PEERS.items()
+                if peer_adapters.installed(module) and peer_adapters.can_train(name, split)
+            }
+        )
     for name, run in trainers.items():
         log(f"train end to end: {name}")
         measured = measure_tree(run, str(corpus), vocab_size, special_tokens, workers, split)
@@ -406,32 +489,69 @@ def run_compare(
         vocabularies["GPT-2 vocab"] = (*load_tokenizer_files(*gpt2), ["<|endoftext|>"])
     threads = resolve_workers(None)
     for label, (vocab, merges, specials) in vocabularies.items():
-        encoders = {"bpe_impls Tokenizer.encode": _encode_ours, "bpe_impls encode_to_numpy": _encode_ours_numpy,
-                    "bpe_impls encode_iterable": _encode_ours_iterable}
+        encoders = {
+            "bpe_impls Tokenizer.encode": _encode_ours,
+            "bpe_impls encode_to_numpy": _encode_ours_numpy,
+            "bpe_impls encode_iterable": _encode_ours_iterable,
+        }
         if peers:
-            encoders.update({name: run for name, (module, run) in ENCODE_PEERS.items() if peer_adapters.installed(module)})
-        _encode_rows(report, f"encode {label}", {name: partial(_on_one_core, run) for name, run in encoders.items()},
-                     (str(corpus), vocab, merges, specials, split), log)
-        batchers = {f"bpe_impls encode_batch_to_numpy, {threads} threads": partial(_on_threads, threads, _batch_ours_numpy),
-                    "bpe_impls encode_batch_to_numpy, 1 thread": partial(_on_threads, 1, _batch_ours_numpy),
-                    f"bpe_impls encode_batch, {threads} threads": partial(_on_threads, threads, _batch_ours_lists)}
+            encoders.update(
+                {name: run for name, (module, run) in ENCODE_PEERS.items() if peer_adapters.installed(module)}
+            )
+        _encode_rows(
+            report,
+            f"encode {label}",
+            {name: partial(_on_one_core, run) for name, run in encoders.items()},
+            (str(corpus), vocab, merges, specials, split),
+            log,
+        )
+        batchers = {
+            f"bpe_impls encode_batch_to_numpy, {threads} threads": partial(_on_threads, threads, _batch_ours_numpy),
+            "bpe_impls encode_batch_to_numpy, 1 thread": partial(_on_threads, 1, _batch_ours_numpy),
+            f"bpe_impls encode_batch, {threads} threads": partial(_on_threads, threads, _batch_ours_lists),
+        }
         if peers:
-            batchers.update({name: partial(_on_threads, threads, run) for name, (module, run) in BATCH_PEERS.items()
-                             if peer_adapters.installed(module)})
-        _encode_rows(report, f"batch encode {label}, {threads} threads", batchers,
-                     (str(corpus), vocab, merges, specials, split), log, note="lines of the first {mb:.1f} MB of the corpus")
+            batchers.update(
+                {
+                    name: partial(_on_threads, threads, run)
+                    for name, (module, run) in BATCH_PEERS.items()
+                    if peer_adapters.installed(module)
+                }
+            )
+        _encode_rows(
+            report,
+            f"batch encode {label}, {threads} threads",
+            batchers,
+            (str(corpus), vocab, merges, specials, split),
+            log,
+            note="lines of the first {mb:.1f} MB of the corpus",
+        )
     vocab, merges, specials = vocabularies["trained vocab"]
-    writers = {f"bpe encode --format bin, {threads} threads": partial(_on_threads, threads, _file_ours),
-               "bpe encode --format bin, 1 thread": partial(_on_threads, 1, _file_ours)}
+    writers = {
+        f"bpe encode --format bin, {threads} threads": partial(_on_threads, threads, _file_ours),
+        "bpe encode --format bin, 1 thread": partial(_on_threads, 1, _file_ours),
+    }
     if peers and peer_adapters.installed("tiktoken"):
         writers[f"tiktoken script, {threads} threads"] = partial(_on_threads, threads, _file_tiktoken)
-    _encode_rows(report, f"corpus to ids file, trained vocab, {threads} threads", writers,
-                 (str(corpus), vocab, merges, specials, split), log, note="the whole corpus, {mb:.1f} MB")
+    _encode_rows(
+        report,
+        f"corpus to ids file, trained vocab, {threads} threads",
+        writers,
+        (str(corpus), vocab, merges, specials, split),
+        log,
+        note="the whole corpus, {mb:.1f} MB",
+    )
     return report
 
 
-def _encode_rows(report: Report, table: str, runs: Mapping[str, Callable[..., Any]], args: tuple, log,
-                 note: str = "first {mb:.1f} MB of the corpus") -> None:
+def _encode_rows(
+    report: Report,
+    table: str,
+    runs: Mapping[str, Callable[..., Any]],
+    args: tuple,
+    log,
+    note: str = "first {mb:.1f} MB of the corpus",
+) -> None:
     """One row per run, each in a fresh child process; `same ids` compares with the first. A peer
     that cannot take the vocab (VocabRefused) is left out, with its reason in report.left_out."""
     first = None
@@ -443,8 +563,16 @@ def _encode_rows(report: Report, table: str, runs: Mapping[str, Callable[..., An
             report.left_out.append(f"{table}: {name} left out: {refused}")
             continue
         first = ids if first is None else first
-        report.rows.append(Row(table, name, seconds, mb_per_s=nbytes / 1e6 / max(seconds, 1e-9),
-                               identical=ids == first, note=note.format(mb=nbytes / 1e6)))
+        report.rows.append(
+            Row(
+                table,
+                name,
+                seconds,
+                mb_per_s=nbytes / 1e6 / max(seconds, 1e-9),
+                identical=ids == first,
+                note=note.format(mb=nbytes / 1e6),
+            )
+        )
 
 
 def _fmt(value: float | None, digits: int = 2) -> str:
@@ -455,8 +583,11 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     widths = [max(len(str(row[i])) for row in [header, *rows]) for i in range(len(header))]
     lines = []
     for row in [header, *rows]:
-        lines.append("  ".join(str(cell).ljust(w) if i == 0 else str(cell).rjust(w)
-                               for i, (cell, w) in enumerate(zip(row, widths))))
+        lines.append(
+            "  ".join(
+                str(cell).ljust(w) if i == 0 else str(cell).rjust(w) for i, (cell, w) in enumerate(zip(row, widths))
+            )
+        )
     return "\n".join(lines)
 
 
@@ -471,8 +602,10 @@ def format_report(report: Report) -> str:
     by_workers = sorted(report.pretokenize_by_workers.items())
     if len(by_workers) > 1:
         (one, single), (many, multi) = by_workers[0], by_workers[-1]
-        out.append(f"pre-tokenize, best of 3: {single:.3f} s with {one} worker, {multi:.3f} s with {many} "
-                   f"({single / multi:.2f}x)")
+        out.append(
+            f"pre-tokenize, best of 3: {single:.3f} s with {one} worker, {multi:.3f} s with {many} "
+            f"({single / multi:.2f}x)"
+        )
     out += [
         "",
         "merge phase, from the same word counts (peak MB: above the process's baseline)",
@@ -481,30 +614,51 @@ def format_report(report: Report) -> str:
     notes = {table: [line for line in report.left_out if line.startswith(f"{table}: ")] for table in tables}
     out += [line for line in report.left_out if not any(line in lines for lines in notes.values())]
     merge_rows = [r for r in report.rows if r.table == "merge"]
-    out.append(_table(
-        ["impl", "merge s", "peak MB", "merges", f"identical to {report.reference}"],
-        [[r.name, _fmt(r.seconds), _fmt(r.peak_mb, 1), r.merges, yes[r.identical]] for r in merge_rows],
-    ))
+    out.append(
+        _table(
+            ["impl", "merge s", "peak MB", "merges", f"identical to {report.reference}"],
+            [[r.name, _fmt(r.seconds), _fmt(r.peak_mb, 1), r.merges, yes[r.identical]] for r in merge_rows],
+        )
+    )
     train_rows = [r for r in report.rows if r.table == "train"]
     ours = train_rows[0]
     out += ["", "train end to end (peak MB: RSS of the whole process tree)"]
-    out.append(_table(
-        ["trainer", "seconds", "peak MB", "x ours (time)", "x ours (memory)"],
-        [[r.name, _fmt(r.seconds), _fmt(r.peak_mb, 1), _fmt(r.seconds / ours.seconds),
-          _fmt(r.peak_mb / ours.peak_mb if r.peak_mb and ours.peak_mb else None)] for r in train_rows],
-    ))
+    out.append(
+        _table(
+            ["trainer", "seconds", "peak MB", "x ours (time)", "x ours (memory)"],
+            [
+                [
+                    r.name,
+                    _fmt(r.seconds),
+                    _fmt(r.peak_mb, 1),
+                    _fmt(r.seconds / ours.seconds),
+                    _fmt(r.peak_mb / ours.peak_mb if r.peak_mb and ours.peak_mb else None),
+                ]
+                for r in train_rows
+            ],
+        )
+    )
     for table in dict.fromkeys(r.table for r in report.rows if r.mb_per_s is not None):
         encode_rows = [r for r in report.rows if r.table == table]
         out += ["", f"{table} ({encode_rows[0].note})"]
         base = encode_rows[0].mb_per_s  # (every row of an encode table has its MB/s)
-        out.append(_table(
-            ["encoder", "seconds", "MB/s", "x ours", "same ids"],
-            [[r.name, _fmt(r.seconds), _fmt(r.mb_per_s),
-              _fmt(r.mb_per_s / base if r.mb_per_s is not None and base is not None else None),
-              yes[r.identical]] for r in encode_rows],
-        ))
+        out.append(
+            _table(
+                ["encoder", "seconds", "MB/s", "x ours", "same ids"],
+                [
+                    [
+                        r.name,
+                        _fmt(r.seconds),
+                        _fmt(r.mb_per_s),
+                        _fmt(r.mb_per_s / base if r.mb_per_s is not None and base is not None else None),
+                        yes[r.identical],
+                    ]
+                    for r in encode_rows
+                ],
+            )
+        )
         if notes[table]:  # indented, under the table they concern
-            out += ["", *(f"  {line[len(table) + 2:]}" for line in notes[table])]
+            out += ["", *(f"  {line[len(table) + 2 :]}" for line in notes[table])]
     return "\n".join(out)
 
 

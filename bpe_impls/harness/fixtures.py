@@ -143,8 +143,13 @@ def vocab_and_merges(source: str) -> tuple[dict[int, bytes], list[tuple[bytes, b
 # byte-identical to the files tiktoken downloads): our pattern preset and the special tokens' ids.
 OPENAI_PATTERNS = {"cl100k_base": "cl100k", "o200k_base": "o200k"}
 OPENAI_SPECIALS = {
-    "cl100k_base": {"<|endoftext|>": 100257, "<|fim_prefix|>": 100258, "<|fim_middle|>": 100259,
-                    "<|fim_suffix|>": 100260, "<|endofprompt|>": 100276},
+    "cl100k_base": {
+        "<|endoftext|>": 100257,
+        "<|fim_prefix|>": 100258,
+        "<|fim_middle|>": 100259,
+        "<|fim_suffix|>": 100260,
+        "<|endofprompt|>": 100276,
+    },
     "o200k_base": {"<|endoftext|>": 199999, "<|endofprompt|>": 200018},
 }
 
@@ -163,5 +168,6 @@ def openai_rank_file(name: str, folder: str | os.PathLike) -> Path:
 def openai_tokenizer(name: str, folder: str | os.PathLike) -> Tokenizer:
     """Our Tokenizer of OpenAI's encoding `name`, loaded from openai_rank_file with its pattern and
     special tokens."""
-    return Tokenizer.load(openai_rank_file(name, folder), pattern=OPENAI_PATTERNS[name],
-                          special_tokens=OPENAI_SPECIALS[name])
+    return Tokenizer.load(
+        openai_rank_file(name, folder), pattern=OPENAI_PATTERNS[name], special_tokens=OPENAI_SPECIALS[name]
+    )

@@ -84,8 +84,10 @@ def find_regressions(series: Series, threshold: float = REGRESSION_THRESHOLD) ->
         return []
     steps = asv.step_detect.detect_steps(series.values)
     _, _, positions = asv.step_detect.detect_regressions(steps, threshold=threshold)
-    return [Regression(series.commits[before], series.commits[after], value_before, value_after)
-            for before, after, value_before, value_after in positions or ()]
+    return [
+        Regression(series.commits[before], series.commits[after], value_before, value_after)
+        for before, after, value_before, value_after in positions or ()
+    ]
 
 
 def load_asv_history(results_dir: str | Path) -> list[Series]:
@@ -99,8 +101,10 @@ def load_asv_history(results_dir: str | Path) -> list[Series]:
     series: dict[tuple[str, str, str, str], Series] = {}
     machines = sorted(p.name for p in results_dir.iterdir() if (p / "machine.json").is_file())
     for machine in machines:
-        runs = sorted(asv.results.iter_results_for_machine(str(results_dir), machine),
-                      key=lambda result: (result.date or 0, result.commit_hash))
+        runs = sorted(
+            asv.results.iter_results_for_machine(str(results_dir), machine),
+            key=lambda result: (result.date or 0, result.commit_hash),
+        )
         for result in runs:
             for name in result.get_result_keys(benchmarks):
                 params = result.get_result_params(name)
@@ -137,7 +141,9 @@ class MemoryProfile:
 
 def _frames(record, depth: int) -> str:
     frames = record.stack_trace(max_stacks=depth) or record.hybrid_stack_trace(max_stacks=depth)
-    return " < ".join(f"{function} ({Path(file).name}:{line})" for function, file, line in frames) or "(no Python frame)"
+    return (
+        " < ".join(f"{function} ({Path(file).name}:{line})" for function, file, line in frames) or "(no Python frame)"
+    )
 
 
 def load_memray_profiles(folder: str | Path, top: int = 5, depth: int = 3) -> list[MemoryProfile]:
@@ -160,6 +166,7 @@ def load_memray_profiles(folder: str | Path, top: int = 5, depth: int = 3) -> li
         records = sorted(reader.get_high_watermark_allocation_records(merge_threads=True), key=lambda r: -r.size)
         sites = [AllocationSite(record.size, record.n_allocations, _frames(record, depth)) for record in records[:top]]
         metadata = reader.metadata
-        profiles.append(MemoryProfile(path.stem, metadata.peak_memory, metadata.total_allocations,
-                                      metadata.command_line, sites))
+        profiles.append(
+            MemoryProfile(path.stem, metadata.peak_memory, metadata.total_allocations, metadata.command_line, sites)
+        )
     return profiles

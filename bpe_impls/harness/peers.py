@@ -60,10 +60,12 @@ def _hf_pre_tokenizer(pattern: SplitPattern) -> Any:
 
     if pattern is GPT2:
         return pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
-    return pre_tokenizers.Sequence([
-        pre_tokenizers.Split(Regex(pattern.regex), behavior="isolated"),
-        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
-    ])
+    return pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(pattern.regex), behavior="isolated"),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
 
 
 def train_huggingface(
@@ -75,7 +77,9 @@ def train_huggingface(
     tokenizer = Tokenizer(models.BPE())
     tokenizer.pre_tokenizer = _hf_pre_tokenizer(pattern)
     trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size, special_tokens=list(special_tokens), show_progress=False,
+        vocab_size=vocab_size,
+        special_tokens=list(special_tokens),
+        show_progress=False,
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
     )
     tokenizer.train([str(path)], trainer)
@@ -151,13 +155,16 @@ def tiktoken_encoding(
 
     specials = special_ids(vocab, special_tokens)
     return tiktoken.Encoding(
-        name=name, pat_str=pattern.regex,
+        name=name,
+        pat_str=pattern.regex,
         mergeable_ranks={token: i for i, token in vocab.items() if i not in specials.values()},
         special_tokens=specials,
     )
 
 
-def huggingface_tokenizer(vocab: Vocab, merges: Merges, special_tokens: Sequence[str], pattern: SplitPattern = GPT2) -> Any:
+def huggingface_tokenizer(
+    vocab: Vocab, merges: Merges, special_tokens: Sequence[str], pattern: SplitPattern = GPT2
+) -> Any:
     """An HF tokenizers Tokenizer of our vocab and merges, pre-tokenizing as we do."""
     from tokenizers import Tokenizer, models
 
@@ -177,7 +184,9 @@ def huggingface_tokenizer(vocab: Vocab, merges: Merges, special_tokens: Sequence
 GIGATOKEN_PRETOKENIZERS = {"cl100k": "gpt4", "o200k": "o200k"}
 
 
-def gigatoken_tokenizer(vocab: Vocab, merges: Merges, special_tokens: Sequence[str], pattern: SplitPattern = GPT2) -> Any:
+def gigatoken_tokenizer(
+    vocab: Vocab, merges: Merges, special_tokens: Sequence[str], pattern: SplitPattern = GPT2
+) -> Any:
     """gigatoken's Tokenizer of our vocab and merges: built from the HF tokenizer above for GPT-2's
     pattern, from our rank file (rank_file) with its own pretokenizer of that name for cl100k's and
     o200k's. Its `encode(text)` gives numpy uint32 ids, special tokens encoded as specials;
@@ -205,7 +214,11 @@ def rank_file(vocab: Vocab, special_tokens: Sequence[str]) -> Iterator[tuple[Pat
 
 
 def from_tokenizer_json(
-    load: Callable[[str], Any], vocab: Vocab, merges: Merges, special_tokens: Sequence[str], pattern: SplitPattern = GPT2
+    load: Callable[[str], Any],
+    vocab: Vocab,
+    merges: Merges,
+    special_tokens: Sequence[str],
+    pattern: SplitPattern = GPT2,
 ) -> Any:
     """load(path) of the HF tokenizer above saved as tokenizer.json in a temporary directory (for
     peers that read only files; nothing is downloaded)."""
@@ -222,7 +235,9 @@ def tokie_tokenizer(vocab: Vocab, merges: Merges, special_tokens: Sequence[str],
     return from_tokenizer_json(tokie.Tokenizer.from_json, vocab, merges, special_tokens, pattern)
 
 
-def fastokens_tokenizer(vocab: Vocab, merges: Merges, special_tokens: Sequence[str], pattern: SplitPattern = GPT2) -> Any:
+def fastokens_tokenizer(
+    vocab: Vocab, merges: Merges, special_tokens: Sequence[str], pattern: SplitPattern = GPT2
+) -> Any:
     """fastokens' Tokenizer of our vocab, built offline: our rank file (rank_file) loaded with our
     pattern and special tokens' ids; where it refuses that (ranks must start at 0, so not a vocab
     with its special tokens first, as ours are trained), our tokenizer.json (from_tokenizer_json),
@@ -239,8 +254,10 @@ def fastokens_tokenizer(vocab: Vocab, merges: Merges, special_tokens: Sequence[s
         try:
             return from_tokenizer_json(fastokens.Tokenizer.from_file, vocab, merges, special_tokens, pattern)
         except ValueError as json_refused:
-            raise VocabRefused(f"fastokens refuses this vocab as a rank file ({ranks_refused}) and as a "
-                               f"tokenizer.json ({json_refused})") from None
+            raise VocabRefused(
+                f"fastokens refuses this vocab as a rank file ({ranks_refused}) and as a "
+                f"tokenizer.json ({json_refused})"
+            ) from None
 
 
 # quicktok's built-in encodings by our pattern's name: it compiles each split pattern by hand and
@@ -270,7 +287,7 @@ class QuicktokEncoder:
         ids: list[int] = []
         end = 0
         for match in self._splitter.finditer(text):
-            ids += self.native.encode_ordinary(text[end:match.start()])
+            ids += self.native.encode_ordinary(text[end : match.start()])
             ids.append(self._specials[match.group()])
             end = match.end()
         ids += self.native.encode_ordinary(text[end:])
@@ -281,7 +298,9 @@ class QuicktokEncoder:
         return self.native.encode_batch(texts, threads, True)
 
 
-def quicktok_tokenizer(vocab: Vocab, merges: Merges, special_tokens: Sequence[str], pattern: SplitPattern = GPT2) -> QuicktokEncoder:
+def quicktok_tokenizer(
+    vocab: Vocab, merges: Merges, special_tokens: Sequence[str], pattern: SplitPattern = GPT2
+) -> QuicktokEncoder:
     """quicktok (package quicktok-v1) knows only its built-in vocabs (OpenAI's real cl100k_base and
     o200k_base here), not ours: the built-in one for our pattern, used only if its tokens and ranks
     equal our vocab and its special tokens include ours with the same ids; VocabRefused otherwise
@@ -289,12 +308,15 @@ def quicktok_tokenizer(vocab: Vocab, merges: Merges, special_tokens: Sequence[st
     import quicktok
 
     if pattern.name not in QUICKTOK_BUILT_IN:
-        raise VocabRefused(f"quicktok has no built-in vocab with the {pattern.name!r} split pattern "
-                         f"(only {', '.join(QUICKTOK_BUILT_IN.values())})")
+        raise VocabRefused(
+            f"quicktok has no built-in vocab with the {pattern.name!r} split pattern "
+            f"(only {', '.join(QUICKTOK_BUILT_IN.values())})"
+        )
     name = QUICKTOK_BUILT_IN[pattern.name]
     native = quicktok.Tokenizer(name, "")  # its get_encoding would hand out one shared object
     specials = special_ids(vocab, special_tokens)
     ordinary = {token: i for i, token in vocab.items() if i not in specials.values()}
+
     def same(token: bytes | str, i: int) -> bool:
         try:
             return native.encode_single_token(token) == i

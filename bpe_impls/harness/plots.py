@@ -53,7 +53,7 @@ def figure_svg(figure: Any) -> str:
     buffer = io.StringIO()
     figure.savefig(buffer, format="svg", bbox_inches="tight")
     text = buffer.getvalue()
-    return text[text.index("<svg"):]
+    return text[text.index("<svg") :]
 
 
 def _colour(name: str, peer: bool, names: dict[tuple[str, bool], str]) -> str:
@@ -83,14 +83,22 @@ _PANELS = {  # metric -> (y attribute, y label, better)
     "encode": ("seconds", "encode: seconds (cold cache)", "lower is better"),
     "encode cache": ("mb_per_s", "encode throughput (MB/s)", "higher is better"),
 }
-_X_LABELS = {"corpus MB": "corpus size (MB)", "merges": "merges (vocab size - 257)",
-             "text MB": "text size (MB)", "cache entries": "pre-token cache size (entries; 0 = off)"}
+_X_LABELS = {
+    "corpus MB": "corpus size (MB)",
+    "merges": "merges (vocab size - 257)",
+    "text MB": "text size (MB)",
+    "cache entries": "pre-token cache size (entries; 0 = off)",
+}
 
 
 def _fit_of(report, curve, quantity_start: str):
     for fit in report.fits:
-        if (fit.study, fit.metric, fit.name, fit.peer) == (curve.study, curve.metric, curve.name, curve.peer) \
-                and fit.quantity.startswith(quantity_start):
+        if (fit.study, fit.metric, fit.name, fit.peer) == (
+            curve.study,
+            curve.metric,
+            curve.name,
+            curve.peer,
+        ) and fit.quantity.startswith(quantity_start):
             return fit
     return None
 
@@ -116,14 +124,27 @@ def _draw_lines(axis, report, curves, attribute: str, colours: dict, log_x: bool
         points = [(x, y) for x, y in points if y is not None and y > 0]
         if not points:
             if curve.skipped:  # say so in the legend rather than leave it out silently
-                axis.plot([], [], linestyle="none", marker="x", color="#888888",
-                          label=f"{curve.name}: not run (over the time budget)")
+                axis.plot(
+                    [],
+                    [],
+                    linestyle="none",
+                    marker="x",
+                    color="#888888",
+                    label=f"{curve.name}: not run (over the time budget)",
+                )
             continue
         all_x.update(x for x, _ in points)
         fit = _fit_of(report, curve, quantity) if quantity else None
-        axis.plot([x for x, _ in points], [y for _, y in points], label=_legend_label(curve, fit),
-                  color=_colour(curve.name, curve.peer, colours), marker=MARKERS[i % len(MARKERS)],
-                  linestyle="--" if curve.peer else "-", linewidth=1.8, markersize=5)
+        axis.plot(
+            [x for x, _ in points],
+            [y for _, y in points],
+            label=_legend_label(curve, fit),
+            color=_colour(curve.name, curve.peer, colours),
+            marker=MARKERS[i % len(MARKERS)],
+            linestyle="--" if curve.peer else "-",
+            linewidth=1.8,
+            markersize=5,
+        )
     if log_x:
         axis.set_xscale("log")
     else:
@@ -149,8 +170,18 @@ def _plain_ticks(axis, y: bool = True) -> None:
 
 
 def _better(axis, text: str) -> None:
-    axis.text(0.99, 0.02, text, transform=axis.transAxes, ha="right", va="bottom", fontsize=9,
-              style="italic", color="#555555", bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.8})
+    axis.text(
+        0.99,
+        0.02,
+        text,
+        transform=axis.transAxes,
+        ha="right",
+        va="bottom",
+        fontsize=9,
+        style="italic",
+        color="#555555",
+        bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.8},
+    )
 
 
 def scaling_figures(report) -> list[tuple[str, Any]]:
@@ -163,9 +194,11 @@ def scaling_figures(report) -> list[tuple[str, Any]]:
         curves = [c for c in report.curves if c.study == study]
         kind = curves[0].kind
         if kind in ("corpus", "vocab"):
-            panels = [("merge", [c for c in curves if c.metric == "merge"], "seconds"),
-                      ("train", [c for c in curves if c.metric == "train"], "seconds"),
-                      ("merge memory", [c for c in curves if c.metric == "merge"], "peak_mb")]
+            panels = [
+                ("merge", [c for c in curves if c.metric == "merge"], "seconds"),
+                ("train", [c for c in curves if c.metric == "train"], "seconds"),
+                ("merge memory", [c for c in curves if c.metric == "merge"], "peak_mb"),
+            ]
         elif kind == "encode text":
             panels = [("encode", curves, "seconds")]
         else:
@@ -175,9 +208,14 @@ def scaling_figures(report) -> list[tuple[str, Any]]:
             _draw_lines(axis, report, panel_curves, attribute, colours, log_x=kind != "encode cache")
             _, title, better = _PANELS[panel]
             axis.set_title(title)
-            axis.set_ylabel({"seconds": "seconds (log scale)", "peak_mb": "MB (log scale)",
-                             "mb_per_s": "MB/s (log scale)"}[attribute])
-            axis.set_xlabel(_X_LABELS.get(curves[0].x_label, curves[0].x_label) + (" (log scale)" if kind != "encode cache" else ""))
+            axis.set_ylabel(
+                {"seconds": "seconds (log scale)", "peak_mb": "MB (log scale)", "mb_per_s": "MB/s (log scale)"}[
+                    attribute
+                ]
+            )
+            axis.set_xlabel(
+                _X_LABELS.get(curves[0].x_label, curves[0].x_label) + (" (log scale)" if kind != "encode cache" else "")
+            )
             _better(axis, better)
             # Below the plot, so it never hides a line.
             axis.legend(fontsize=8.5, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, frameon=False)
@@ -242,31 +280,48 @@ def compare_figure(report) -> Any:
     plt = _pyplot()
     rows = report.rows
     panels = [
-        ([r for r in rows if r.table == "merge"], "seconds", "merge phase: seconds", "lower is better",
-         f"identical to {report.reference}"),
+        (
+            [r for r in rows if r.table == "merge"],
+            "seconds",
+            "merge phase: seconds",
+            "lower is better",
+            f"identical to {report.reference}",
+        ),
         ([r for r in rows if r.table == "merge"], "peak_mb", "merge phase: peak MB", "lower is better", None),
         ([r for r in rows if r.table == "train"], "seconds", "train end to end: seconds", "lower is better", None),
-        ([r for r in rows if r.table == "train"], "peak_mb", "train end to end: peak MB (process tree)",
-         "lower is better", None),
+        (
+            [r for r in rows if r.table == "train"],
+            "peak_mb",
+            "train end to end: peak MB (process tree)",
+            "lower is better",
+            None,
+        ),
     ]
     # Every throughput table: one-core encode, batch encode on every core, corpus to ids file.
     for table in dict.fromkeys(r.table for r in rows if r.table not in ("merge", "train") and r.mb_per_s is not None):
-        panels.append(([r for r in rows if r.table == table], "mb_per_s", f"{table}: MB/s", "higher is better",
-                       "same ids"))
+        panels.append(
+            ([r for r in rows if r.table == table], "mb_per_s", f"{table}: MB/s", "higher is better", "same ids")
+        )
     panels = [p for p in panels if p[0]]
     columns = 2
     lines = max(len(p[0]) for p in panels)
-    figure, axes = plt.subplots(math.ceil(len(panels) / columns), columns,
-                                figsize=(13, (1.0 + 0.42 * lines) * math.ceil(len(panels) / columns) + 0.8),
-                                squeeze=False)
+    figure, axes = plt.subplots(
+        math.ceil(len(panels) / columns),
+        columns,
+        figsize=(13, (1.0 + 0.42 * lines) * math.ceil(len(panels) / columns) + 0.8),
+        squeeze=False,
+    )
     colours: dict = {}
     for axis, (panel_rows, attribute, title, better, verdict) in zip(axes.flat, panels):
         _bars(axis, panel_rows, attribute, title, better, colours, verdict)
-    for axis in list(axes.flat)[len(panels):]:
+    for axis in list(axes.flat)[len(panels) :]:
         axis.set_visible(False)
     cores = report.machine.get("cores")
-    figure.suptitle(f"bpe compare: {Path(report.corpus).name} ({report.corpus_mb:.1f} MB), vocab {report.vocab_size}, "
-                    f"{cores} cores    this project in cool colours, peers in warm colours", fontsize=11)
+    figure.suptitle(
+        f"bpe compare: {Path(report.corpus).name} ({report.corpus_mb:.1f} MB), vocab {report.vocab_size}, "
+        f"{cores} cores    this project in cool colours, peers in warm colours",
+        fontsize=11,
+    )
     # Leave the top 0.6 inch to the title: plain tight_layout lets it run into the first panels'.
     figure.tight_layout(rect=(0, 0, 1, 1 - 0.6 / figure.get_figheight()))
     return figure
@@ -297,17 +352,40 @@ def history_figure(series: Sequence[Any]) -> Any:
     for index, line in enumerate(series):
         points = [(where[c], v / scale) for c, v in zip(line.commits, line.values) if v is not None]
         if points:
-            axis.plot([i for i, _ in points], [v for _, v in points], marker=MARKERS[index % len(MARKERS)],
-                      markersize=4, color=OURS[index % len(OURS)], label=line.params or line.benchmark)
+            axis.plot(
+                [i for i, _ in points],
+                [v for _, v in points],
+                marker=MARKERS[index % len(MARKERS)],
+                markersize=4,
+                color=OURS[index % len(OURS)],
+                label=line.params or line.benchmark,
+            )
         for regression in line.regressions:
             after = (where[regression.after], regression.value_after / scale)
-            axis.plot(*after, marker="o", markersize=11, markerfacecolor="none", markeredgecolor="#d00000",
-                      markeredgewidth=1.5)
-            axis.annotate(f"+{regression.value_after / regression.value_before - 1:.0%}", after, color="#d00000",
-                          fontsize=8, textcoords="offset points", xytext=(6, 4))
+            axis.plot(
+                *after,
+                marker="o",
+                markersize=11,
+                markerfacecolor="none",
+                markeredgecolor="#d00000",
+                markeredgewidth=1.5,
+            )
+            axis.annotate(
+                f"+{regression.value_after / regression.value_before - 1:.0%}",
+                after,
+                color="#d00000",
+                fontsize=8,
+                textcoords="offset points",
+                xytext=(6, 4),
+            )
     step = max(1, len(commits) // 12)  # at most about a dozen commit labels
-    axis.set_xticks(range(0, len(commits), step), [commits[i] for i in range(0, len(commits), step)],
-                    rotation=30, ha="right", fontsize=8)
+    axis.set_xticks(
+        range(0, len(commits), step),
+        [commits[i] for i in range(0, len(commits), step)],
+        rotation=30,
+        ha="right",
+        fontsize=8,
+    )
     axis.set_xlim(-0.5, len(commits) - 0.5)
     axis.set_xlabel("commit (oldest first); red rings: regressions found by asv's step detection")
     quantity = {"ms": "time (ms)", "s": "time (s)", "MiB": "memory (MiB)"}.get(unit, unit or "value")

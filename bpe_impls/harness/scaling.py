@@ -74,17 +74,34 @@ class Sizes:
 
 
 DEFAULT = Sizes(
-    generated_mb=(0.125, 0.25, 0.5, 1, 2, 4, 8, 16, 32), real_parts=(16, 8, 4, 2, 1), real_cap_mb=None,
+    generated_mb=(0.125, 0.25, 0.5, 1, 2, 4, 8, 16, 32),
+    real_parts=(16, 8, 4, 2, 1),
+    real_cap_mb=None,
     corpus_vocab=320,
-    vocabs=(1024, 2048, 4096, 8192, 16384, 32768), vocab_corpus_mb=4,
-    text_mb=(0.125, 0.25, 0.5, 1, 2), cache_sizes=(0, 64, 1024, 16384, 262144), cache_text_mb=0.5,
-    encode_vocab=8192, budget=10.0, repeats=3, workers=None,
+    vocabs=(1024, 2048, 4096, 8192, 16384, 32768),
+    vocab_corpus_mb=4,
+    text_mb=(0.125, 0.25, 0.5, 1, 2),
+    cache_sizes=(0, 64, 1024, 16384, 262144),
+    cache_text_mb=0.5,
+    encode_vocab=8192,
+    budget=10.0,
+    repeats=3,
+    workers=None,
 )
 QUICK = Sizes(
-    generated_mb=(0.05, 0.1, 0.2), real_parts=(2, 1), real_cap_mb=0.1, corpus_vocab=280,
-    vocabs=(280, 320, 400), vocab_corpus_mb=0.05,
-    text_mb=(0.02, 0.04, 0.08), cache_sizes=(0, 64, 4096), cache_text_mb=0.04, encode_vocab=500,
-    budget=3.0, repeats=1, workers=1,  # a worker pool's start-up would be most of a tiny run
+    generated_mb=(0.05, 0.1, 0.2),
+    real_parts=(2, 1),
+    real_cap_mb=0.1,
+    corpus_vocab=280,
+    vocabs=(280, 320, 400),
+    vocab_corpus_mb=0.05,
+    text_mb=(0.02, 0.04, 0.08),
+    cache_sizes=(0, 64, 4096),
+    cache_text_mb=0.04,
+    encode_vocab=500,
+    budget=3.0,
+    repeats=1,
+    workers=1,  # a worker pool's start-up would be most of a tiny run
 )
 
 
@@ -223,9 +240,22 @@ def fit_curves(curves: Sequence[Curve]) -> tuple[list[Fit], str]:
         for quantity, xs, ys in jobs:
             slope, low, high, how = fit_slope(xs, ys)
             method = method or how
-            fits.append(Fit(curve.study, curve.metric, curve.name, curve.peer, quantity, slope, low, high,
-                            sum(1 for x, y in zip(xs, ys) if x and y), _expected(curve), "; ".join(curve.skipped),
-                            _too_few(xs, ys) if slope is not None else ""))
+            fits.append(
+                Fit(
+                    curve.study,
+                    curve.metric,
+                    curve.name,
+                    curve.peer,
+                    quantity,
+                    slope,
+                    low,
+                    high,
+                    sum(1 for x, y in zip(xs, ys) if x and y),
+                    _expected(curve),
+                    "; ".join(curve.skipped),
+                    _too_few(xs, ys) if slope is not None else "",
+                )
+            )
     return fits, method
 
 
@@ -304,8 +334,9 @@ class _Runner:
             if own_time:
                 measured = Measured(measured.result[0], measured.result[1], measured.peak_bytes)
             if best is not None:
-                measured = Measured(best.result, min(best.seconds, measured.seconds),
-                                    min(best.peak_bytes, measured.peak_bytes))
+                measured = Measured(
+                    best.result, min(best.seconds, measured.seconds), min(best.peak_bytes, measured.peak_bytes)
+                )
             best = measured
             if best.seconds >= REPEAT_BELOW:
                 break
@@ -327,8 +358,18 @@ class _Runner:
         slope = max(1.0, slope if slope is not None else 1.0)
         return float(np.exp(log_y.mean() + slope * (math.log(x) - log_x.mean())))
 
-    def point(self, curve: Curve, x: float, func, *args, tree: bool = False, own_time: bool = False,
-              first_guess: float | None = None, extra: dict | None = None, label: str = "") -> Point | None:
+    def point(
+        self,
+        curve: Curve,
+        x: float,
+        func,
+        *args,
+        tree: bool = False,
+        own_time: bool = False,
+        first_guess: float | None = None,
+        extra: dict | None = None,
+        label: str = "",
+    ) -> Point | None:
         self.bar.update()
         if curve.skipped:
             return None  # a smaller point was over budget already
@@ -336,7 +377,9 @@ class _Runner:
         if predicted is not None and predicted > self.budget:
             curve.skipped.append(f"skipped from {label or x}: predicted {predicted:.0f} s > budget {self.budget:.0f} s")
             return None
-        self.log(f"{time.perf_counter() - self.started:5.1f} s  {curve.study}, {curve.metric}: {curve.name} at {label or x}")
+        self.log(
+            f"{time.perf_counter() - self.started:5.1f} s  {curve.study}, {curve.metric}: {curve.name} at {label or x}"
+        )
         measured = self.measure(tree, own_time, func, *args)
         point = Point(x, measured.seconds, measured.peak_mb, dict(extra or {}))
         curve.points.append(point)
@@ -376,8 +419,12 @@ def _peers_installed(log: Callable[[str], None]) -> list[str]:
 
 
 def _trainer_study(
-    runner: _Runner, study: str, x_label: str, points: Sequence[tuple[float, Path, int, str]],
-    peers: Sequence[str], workers: int | None,
+    runner: _Runner,
+    study: str,
+    x_label: str,
+    points: Sequence[tuple[float, Path, int, str]],
+    peers: Sequence[str],
+    workers: int | None,
 ) -> list[Curve]:
     """Merge phase and end to end for every trainer (and peer) over (x, corpus, vocab, label) points."""
     merge = {name: Curve(study, "merge", name, False, x_label) for name in IMPLEMENTATIONS}
@@ -389,8 +436,17 @@ def _trainer_study(
         merges = vocab_size - 256 - len(SPECIALS)
         naive_guess = NAIVE_SECONDS_PER_BYTE_MERGE * distinct["distinct_bytes"] * merges
         for name, curve in merge.items():
-            point = runner.point(curve, x, _merge_run, name, counts, vocab_size, extra=distinct, label=label,
-                                 first_guess=naive_guess if name == "naive" else None)
+            point = runner.point(
+                curve,
+                x,
+                _merge_run,
+                name,
+                counts,
+                vocab_size,
+                extra=distinct,
+                label=label,
+                first_guess=naive_guess if name == "naive" else None,
+            )
             if point is not None and has_stats(name):
                 point.extra["stats"] = measure_in_child(_stats_run, name, counts, vocab_size).result
         del counts
@@ -401,8 +457,18 @@ def _trainer_study(
                     curve.skipped.append(f"skipped from {label}: its merge phase was over budget")
                 runner.bar.update()
                 continue
-            runner.point(curve, x, _train_run, name, str(path), vocab_size, workers, tree=True,
-                         first_guess=merge_point.seconds if merge_point else None, label=label)
+            runner.point(
+                curve,
+                x,
+                _train_run,
+                name,
+                str(path),
+                vocab_size,
+                workers,
+                tree=True,
+                first_guess=merge_point.seconds if merge_point else None,
+                label=label,
+            )
     return [*merge.values(), *train.values()]
 
 
@@ -450,8 +516,9 @@ def run_scaling(
         if "vocab" in studies:
             path = default_corpus(int(sizes.vocab_corpus_mb * 1e6))
             points = [(v - 256 - len(SPECIALS), path, v, f"vocab {v}") for v in sizes.vocabs]
-            report.curves += _trainer_study(runner, f"vocab: generated {sizes.vocab_corpus_mb:g} MB", "merges",
-                                            points, peer_names, workers)
+            report.curves += _trainer_study(
+                runner, f"vocab: generated {sizes.vocab_corpus_mb:g} MB", "merges", points, peer_names, workers
+            )
         if "encode" in studies:
             report.curves += _encoder_study(runner, sizes, encoders, workers)
     report.fits, report.interval = fit_curves(report.curves)
@@ -474,8 +541,9 @@ def _encoder_study(runner: _Runner, sizes: Sizes, encoders: Sequence[str], worke
     for name in encoders:
         curve = Curve("encode text", "encode", name, name not in ENCODERS, "text MB")
         for mb in sizes.text_mb:
-            point = runner.point(curve, mb, _encode_timed, name, vocab, merges, text_of(mb), 1 << 16,
-                                 own_time=True, label=f"{mb:g} MB")
+            point = runner.point(
+                curve, mb, _encode_timed, name, vocab, merges, text_of(mb), 1 << 16, own_time=True, label=f"{mb:g} MB"
+            )
             if point is not None:
                 point.extra["mb_per_s"] = mb / point.seconds
         curves.append(curve)
@@ -483,8 +551,9 @@ def _encoder_study(runner: _Runner, sizes: Sizes, encoders: Sequence[str], worke
     for name in ENCODERS:
         curve = Curve("encode cache", "encode", name, False, "cache entries")
         for cache in sizes.cache_sizes:
-            point = runner.point(curve, cache, _encode_timed, name, vocab, merges, text, cache, own_time=True,
-                                 label=f"cache {cache}")
+            point = runner.point(
+                curve, cache, _encode_timed, name, vocab, merges, text, cache, own_time=True, label=f"cache {cache}"
+            )
             if point is not None:
                 point.extra["mb_per_s"] = sizes.cache_text_mb / point.seconds
         curves.append(curve)
@@ -507,8 +576,17 @@ def _exponent(fit: Fit | None) -> str:
     return f"{fit.slope:.2f}{interval}"
 
 
-EXPONENT_HEADER = ["study", "phase", "implementation", "time exponent [95% CI]", "vs distinct bytes",
-                   "memory exponent", "points", "stated (README)", "skipped"]
+EXPONENT_HEADER = [
+    "study",
+    "phase",
+    "implementation",
+    "time exponent [95% CI]",
+    "vs distinct bytes",
+    "memory exponent",
+    "points",
+    "stated (README)",
+    "skipped",
+]
 
 
 def exponent_rows(report: ScalingReport) -> list[list[str]]:
@@ -520,9 +598,19 @@ def exponent_rows(report: ScalingReport) -> list[list[str]]:
     rows = []
     for (study, metric, name, peer), fits in by_curve.items():
         time_fit = fits[TIME]
-        rows.append([study, metric, name + (" (peer)" if peer else ""), _exponent(time_fit),
-                     _exponent(fits.get(DISTINCT)), _exponent(fits.get(MEMORY)), str(time_fit.points),
-                     time_fit.expected, time_fit.note])
+        rows.append(
+            [
+                study,
+                metric,
+                name + (" (peer)" if peer else ""),
+                _exponent(time_fit),
+                _exponent(fits.get(DISTINCT)),
+                _exponent(fits.get(MEMORY)),
+                str(time_fit.points),
+                time_fit.expected,
+                time_fit.note,
+            ]
+        )
     return rows
 
 
@@ -540,8 +628,17 @@ def stats_rows(report: ScalingReport) -> list[list[str]]:
         last = points[-1]
         for counter, values in last.extra["stats"].items():
             slope = fit_slope([p.x for p in points], [p.extra["stats"][counter]["total"] for p in points])[0]
-            rows.append([curve.study, curve.name, f"{last.x:.3g}" if last.x < 1000 else f"{last.x:.0f}", counter, f"{values['mean']:.1f}",
-                         f"{values['total']:.0f}", _cell(slope)])
+            rows.append(
+                [
+                    curve.study,
+                    curve.name,
+                    f"{last.x:.3g}" if last.x < 1000 else f"{last.x:.0f}",
+                    counter,
+                    f"{values['mean']:.1f}",
+                    f"{values['total']:.0f}",
+                    _cell(slope),
+                ]
+            )
     return rows
 
 
@@ -555,25 +652,34 @@ def stats_note(report: ScalingReport) -> str:
 
 def _text_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     widths = [max(len(str(row[i])) for row in [header, *rows]) for i in range(len(header))]
-    return "\n".join("  ".join(str(cell).ljust(width) for cell, width in zip(row, widths)).rstrip()
-                     for row in [header, *rows])
+    return "\n".join(
+        "  ".join(str(cell).ljust(width) for cell, width in zip(row, widths)).rstrip() for row in [header, *rows]
+    )
 
 
 def format_scaling(report: ScalingReport) -> str:
-    out = [f"scaling exponents k of cost ~ x^k: log-log least-squares slope, 95% interval by "
-           f"{report.interval or '-'}; x is the study's axis (corpus MB, merges, text MB)", ""]
+    out = [
+        f"scaling exponents k of cost ~ x^k: log-log least-squares slope, 95% interval by "
+        f"{report.interval or '-'}; x is the study's axis (corpus MB, merges, text MB)",
+        "",
+    ]
     out.append(_text_table(EXPONENT_HEADER, exponent_rows(report)))
     if any(fit.too_few for fit in report.fits):
-        out.append(f"(in parentheses: fewer than {MIN_FIT_POINTS} points or x over less than {MIN_FIT_SPAN:g}x, "
-                   "too few for the slope to mean anything; --quick runs are smoke runs)")
+        out.append(
+            f"(in parentheses: fewer than {MIN_FIT_POINTS} points or x over less than {MIN_FIT_SPAN:g}x, "
+            "too few for the slope to mean anything; --quick runs are smoke runs)"
+        )
     for study, slope in heaps_exponents(report.curves).items():
         out.append(f"{study}: distinct pre-token bytes grow as corpus MB^{_cell(slope)} (Heaps' law)")
     stats = stats_rows(report)
     if stats:
         out += ["", f"per-merge statistics of {stats_note(report)}"]
         out.append(_text_table(STATS_HEADER, stats))
-    out += ["", f"{report.seconds:.0f} s on {report.machine.get('cpu')}, {report.machine.get('cores')} cores "
-            "(a shared machine makes single points noisy; the fit uses all of them)"]
+    out += [
+        "",
+        f"{report.seconds:.0f} s on {report.machine.get('cpu')}, {report.machine.get('cores')} cores "
+        "(a shared machine makes single points noisy; the fit uses all of them)",
+    ]
     return "\n".join(out)
 
 

@@ -12,4 +12,17 @@ from .common import Merges, Trainer, Vocab, WordCounts
 from .registry import ALIASES, DEFAULT_IMPL, IMPLEMENTATIONS, canonical_name, get_trainer, trainer_names
 from .train import train_bpe, train_bpe_from_iterator
 
-__all__ = ["ALIASES", "DEFAULT_IMPL", "canonical_name", "trainer_names", "IMPLEMENTATIONS", "Merges", "Trainer", "Vocab", "WordCounts", "get_trainer", "train_bpe", "train_bpe_from_iterator"]
+__all__ = [
+    "ALIASES",
+    "DEFAULT_IMPL",
+    "canonical_name",
+    "trainer_names",
+    "IMPLEMENTATIONS",
+    "Merges",
+    "Trainer",
+    "Vocab",
+    "WordCounts",
+    "get_trainer",
+    "train_bpe",
+    "train_bpe_from_iterator",
+]

@@ -96,9 +96,7 @@ def merge_budget(vocab_size: int, special_tokens: Sequence[str]) -> int:
     require_int(vocab_size, "vocab_size")
     floor = 256 + len(specials)
     if vocab_size < floor:
-        raise ConfigError(
-            f"vocab_size {vocab_size} is below 256 bytes + {len(specials)} special tokens = {floor}"
-        )
+        raise ConfigError(f"vocab_size {vocab_size} is below 256 bytes + {len(specials)} special tokens = {floor}")
     return vocab_size - floor
 
 

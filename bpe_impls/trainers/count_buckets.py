@@ -49,9 +49,7 @@ class Word:
         self.count = count
 
 
-def _initial_state(
-    word_counts: WordCounts, key_shift: int
-) -> tuple[list[Word], dict[int, int], dict[int, set[int]]]:
+def _initial_state(word_counts: WordCounts, key_shift: int) -> tuple[list[Word], dict[int, int], dict[int, set[int]]]:
     """Words as byte ids (a byte's id is its value), every adjacent pair tallied and indexed."""
     words: list[Word] = []
     tallies: dict[int, int] = {}

@@ -56,8 +56,12 @@ class MergeStats:
         out = {}
         for name, values in self.per_merge.items():
             ordered = sorted(values)
-            out[name] = {"mean": sum(values) / len(values), "median": ordered[len(ordered) // 2],
-                         "max": ordered[-1], "total": sum(values)}
+            out[name] = {
+                "mean": sum(values) / len(values),
+                "median": ordered[len(ordered) // 2],
+                "max": ordered[-1],
+                "total": sum(values),
+            }
         return out
 
 
@@ -128,8 +132,9 @@ def _bucket(stats: MergeStats, original: Mapping[str, Any]) -> tuple[Steps, Call
         # The rewrite skips stale words without saying which: re-scan them first, for the count only.
         stale = sum(1 for wid in word_ids if not _holds(words[wid].tokens, a, b))
         delta = merge_in_words(words, word_ids, a, b, new, index, key_shift)
-        stats.add(words_touched=len(word_ids), stale_words=stale,
-                  bucket_moves=sum(1 for change in delta.values() if change))
+        stats.add(
+            words_touched=len(word_ids), stale_words=stale, bucket_moves=sum(1 for change in delta.values() if change)
+        )
         return delta
 
     return {"_merge_in_words": _merge_in_words}, lambda: None
@@ -153,30 +158,45 @@ def _with_steps(function: Callable[..., Any], steps: Steps) -> Callable[..., Any
     `steps` in place of the functions of those names. The module itself is left as it is."""
     missing = [name for name in steps if name not in function.__code__.co_names]
     if missing:  # renamed, or no longer called by name: counting would silently miss it
-        raise RuntimeError(f"{function.__module__}.{function.__qualname__} no longer calls "
-                           f"{', '.join(missing)} by name; update {__name__}")
-    clone = types.FunctionType(function.__code__, {**function.__globals__, **steps}, function.__name__,
-                               function.__defaults__, function.__closure__)
+        raise RuntimeError(
+            f"{function.__module__}.{function.__qualname__} no longer calls "
+            f"{', '.join(missing)} by name; update {__name__}"
+        )
+    clone = types.FunctionType(
+        function.__code__,
+        {**function.__globals__, **steps},
+        function.__name__,
+        function.__defaults__,
+        function.__closure__,
+    )
     clone.__kwdefaults__ = function.__kwdefaults__
     return clone
 
 
 def train_with_stats(
-    trainer: Trainer, word_counts: WordCounts, vocab_size: int, special_tokens: Sequence[str] = (), *,
+    trainer: Trainer,
+    word_counts: WordCounts,
+    vocab_size: int,
+    special_tokens: Sequence[str] = (),
+    *,
     progress: bool = False,
 ) -> tuple[Vocab, Merges, MergeStats]:
     """Run `trainer` (a function of `INSTRUMENTS`) as it is, counting per merge; returns what it
     returns and the counts. Thread-safe: each call counts in its own copy of the namespace."""
     instrument = INSTRUMENTS.get(trainer)
     if instrument is None:
-        raise ConfigError(f"{trainer.__module__}.{trainer.__qualname__} has no per-merge statistics; "
-                          f"these have: {', '.join(t.__module__ for t in INSTRUMENTS)}")
+        raise ConfigError(
+            f"{trainer.__module__}.{trainer.__qualname__} has no per-merge statistics; "
+            f"these have: {', '.join(t.__module__ for t in INSTRUMENTS)}"
+        )
     stats = MergeStats()
     steps, finish = instrument(stats, trainer.__globals__)
     vocab, merges = _with_steps(trainer, steps)(word_counts, vocab_size, special_tokens, progress=progress)
     finish()
     uneven = {name: len(values) for name, values in stats.per_merge.items() if len(values) != len(merges)}
     if uneven:
-        raise RuntimeError(f"{trainer.__module__}: counted {uneven} values for {len(merges)} merges; "
-                           f"its loop no longer calls its steps once per merge: update {__name__}")
+        raise RuntimeError(
+            f"{trainer.__module__}: counted {uneven} values for {len(merges)} merges; "
+            f"its loop no longer calls its steps once per merge: update {__name__}"
+        )
     return vocab, merges, stats

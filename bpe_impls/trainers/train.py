@@ -62,9 +62,17 @@ def train_bpe(
     split = resolve_pattern(pattern)
     trainer = get_trainer(impl)
     word_counts = count_pretokens(
-        input_path, specials, num_workers, packed=takes_packed(impl), progress=progress, backend=backend,
-        scheduler=scheduler, text_field=text_field, skip_bad_records=skip_bad_records,
-        min_pretoken_count=min_pretoken_count, pattern=split,
+        input_path,
+        specials,
+        num_workers,
+        packed=takes_packed(impl),
+        progress=progress,
+        backend=backend,
+        scheduler=scheduler,
+        text_field=text_field,
+        skip_bad_records=skip_bad_records,
+        min_pretoken_count=min_pretoken_count,
+        pattern=split,
     )
     if not word_counts:
         raise CorpusError(_nothing_to_train_on(input_path, min_pretoken_count))

@@ -1,4 +1,5 @@
 """Bug: encoding merges the first (leftmost) mergeable pair of a word, not the best-ranked one."""
+
 import reference
 from reference import *  # noqa: F403
 
@@ -10,7 +11,7 @@ class Tokenizer(reference.Tokenizer):
             found = next((i for i, pair in enumerate(zip(parts, parts[1:])) if pair in self.ranks), None)
             if found is None:
                 break
-            parts[found:found + 2] = [parts[found] + parts[found + 1]]
+            parts[found : found + 2] = [parts[found] + parts[found + 1]]
         return [self.ids[part] for part in parts]
 
 

@@ -1,4 +1,5 @@
 """Bug: within a word, merging goes right to left (aaaaa -> a aa aa)."""
+
 import reference
 from reference import *  # noqa: F403
 

@@ -1,4 +1,5 @@
 """Bug: the split pattern leaves out GPT-2's contractions ('s, 'll, ...), in training and encoding."""
+
 import reference
 from reference import *  # noqa: F403
 

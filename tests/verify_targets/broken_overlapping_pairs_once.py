@@ -1,4 +1,5 @@
 """Bug: a pair is counted once per word however often the word holds it (aaa counts (a, a) once)."""
+
 from collections import Counter
 
 import reference

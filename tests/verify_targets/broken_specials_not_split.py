@@ -1,5 +1,6 @@
 """Bug: training does not split the text on the special tokens, so pairs cross them and their
 bytes are merged like any other text."""
+
 import reference
 from reference import *  # noqa: F403
 

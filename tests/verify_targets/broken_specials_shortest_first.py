@@ -1,4 +1,5 @@
 """Bug: overlapping special tokens are matched shortest first (in training and in encoding)."""
+
 import reference
 import regex
 from reference import *  # noqa: F403
@@ -21,8 +22,11 @@ class Tokenizer(reference.Tokenizer):
 
 def _encode_shortest_first(tok, text):
     ids = []
-    chunks = regex.split("(" + "|".join(regex.escape(t) for t in sorted(tok.special_tokens, key=len)) + ")", text) \
-        if tok.special_tokens else [text]
+    chunks = (
+        regex.split("(" + "|".join(regex.escape(t) for t in sorted(tok.special_tokens, key=len)) + ")", text)
+        if tok.special_tokens
+        else [text]
+    )
     for k, chunk in enumerate(chunks):
         if k % 2:
             ids.append(tok.ids[chunk.encode("utf-8")])

@@ -1,4 +1,5 @@
 """Bug: training stops one merge short of vocab_size."""
+
 import reference
 from reference import *  # noqa: F403
 

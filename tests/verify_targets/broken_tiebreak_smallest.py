@@ -1,4 +1,5 @@
 """Bug: a tie between pairs goes to the lexicographically *smallest* pair."""
+
 import reference
 from reference import *  # noqa: F403
 

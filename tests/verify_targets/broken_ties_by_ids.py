@@ -1,5 +1,6 @@
 """Bug: a tie between pairs goes to the greatest pair of token *ids*, not of token bytes (the two
 orders differ once merged tokens, whose ids are above 255, meet single bytes)."""
+
 import reference
 from reference import *  # noqa: F403
 

@@ -1,5 +1,6 @@
 r"""Bug: the split pattern lacks the `\s+(?!\S)` alternative, so a run of spaces before a word keeps
 its last space instead of giving it to the word."""
+
 import reference
 from reference import *  # noqa: F403
 

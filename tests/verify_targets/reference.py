@@ -101,7 +101,7 @@ class Tokenizer:
             rank, i = min(ranked)
             if rank == float("inf"):
                 break
-            parts[i:i + 2] = [parts[i] + parts[i + 1]]
+            parts[i : i + 2] = [parts[i] + parts[i + 1]]
         return [self.ids[part] for part in parts]
 
     def encode(self, text: str) -> list[int]:

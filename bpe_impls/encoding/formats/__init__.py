@@ -65,7 +65,9 @@ def detect(path: str | os.PathLike) -> tuple[str, Path]:
                 f"{target}: no tokenizer here (expected vocab.json, tokenizer.json or a .tiktoken file)"
             )
         if len(found) > 1:
-            names = ", ".join(str(where.relative_to(target) if where != target else gpt2.VOCAB_FILE) for _, where in found)
+            names = ", ".join(
+                str(where.relative_to(target) if where != target else gpt2.VOCAB_FILE) for _, where in found
+            )
             raise TokenizerFileError(f"{target}: holds more than one tokenizer ({names}); name the file")
         return found[0]
     if not target.exists():

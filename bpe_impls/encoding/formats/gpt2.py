@@ -109,8 +109,11 @@ def load_vocab(vocab_path: str | os.PathLike) -> dict[int, bytes]:
         raise TokenizerFileError(f"{path}: expected a JSON object of token string -> id, got {type(data).__name__}")
     # A sound file at C speed; any fault sends it through the loop below, which names the first.
     strings, ids = list(data), list(data.values())
-    if all(type(token_id) is int for token_id in ids) and min(ids, default=0) >= 0 and all(strings) and (
-        len(set(ids)) == len(ids)
+    if (
+        all(type(token_id) is int for token_id in ids)
+        and min(ids, default=0) >= 0
+        and all(strings)
+        and (len(set(ids)) == len(ids))
     ):
         tokens = strs_to_tokens(strings)
         if tokens is not None:
@@ -163,9 +166,7 @@ def load_merges(merges_path: str | os.PathLike, vocab: Mapping[int, bytes]) -> l
             continue  # blank lines (the final newline, a trailing empty line) carry no merge
         parts = line.split(" ")
         if len(parts) != 2 or not all(parts):
-            raise TokenizerFileError(
-                f"{path} line {number}: expected two tokens separated by one space, got {line!r}"
-            )
+            raise TokenizerFileError(f"{path} line {number}: expected two tokens separated by one space, got {line!r}")
         where = f"{path} line {number}"
         left, right = str_to_token(parts[0], where), str_to_token(parts[1], where)
         check_merge(left, right, known, made, where)
@@ -191,8 +192,13 @@ def _sound_merges(lines: list[str], known: set[bytes]) -> list[tuple[bytes, byte
     for left, right in merges:
         merged = left + right
         # check_merge's rules, inlined
-        if not (left in known and right in known and merged in known
-                and (len(left) == 1 or left in made) and (len(right) == 1 or right in made)):
+        if not (
+            left in known
+            and right in known
+            and merged in known
+            and (len(left) == 1 or left in made)
+            and (len(right) == 1 or right in made)
+        ):
             return None
         made.add(merged)
     return merges
@@ -247,7 +253,9 @@ def load_tokenizer_files(
 
 
 def load_packed(
-    vocab_path: str | os.PathLike, merges_path: str | os.PathLike, special_tokens: tuple[str, ...],
+    vocab_path: str | os.PathLike,
+    merges_path: str | os.PathLike,
+    special_tokens: tuple[str, ...],
     pattern: SplitPattern,
 ) -> PackedTokenizer | None:
     """`load_tokenizer_files`, then what the Tokenizer makes of them with `special_tokens` (already
@@ -361,7 +369,7 @@ def load_split_pattern(path: str | os.PathLike) -> SplitPattern:
         raise TokenizerFileError(f'{path}: expected {{"name": ..., "regex": ...}} with two strings')
     name, regex_text = data["name"], data["regex"]
     if name in PRESETS and PRESETS[name].regex != regex_text:
-        raise TokenizerFileError(f"{path}: the regex differs from the {name!r} preset's; name it \"custom\"")
+        raise TokenizerFileError(f'{path}: the regex differs from the {name!r} preset\'s; name it "custom"')
     try:
         pattern = resolve_pattern(regex_text)
     except ConfigError as exc:

@@ -53,8 +53,13 @@ assert all(form != PRESETS[name].regex for name, form in _ONIGURUMA_FORMS.items(
 _BYTE_LEVEL = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}
 _DECODER = {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True}
 _MODEL_OPTIONS = {
-    "dropout": None, "unk_token": None, "continuing_subword_prefix": None, "end_of_word_suffix": None,
-    "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
+    "dropout": None,
+    "unk_token": None,
+    "continuing_subword_prefix": None,
+    "end_of_word_suffix": None,
+    "fuse_unk": False,
+    "byte_fallback": False,
+    "ignore_merges": False,
 }
 _ADDED_TOKEN_FLAGS = ("single_word", "lstrip", "rstrip", "normalized", "special")
 
@@ -97,11 +102,14 @@ def _escape(text: str, i: int, in_class: bool, ignore_case: bool) -> tuple[int, 
     None for a class such as \\s, the problem or None)."""
     char = text[i + 1] if i + 1 < len(text) else ""
     if char in "pP":
-        found = regex.match(r"\{(\^?)(\w+)\}", text[i + 2:])
-        shown = text[i:i + 2 + (found.end() if found else 0)]
+        found = regex.match(r"\{(\^?)(\w+)\}", text[i + 2 :])
+        shown = text[i : i + 2 + (found.end() if found else 0)]
         if not found or found.group(2) not in _GENERAL_CATEGORIES or (char == "P" and found.group(1)):
-            return i + 2, None, (f"{shown!r}: only general categories (\\p{{L}}, \\p{{Nd}}, ...) are read alike by "
-                                 "both engines")
+            return (
+                i + 2,
+                None,
+                (f"{shown!r}: only general categories (\\p{{L}}, \\p{{Nd}}, ...) are read alike by both engines"),
+            )
         if ignore_case:
             return i + 2, None, f"{shown!r} inside (?i:...): the engines case-fold a property differently"
         return i + 2 + found.end(), None, None
@@ -110,16 +118,16 @@ def _escape(text: str, i: int, in_class: bool, ignore_case: bool) -> tuple[int, 
     if char in "tnrfv":
         return i + 2, "\t\n\r\f\v"["tnrfv".index(char)], None
     if char in _HEX_ESCAPES:
-        digits = text[i + 2:i + 2 + _HEX_ESCAPES[char]]
+        digits = text[i + 2 : i + 2 + _HEX_ESCAPES[char]]
         if len(digits) == _HEX_ESCAPES[char] and all(d in "0123456789abcdefABCDEF" for d in digits):
             return i + 2 + len(digits), chr(int(digits, 16)), None
-        return i + 2, None, f"{text[i:i + 2]!r} without exactly {_HEX_ESCAPES[char]} hex digits"
+        return i + 2, None, f"{text[i : i + 2]!r} without exactly {_HEX_ESCAPES[char]} hex digits"
     if char in "Az" and not in_class:  # the text's start and very end, in both
         return i + 2, None, None
     if char.isascii() and not char.isalnum() and char:
         return i + 2, char, None  # an escaped punctuation mark or space: that character in both
     why = _WHY.get(char.lower(), "is not an escape both engines are known to read alike")
-    return i + 2, None, f"{text[i:i + 2]!r} {why}"
+    return i + 2, None, f"{text[i : i + 2]!r} {why}"
 
 
 def _folding_problem(char: str, run: str) -> str | None:
@@ -129,8 +137,10 @@ def _folding_problem(char: str, run: str) -> str | None:
     if char in "iI":
         return f"{char!r} inside (?i:...): Oniguruma does not fold 'İ' with it, the regex module does"
     if (run[-1:] + char).lower() in _MULTI_CHAR_FOLDS:
-        return (f"{run[-1] + char!r} inside (?i:...): Oniguruma matches it to one character (e.g. 'ß', 'ﬁ'), "
-                "the regex module does not")
+        return (
+            f"{run[-1] + char!r} inside (?i:...): Oniguruma matches it to one character (e.g. 'ß', 'ﬁ'), "
+            "the regex module does not"
+        )
     return None
 
 
@@ -183,7 +193,7 @@ def dialect_problem(text: str) -> str | None:
             i, literal, problem = _escape(text, i, False, ignore_case)
             if problem:
                 return problem
-            quantifiable = text[i - 2:i] not in ("\\A", "\\z")  # an anchor repeats nothing
+            quantifiable = text[i - 2 : i] not in ("\\A", "\\z")  # an anchor repeats nothing
             if literal is None:
                 run = ""
         elif char == "[":
@@ -196,8 +206,10 @@ def dialect_problem(text: str) -> str | None:
             assert opened is not None  # (text[i] is "(")
             opener = opened.group()
             if text.startswith(("(?<=", "(?<!"), i):
-                return (f"look-behind {text[i:i + 4]!r}: Oniguruma takes only some fixed-length ones, "
-                        "the regex module any")
+                return (
+                    f"look-behind {text[i : i + 4]!r}: Oniguruma takes only some fixed-length ones, "
+                    "the regex module any"
+                )
             if text.startswith("(?", i) and opener == "(":
                 flag = regex.match(r"\(\?[^:)]?[:)]?", text[i:])
                 assert flag is not None  # (text[i:] starts with "(?")
@@ -233,16 +245,20 @@ def dialect_problem(text: str) -> str | None:
                 if not interval.group(1) and interval.group(2):
                     return f"interval {shown!r} without a lower bound: write {{0,...}}"
                 if modifier == "+":
-                    return (f"possessive interval {shown!r}: a repeated interval to HF's regex engine (Oniguruma); "
-                            "write it as an atomic group, e.g. (?>\\p{N}{1,3})")
+                    return (
+                        f"possessive interval {shown!r}: a repeated interval to HF's regex engine (Oniguruma); "
+                        "write it as an atomic group, e.g. (?>\\p{N}{1,3})"
+                    )
                 if modifier == "?" and not interval.group(2):
                     return f"{shown!r}: optional to Oniguruma, lazy to the regex module"
             if i < len(text) and text[i] in "*+?{":
                 return f"a quantifier {text[i]!r} right after another: put the first in a group"
             quantifiable = False
         elif char in "^$":
-            return (f"anchor {char!r}: it matches at every line to Oniguruma, at the text's end (or start) "
-                    "to the regex module")
+            return (
+                f"anchor {char!r}: it matches at every line to Oniguruma, at the text's end (or start) "
+                "to the regex module"
+            )
         elif char in "]}":
             return f"an unescaped {char!r}: escape it as \\{char}"
         elif char == ".":
@@ -276,8 +292,15 @@ def _document(data: TokenizerData) -> dict:
             )
         vocab[key] = token_id
     added = [
-        {"id": data.special_token_ids[special], "content": special, "single_word": False, "lstrip": False,
-         "rstrip": False, "normalized": False, "special": True}
+        {
+            "id": data.special_token_ids[special],
+            "content": special,
+            "single_word": False,
+            "lstrip": False,
+            "rstrip": False,
+            "normalized": False,
+            "special": True,
+        }
         for special in data.special_tokens
     ]
     split = {"type": "Split", "pattern": {"Regex": hf_regex(data.pattern)}, "behavior": "Isolated", "invert": False}
@@ -291,7 +314,9 @@ def _document(data: TokenizerData) -> dict:
         "post_processor": None,
         "decoder": dict(_DECODER),
         "model": {
-            "type": "BPE", **_MODEL_OPTIONS, "vocab": vocab,
+            "type": "BPE",
+            **_MODEL_OPTIONS,
+            "vocab": vocab,
             "merges": [[token_to_str(left), token_to_str(right)] for left, right in data.merges],
         },
     }
@@ -324,8 +349,11 @@ def _pattern(pre_tokenizer: object, path: Path) -> SplitPattern:
     kind = pre_tokenizer.get("type")
     if kind == "ByteLevel" and pre_tokenizer.get("use_regex", True):
         # GPT-2's own tokenizer.json: ByteLevel splits with GPT-2's regex, the gpt2 preset.
-        _require(not pre_tokenizer.get("add_prefix_space", False), path,
-                 "pre_tokenizer ByteLevel has add_prefix_space true, which bpe_impls does not do")
+        _require(
+            not pre_tokenizer.get("add_prefix_space", False),
+            path,
+            "pre_tokenizer ByteLevel has add_prefix_space true, which bpe_impls does not do",
+        )
         return GPT2
     parts = pre_tokenizer.get("pretokenizers") if kind == "Sequence" else None
     if not (isinstance(parts, list) and len(parts) == 2 and all(isinstance(part, dict) for part in parts)):
@@ -334,23 +362,31 @@ def _pattern(pre_tokenizer: object, path: Path) -> SplitPattern:
         )
     split, byte_level = parts
     _require(split.get("type") == "Split", path, f"pre_tokenizer part 1 is {split.get('type')!r}, expected Split")
-    _require(split.get("behavior") == "Isolated" and split.get("invert") is False, path,
-             f"pre_tokenizer Split has behavior {split.get('behavior')!r}, invert {split.get('invert')!r}; "
-             "expected Isolated, false")
+    _require(
+        split.get("behavior") == "Isolated" and split.get("invert") is False,
+        path,
+        f"pre_tokenizer Split has behavior {split.get('behavior')!r}, invert {split.get('invert')!r}; "
+        "expected Isolated, false",
+    )
     regex_text = split.get("pattern", {}).get("Regex") if isinstance(split.get("pattern"), dict) else None
     if not isinstance(regex_text, str):
         raise _fault(path, f"pre_tokenizer Split pattern {split.get('pattern')!r} is not a Regex")
     _require(
-        byte_level.get("type") == "ByteLevel" and byte_level.get("use_regex") is False
+        byte_level.get("type") == "ByteLevel"
+        and byte_level.get("use_regex") is False
         and not byte_level.get("add_prefix_space", False),
-        path, f"pre_tokenizer part 2 is {byte_level!r}; expected ByteLevel with use_regex and add_prefix_space false",
+        path,
+        f"pre_tokenizer part 2 is {byte_level!r}; expected ByteLevel with use_regex and add_prefix_space false",
     )
     for name, form in _ONIGURUMA_FORMS.items():
         if regex_text == form:
             return PRESETS[name]
     # A preset's name is a preset to resolve_pattern, but only that literal text to HF.
-    _require(regex_text not in PRESETS, path, f"pre_tokenizer Split regex {regex_text!r} matches only that word in HF, "
-             "but names a preset to bpe_impls")
+    _require(
+        regex_text not in PRESETS,
+        path,
+        f"pre_tokenizer Split regex {regex_text!r} matches only that word in HF, but names a preset to bpe_impls",
+    )
     try:
         pattern = resolve_pattern(regex_text)
     except ConfigError as exc:
@@ -371,8 +407,11 @@ def _check_model(model: object, path: Path) -> tuple[dict, list]:
             value = None
         if key == "fuse_unk":  # without an unk token there is nothing to fuse
             continue
-        _require(value == expected and type(value) is type(expected), path,
-                 f"model {key} is {value!r}; bpe_impls can load only {json.dumps(expected)}")
+        _require(
+            value == expected and type(value) is type(expected),
+            path,
+            f"model {key} is {value!r}; bpe_impls can load only {json.dumps(expected)}",
+        )
     vocab, merges = model.get("vocab"), model.get("merges")
     if not isinstance(vocab, dict):
         raise _fault(path, "model vocab is not an object of token -> id")
@@ -386,8 +425,11 @@ def _merge(entry: object, index: int, path: Path) -> tuple[bytes, bytes]:
         parts = entry.split(" ")
     else:
         parts = entry if isinstance(entry, list) else []
-    _require(len(parts) == 2 and all(isinstance(part, str) and part for part in parts), path,
-             f"merge #{index} is {entry!r}, not a pair of tokens")
+    _require(
+        len(parts) == 2 and all(isinstance(part, str) and part for part in parts),
+        path,
+        f"merge #{index} is {entry!r}, not a pair of tokens",
+    )
     where = f"{path} merge #{index}"
     return str_to_token(parts[0], where), str_to_token(parts[1], where)
 
@@ -416,8 +458,10 @@ def _sound_merges(entries: list) -> list[tuple[bytes, bytes]] | None:
     parts: list[Any] = [
         entry if type(entry) is list else entry.split(" ") if type(entry) is str else None for entry in entries
     ]
-    if not all(type(pair) is list and len(pair) == 2 and type(pair[0]) is str and type(pair[1]) is str
-               and pair[0] and pair[1] for pair in parts):
+    if not all(
+        type(pair) is list and len(pair) == 2 and type(pair[0]) is str and type(pair[1]) is str and pair[0] and pair[1]
+        for pair in parts
+    ):
         return None
     tokens = strs_to_tokens([part for pair in parts for part in pair])
     return None if tokens is None else list(zip(tokens[0::2], tokens[1::2]))
@@ -430,9 +474,7 @@ def _overlap(first: str, second: str) -> bool:
     return any(first.endswith(second[:k]) or second.endswith(first[:k]) for k in range(1, min(len(first), len(second))))
 
 
-def _added_tokens(
-    added: object, model_id: Callable[[str], int | None], vocab_size: int, path: Path
-) -> dict[str, int]:
+def _added_tokens(added: object, model_id: Callable[[str], int | None], vocab_size: int, path: Path) -> dict[str, int]:
     """The special tokens of `added_tokens`, content -> id, where bpe_impls matches them as HF does.
     `model_id(content)` is the id of the model vocab's key `content` (None: no such key), and
     `vocab_size` the number of keys."""
@@ -452,10 +494,14 @@ def _added_tokens(
                 f"{path}: added token {content!r} content has a lone surrogate at position {exc.start}"
             ) from None
         for flag in _ADDED_TOKEN_FLAGS:  # HF refuses an entry without one
-            _require(isinstance(entry.get(flag), bool), path,
-                     f"added token {content!r} has {flag} {json.dumps(entry.get(flag))}, not true or false")
-        _require(entry["special"], path,
-                 f"added token {content!r} is not special; only special added tokens can be loaded")
+            _require(
+                isinstance(entry.get(flag), bool),
+                path,
+                f"added token {content!r} has {flag} {json.dumps(entry.get(flag))}, not true or false",
+            )
+        _require(
+            entry["special"], path, f"added token {content!r} is not special; only special added tokens can be loaded"
+        )
         for flag in ("single_word", "lstrip", "rstrip"):
             _require(not entry[flag], path, f"added token {content!r} has {flag} true; bpe_impls has no such option")
         if not (isinstance(token_id, int) and not isinstance(token_id, bool) and token_id >= 0):
@@ -463,13 +509,19 @@ def _added_tokens(
         _require(content not in special_token_ids, path, f"added token {content!r} is listed twice")
         key_id = model_id(content)
         if key_id is None:
-            _require(token_id == next_new_id, path,
-                     f"added token {content!r} has id {token_id}, but HF gives it {next_new_id} "
-                     "(it is not in the model vocab)")
+            _require(
+                token_id == next_new_id,
+                path,
+                f"added token {content!r} has id {token_id}, but HF gives it {next_new_id} "
+                "(it is not in the model vocab)",
+            )
             next_new_id += 1
         else:
-            _require(key_id == token_id, path,
-                     f"added token {content!r} has id {token_id}, but the model vocab gives it {key_id}")
+            _require(
+                key_id == token_id,
+                path,
+                f"added token {content!r} has id {token_id}, but the model vocab gives it {key_id}",
+            )
         special_token_ids[content] = token_id
         normalized[content] = entry["normalized"]
     # HF matches the tokens marked normalized: false first, then (in the text between them) those
@@ -477,9 +529,12 @@ def _added_tokens(
     # same split unless a token of one kind can overlap one of the other in some text.
     for plain in (token for token, flag in normalized.items() if not flag):
         for other in (token for token, flag in normalized.items() if flag):
-            _require(not _overlap(plain, other), path,
-                     f"added token {plain!r} has normalized false and {other!r} normalized true: HF matches "
-                     f"{plain!r} first where they overlap, bpe_impls the longest; give both the same flag")
+            _require(
+                not _overlap(plain, other),
+                path,
+                f"added token {plain!r} has normalized false and {other!r} normalized true: HF matches "
+                f"{plain!r} first where they overlap, bpe_impls the longest; give both the same flag",
+            )
     return special_token_ids
 
 
@@ -490,10 +545,19 @@ def tokenizer_file(path: str | os.PathLike) -> Path:
 
 
 # The top-level keys of a tokenizer.json HF reads (any other one is an error there).
-_TOP_LEVEL_KEYS = frozenset({
-    "version", "truncation", "padding", "added_tokens", "normalizer", "pre_tokenizer", "post_processor", "decoder",
-    "model",
-})
+_TOP_LEVEL_KEYS = frozenset(
+    {
+        "version",
+        "truncation",
+        "padding",
+        "added_tokens",
+        "normalizer",
+        "pre_tokenizer",
+        "post_processor",
+        "decoder",
+        "model",
+    }
+)
 
 
 def _checked(document: object, path: Path) -> tuple[SplitPattern, dict, list]:
@@ -506,22 +570,36 @@ def _checked(document: object, path: Path) -> tuple[SplitPattern, dict, list]:
     if unknown:
         raise TokenizerFileError(f"{path}: unknown key {unknown[0]!r} at the top level; HF tokenizers refuses the file")
     version = document.get("version", "1.0")
-    _require(version == "1.0", path,
-             f"version is {json.dumps(version)[:40]}; HF tokenizers reads only version \"1.0\" and refuses the file")
+    _require(
+        version == "1.0",
+        path,
+        f'version is {json.dumps(version)[:40]}; HF tokenizers reads only version "1.0" and refuses the file',
+    )
     # HF applies these to each encoding (cut to max_length, pad to a length); bpe_impls returns every
     # id of the whole text, so a file that asks for either is refused rather than ignored.
     for field in ("truncation", "padding"):
-        _require(document.get(field) is None, path,
-                 f"{field} is {json.dumps(document.get(field))[:60]}; bpe_impls encodes whole texts and can load "
-                 "only null")
-    _require(document.get("normalizer") is None, path,
-             f"normalizer {json.dumps(document.get('normalizer'))[:60]} is set; bpe_impls has none")
+        _require(
+            document.get(field) is None,
+            path,
+            f"{field} is {json.dumps(document.get(field))[:60]}; bpe_impls encodes whole texts and can load only null",
+        )
+    _require(
+        document.get("normalizer") is None,
+        path,
+        f"normalizer {json.dumps(document.get('normalizer'))[:60]} is set; bpe_impls has none",
+    )
     post = document.get("post_processor")
-    _require(post is None or (isinstance(post, dict) and post.get("type") == "ByteLevel"), path,
-             f"post_processor {(post or {}).get('type')!r} may add tokens; only none or ByteLevel can be loaded")
+    _require(
+        post is None or (isinstance(post, dict) and post.get("type") == "ByteLevel"),
+        path,
+        f"post_processor {(post or {}).get('type')!r} may add tokens; only none or ByteLevel can be loaded",
+    )
     decoder = document.get("decoder")
-    _require(isinstance(decoder, dict) and decoder.get("type") == "ByteLevel", path,
-             f"decoder is {json.dumps(decoder)[:60]}; only ByteLevel can be loaded")
+    _require(
+        isinstance(decoder, dict) and decoder.get("type") == "ByteLevel",
+        path,
+        f"decoder is {json.dumps(decoder)[:60]}; only ByteLevel can be loaded",
+    )
     pattern = _pattern(document.get("pre_tokenizer"), path)
     raw_vocab, raw_merges = _check_model(document.get("model"), path)
     return pattern, raw_vocab, raw_merges
@@ -538,8 +616,11 @@ def load(path: str | os.PathLike) -> TokenizerData:
     sound = _sound_vocab(raw_vocab, special_token_ids)
     vocab: dict[int, bytes] = sound if sound is not None else {}
     for key, token_id in raw_vocab.items() if sound is None else ():
-        _require(isinstance(token_id, int) and not isinstance(token_id, bool) and token_id >= 0, path,
-                 f"model vocab token {key!r} has id {token_id!r}, not a non-negative integer")
+        _require(
+            isinstance(token_id, int) and not isinstance(token_id, bool) and token_id >= 0,
+            path,
+            f"model vocab token {key!r} has id {token_id!r}, not a non-negative integer",
+        )
         _require(token_id not in vocab, path, f"model vocab gives id {token_id} to two tokens")
         if specials_by_id.get(token_id) == key:
             vocab[token_id] = key.encode("utf-8")
@@ -575,7 +656,7 @@ def load_packed(path: str | os.PathLike) -> PackedTokenizer | None:
         return None
     (vocab_start, vocab_end), (merges_start, merges_end) = spans[:2], spans[2:]
     cuts = sorted([(vocab_start, vocab_end, b"{}"), (merges_start, merges_end, b"[]")])
-    rest = data[:cuts[0][0]] + cuts[0][2] + data[cuts[0][1]:cuts[1][0]] + cuts[1][2] + data[cuts[1][1]:]
+    rest = data[: cuts[0][0]] + cuts[0][2] + data[cuts[0][1] : cuts[1][0]] + cuts[1][2] + data[cuts[1][1] :]
     try:
         document = parse_json(rest.decode("utf-8"), path)
     except (UnicodeDecodeError, TokenizerFileError):

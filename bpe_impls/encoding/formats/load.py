@@ -68,9 +68,11 @@ def read_tokenizer(
             folder = where if where.is_dir() else where.parent
             saved_specials, saved_pattern = gpt2.load_sidecars(folder)
             return _gpt2_pair(
-                folder / gpt2.VOCAB_FILE, folder / gpt2.MERGES_FILE,
+                folder / gpt2.VOCAB_FILE,
+                folder / gpt2.MERGES_FILE,
                 saved_specials if special_tokens is None else special_tokens,
-                saved_pattern if pattern is None else pattern, cache,
+                saved_pattern if pattern is None else pattern,
+                cache,
             )
         if format == "tiktoken":
             return _tiktoken(where, special_tokens, pattern)
@@ -78,7 +80,10 @@ def read_tokenizer(
 
 
 def _gpt2_pair(
-    vocab_path: Path, merges_path: Path, special_tokens: SpecialTokens | None, pattern: str | SplitPattern | None,
+    vocab_path: Path,
+    merges_path: Path,
+    special_tokens: SpecialTokens | None,
+    pattern: str | SplitPattern | None,
     cache: bool,
 ) -> TokenizerArgs:
     """A vocab.json + merges.txt pair (GPT-2's own encoder.json + vocab.bpe among them)."""
@@ -91,7 +96,11 @@ def _gpt2_pair(
     wanted = special_tokens if isinstance(special_tokens, Mapping) else None
     slot = None
     if chosen is not None:
-        slot = _slot("gpt2", [vocab_path, merges_path], chosen, list(wanted.items()) if wanted else list(names)) if cache else None
+        slot = (
+            _slot("gpt2", [vocab_path, merges_path], chosen, list(wanted.items()) if wanted else list(names))
+            if cache
+            else None
+        )
         packed = table_cache.lookup(slot) if slot is not None else None
         if packed is None:
             packed = gpt2.load_packed(vocab_path, merges_path, names, chosen)
@@ -121,7 +130,9 @@ def _tiktoken(where: Path, special_tokens: SpecialTokens | None, pattern: str | 
     return _from_data(tiktoken_file.load(where, pattern, special_tokens), where, None)
 
 
-def _hf(where: Path, special_tokens: SpecialTokens | None, pattern: str | SplitPattern | None, cache: bool) -> TokenizerArgs:
+def _hf(
+    where: Path, special_tokens: SpecialTokens | None, pattern: str | SplitPattern | None, cache: bool
+) -> TokenizerArgs:
     """A HuggingFace tokenizer.json (the file, or the directory holding one)."""
     if special_tokens is not None:
         raise ConfigError("an HF tokenizer.json lists its own special tokens; do not pass special_tokens")
@@ -158,7 +169,9 @@ def _args(tables: Tables, pattern: SplitPattern) -> TokenizerArgs:
     return TokenizerArgs(TableVocab(tables), TableMerges(tables), tables.special_token_ids, pattern)
 
 
-def _slot(kind: str, paths: list[Path], pattern: SplitPattern | None, specials: list[object] | None) -> table_cache.Slot | None:
+def _slot(
+    kind: str, paths: list[Path], pattern: SplitPattern | None, specials: list[object] | None
+) -> table_cache.Slot | None:
     """The cache slot of a load, or None where its tables are not kept: a pattern the compiled core
     does not scan (the cache keeps only presets' tables). `pattern` None: the file's own (hf)."""
     chosen = None
@@ -178,9 +191,12 @@ def _store(slot: table_cache.Slot | None, packed: PackedTokenizer | None) -> Non
 def _keep(slot: table_cache.Slot | None, tables: Tables, pattern: SplitPattern) -> None:
     """Keep tables the Python path built in `slot`."""
     if slot is not None and compiled.scanner_name(pattern) is not None:
-        _store(slot, table_cache.packed_tables(
-            tables.vocab, tables.merges, tables.special_token_ids, pattern, tables.byte_ids, tables.ranks
-        ))
+        _store(
+            slot,
+            table_cache.packed_tables(
+                tables.vocab, tables.merges, tables.special_token_ids, pattern, tables.byte_ids, tables.ranks
+            ),
+        )
 
 
 @contextmanager
@@ -193,4 +209,3 @@ def _gc_paused() -> Iterator[None]:
     finally:
         if collecting:
             gc.enable()
-

@@ -102,8 +102,12 @@ def packed_tables(
     for (left_id, right_id), (_, merged_id) in sorted(ranks.items(), key=lambda item: item[1][0]):
         encoder.extend((left_id, right_id, merged_id))
     tables = RankTables(
-        b"".join(vocab.values()), array("q", accumulate(map(len, vocab.values()), initial=0)).tobytes(),
-        array("I", vocab).tobytes(), triples.tobytes(), tuple(byte_ids), (),
+        b"".join(vocab.values()),
+        array("q", accumulate(map(len, vocab.values()), initial=0)).tobytes(),
+        array("I", vocab).tobytes(),
+        triples.tobytes(),
+        tuple(byte_ids),
+        (),
     )
     return PackedTokenizer(tables, dict(special_token_ids), pattern, max(vocab), encoder.tobytes())
 
@@ -113,12 +117,21 @@ def pack(name: str, packed: PackedTokenizer) -> bytes:
     tables = packed.tables
     encoder = tables.merges if packed.encoder_merges is None else packed.encoder_merges
     sections = [
-        tables.ranks, tables.offsets, tables.blob, tables.merges, encoder, array("I", tables.byte_ids).tobytes()
+        tables.ranks,
+        tables.offsets,
+        tables.blob,
+        tables.merges,
+        encoder,
+        array("I", tables.byte_ids).tobytes(),
     ]
-    header = json.dumps({
-        "name": name, "pattern": packed.pattern.name, "special_token_ids": list(packed.special_token_ids.items()),
-        "sizes": [len(section) for section in sections],
-    }).encode()
+    header = json.dumps(
+        {
+            "name": name,
+            "pattern": packed.pattern.name,
+            "special_token_ids": list(packed.special_token_ids.items()),
+            "sizes": [len(section) for section in sections],
+        }
+    ).encode()
     return b"".join([_HEADER.pack(len(header)), header, *sections])
 
 
@@ -126,19 +139,24 @@ def unpack(name: str, payload: bytes) -> PackedTokenizer | None:
     """The tables of an entry's payload, or None where it is not a whole entry named `name`."""
     try:
         (size,) = _HEADER.unpack_from(payload)
-        header = json.loads(payload[_HEADER.size:_HEADER.size + size])
+        header = json.loads(payload[_HEADER.size : _HEADER.size + size])
         start = _HEADER.size + size
         sections = []
         for length in header["sizes"]:
-            sections.append(payload[start:start + length])
+            sections.append(payload[start : start + length])
             start += length
         if header["name"] != name or start != len(payload) or len(sections) != 6:
             return None
         ids, offsets, blob, triples, encoder, byte_ids = sections
         count = len(ids) // 4
         if (
-            not count or len(ids) % 4 or len(offsets) != 8 * (count + 1) or len(triples) % 12 or len(encoder) % 12
-            or len(byte_ids) != 1024 or memoryview(offsets).cast("q")[-1] != len(blob)
+            not count
+            or len(ids) % 4
+            or len(offsets) != 8 * (count + 1)
+            or len(triples) % 12
+            or len(encoder) % 12
+            or len(byte_ids) != 1024
+            or memoryview(offsets).cast("q")[-1] != len(blob)
         ):
             return None
         pattern = PRESETS[header["pattern"]]

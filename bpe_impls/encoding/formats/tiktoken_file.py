@@ -158,7 +158,9 @@ def mergeable_ranks(data: TokenizerData, where: str = "cannot save .tiktoken") -
         last_id = ordinary[token]
     for token, token_id in ordinary.items():
         if len(token) > 1 and token not in made_by:
-            raise TokenizerFileError(f"{where}: token {token!r} (id {token_id}) is made by no merge, but tiktoken would make it")
+            raise TokenizerFileError(
+                f"{where}: token {token!r} (id {token_id}) is made by no merge, but tiktoken would make it"
+            )
     recovered = recover_merges(ordinary, where)
     for index, (ours, theirs) in enumerate(zip(data.merges, recovered)):
         if ours != theirs:
@@ -171,8 +173,10 @@ def mergeable_ranks(data: TokenizerData, where: str = "cannot save .tiktoken") -
 
 def ranks_text(ranks: Mapping[bytes, int]) -> str:
     """A .tiktoken file's text: a line of base64 token and rank for each token, in rank order."""
-    return "".join(f"{base64.b64encode(token).decode('ascii')} {rank}\n"
-                   for token, rank in sorted(ranks.items(), key=lambda item: item[1]))
+    return "".join(
+        f"{base64.b64encode(token).decode('ascii')} {rank}\n"
+        for token, rank in sorted(ranks.items(), key=lambda item: item[1])
+    )
 
 
 def save(path: str | os.PathLike, data: TokenizerData) -> tuple[Path, ...]:
@@ -186,10 +190,12 @@ def save(path: str | os.PathLike, data: TokenizerData) -> tuple[Path, ...]:
         "special_tokens": {special: data.special_token_ids[special] for special in data.special_tokens},
         "explicit_n_vocab": len(data.vocab),
     }
-    return write_files([
-        (ranks_path, ranks_text(ranks)),
-        (sidecar_path(ranks_path), json.dumps(sidecar, ensure_ascii=False, indent=2) + "\n"),
-    ])
+    return write_files(
+        [
+            (ranks_path, ranks_text(ranks)),
+            (sidecar_path(ranks_path), json.dumps(sidecar, ensure_ascii=False, indent=2) + "\n"),
+        ]
+    )
 
 
 # --- reading ----------------------------------------------------------------------------------
@@ -221,9 +227,13 @@ def parse_ranks(text: str, path: Path) -> dict[bytes, int]:
         if not token:
             raise TokenizerFileError(f"{path} line {number}: empty token")
         if token in ranks:
-            raise TokenizerFileError(f"{path} line {number}: token {token!r} appears twice (ranks {ranks[token]} and {rank})")
+            raise TokenizerFileError(
+                f"{path} line {number}: token {token!r} appears twice (ranks {ranks[token]} and {rank})"
+            )
         if rank in owner:
-            raise TokenizerFileError(f"{path} line {number}: rank {rank} is given to both {owner[rank]!r} and {token!r}")
+            raise TokenizerFileError(
+                f"{path} line {number}: rank {rank} is given to both {owner[rank]!r} and {token!r}"
+            )
         ranks[token], owner[rank] = rank, token
     missing = [b for b in range(256) if bytes([b]) not in ranks]
     if missing:
@@ -234,7 +244,9 @@ def parse_ranks(text: str, path: Path) -> dict[bytes, int]:
 def _sidecar(path: Path) -> tuple[str, dict[str, int] | None, int | None]:
     data = read_json(path)
     if not isinstance(data, dict) or not isinstance(data.get("pat_str"), str):
-        raise TokenizerFileError(f'{path}: expected an object with "pat_str" (and "special_tokens", "explicit_n_vocab")')
+        raise TokenizerFileError(
+            f'{path}: expected an object with "pat_str" (and "special_tokens", "explicit_n_vocab")'
+        )
     unknown = sorted(set(data) - {"name", "pat_str", "special_tokens", "explicit_n_vocab"})
     if unknown:
         raise TokenizerFileError(f"{path}: unknown key {unknown[0]!r}")
@@ -242,7 +254,8 @@ def _sidecar(path: Path) -> tuple[str, dict[str, int] | None, int | None]:
         raise TokenizerFileError(f"{path}: name is {data['name']!r}, not a string")
     specials = data.get("special_tokens", {})
     if not isinstance(specials, dict) or not all(
-        isinstance(k, str) and k and isinstance(v, int) and not isinstance(v, bool) and v >= 0 for k, v in specials.items()
+        isinstance(k, str) and k and isinstance(v, int) and not isinstance(v, bool) and v >= 0
+        for k, v in specials.items()
     ):
         raise TokenizerFileError(f"{path}: special_tokens must map non-empty strings to non-negative ids")
     _refuse_surrogates(specials, f"{path}: special_tokens", TokenizerFileError)
@@ -326,7 +339,9 @@ def load(
     special_ids = _special_ids(header.special_tokens, max(vocab))
     for special, token_id in special_ids.items():
         if token_id in vocab:
-            raise TokenizerFileError(f"{where}: special token {special!r} has id {token_id}, the rank of {vocab[token_id]!r}")
+            raise TokenizerFileError(
+                f"{where}: special token {special!r} has id {token_id}, the rank of {vocab[token_id]!r}"
+            )
         vocab[token_id] = special.encode("utf-8")
     n_vocab = header.n_vocab
     if n_vocab is not None and (n_vocab != len(vocab) or max(vocab) != n_vocab - 1):
@@ -413,6 +428,10 @@ def find_ranks_file(path: Path) -> Path:
         return path
     found = sorted(path.glob(f"*{RANKS_SUFFIX}"))
     if len(found) != 1:
-        what = "no .tiktoken file" if not found else f"{len(found)} .tiktoken files ({', '.join(p.name for p in found[:3])})"
+        what = (
+            "no .tiktoken file"
+            if not found
+            else f"{len(found)} .tiktoken files ({', '.join(p.name for p in found[:3])})"
+        )
         raise TokenizerFileError(f"{path}: holds {what}; name the file")
     return found[0]

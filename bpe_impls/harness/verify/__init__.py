@@ -20,8 +20,19 @@ from ...base.lazy import lazy_names
 # Each name's module is imported on first use (PEP 562): PEER_NAMES (the `bpe` command's help) and
 # the clauses (the pytest plugin, loaded in every pytest run) do not import the engine and Hypothesis.
 _LAZY = {
-    **dict.fromkeys(("ClauseResult", "Divergence", "SearchSettings", "Verification", "verification_summary",
-                     "verify_encoder", "verify_tokenizer", "verify_trainer"), ".engine"),
+    **dict.fromkeys(
+        (
+            "ClauseResult",
+            "Divergence",
+            "SearchSettings",
+            "Verification",
+            "verification_summary",
+            "verify_encoder",
+            "verify_tokenizer",
+            "verify_trainer",
+        ),
+        ".engine",
+    ),
     **dict.fromkeys(("TOKENIZER_CLAUSES", "TRAINER_CLAUSES"), ".clauses"),
     "PEER_NAMES": ".peer_encoders",
     **dict.fromkeys(("ENTRY_POINT_GROUP", "ImplementationError", "Isolated"), ".refs"),
@@ -47,7 +58,18 @@ __getattr__, __dir__ = lazy_names(__name__, _LAZY)
 
 
 __all__ = [
-    "TOKENIZER_CLAUSES", "TRAINER_CLAUSES", "ClauseResult", "Divergence", "SearchSettings", "Verification",
-    "verification_summary", "verify_encoder", "verify_tokenizer", "verify_trainer", "PEER_NAMES",
-    "ENTRY_POINT_GROUP", "ImplementationError", "Isolated",
+    "TOKENIZER_CLAUSES",
+    "TRAINER_CLAUSES",
+    "ClauseResult",
+    "Divergence",
+    "SearchSettings",
+    "Verification",
+    "verification_summary",
+    "verify_encoder",
+    "verify_tokenizer",
+    "verify_trainer",
+    "PEER_NAMES",
+    "ENTRY_POINT_GROUP",
+    "ImplementationError",
+    "Isolated",
 ]

@@ -9,21 +9,21 @@ from __future__ import annotations
 
 TRAINER_CLAUSES: dict[str, str] = {
     "tie-break": "each merge takes the most frequent pair; ties go to the lexicographically greatest "
-                 "(bytes_left, bytes_right), not to ids",
+    "(bytes_left, bytes_right), not to ids",
     "greedy-left-to-right": "merging within a word is greedy left to right (aaaaa -> aa aa a), and an "
-                            "overlapping pair is counted at each position",
+    "overlapping pair is counted at each position",
     "special-tokens": "the text is split on special tokens first, longest first; no pair crosses one and "
-                      "they never take part in merges",
+    "they never take part in merges",
     "pre-tokenization": "each piece is pre-tokenized with GPT-2's pattern (whitespace, contractions, digits, "
-                        "multi-byte UTF-8)",
+    "multi-byte UTF-8)",
     "stops-when-no-pair-is-left": "vocab ids: special tokens first, then the 256 bytes, then merges in order; "
-                                  "training stops at vocab_size or when no pair is left",
+    "training stops at vocab_size or when no pair is left",
 }
 TOKENIZER_CLAUSES: dict[str, str] = {
     "encode": "encode gives the reference's ids: special tokens matched longest first, each pre-token merged "
-              "by the best-ranked pair (leftmost on a tie)",
+    "by the best-ranked pair (leftmost on a tie)",
     "special-tokens-longest-first": "special tokens that overlap, prefix each other or sit side by side are "
-                                    "matched longest first",
+    "matched longest first",
     "decode": "decode of the ids gives the text back (when the tokenizer has decode)",
     "encode_iterable": "encode_iterable over any chunking gives encode's ids (when the tokenizer has it)",
 }

@@ -118,8 +118,10 @@ class Verification:
                 "implementations": self.implementations,
                 "generated_cases": sum(c.cases for c in self.clauses if not c.real_text),
                 "real_text_cases": sum(c.cases for c in self.clauses if c.real_text),
-                "clauses": [{"name": c.name, "promise": c.promise, "cases": c.cases,
-                             "passed": c.divergence is None} for c in self.clauses],
+                "clauses": [
+                    {"name": c.name, "promise": c.promise, "cases": c.cases, "passed": c.divergence is None}
+                    for c in self.clauses
+                ],
                 "real_corpora": self.corpora,
                 "real_text_skipped": self.real_text_skipped,
             },
@@ -129,8 +131,15 @@ class Verification:
 
 def verification_summary(result: Verification) -> list[dict[str, Any]]:
     """One row per clause (for `bpe report`): name, cases, verdict and the counterexample's inputs."""
-    return [{"clause": c.name, "cases": c.cases, "passed": c.divergence is None,
-             "counterexample": None if c.divergence is None else c.divergence.inputs} for c in result.clauses]
+    return [
+        {
+            "clause": c.name,
+            "cases": c.cases,
+            "passed": c.divergence is None,
+            "counterexample": None if c.divergence is None else c.divergence.inputs,
+        }
+        for c in result.clauses
+    ]
 
 
 # ---- the first difference ----------------------------------------------------------------------
@@ -168,8 +177,7 @@ def train_difference(path: str, specials: Sequence[str], expected: tuple[Vocab, 
     for index, (want, got) in enumerate(zip(want_merges, merges)):
         if want != got:
             pairs = _pair_counts(count_pretokens(path, list(specials), num_workers=1), want_merges[:index])
-            return (f"merge {index}: expected {want!r} (count {pairs[want]}), "
-                    f"got {got!r} (count {pairs[got]})")
+            return f"merge {index}: expected {want!r} (count {pairs[want]}), got {got!r} (count {pairs[got]})"
     if len(want_merges) != len(merges):
         return f"expected {len(want_merges)} merges, got {len(merges)}"
     for token_id in sorted(set(want_vocab) | set(vocab)):
@@ -183,8 +191,10 @@ def encode_difference(vocab: Vocab, expected: list[int], actual: Any) -> str:
         return f"the implementation {actual}"
     for position, (want, got) in enumerate(zip(expected, actual)):
         if want != got:
-            return (f"token {position}: expected id {want} ({vocab.get(want)!r}), "
-                    f"got id {got} ({vocab.get(got, 'not in the vocab')!r})")
+            return (
+                f"token {position}: expected id {want} ({vocab.get(want)!r}), "
+                f"got id {got} ({vocab.get(got, 'not in the vocab')!r})"
+            )
     return f"expected {len(expected)} ids, got {len(actual)}"
 
 
@@ -213,8 +223,9 @@ def reference_train(path: str, vocab_size: int, specials: Sequence[str], impl: s
         raise Rejected(str(exc)) from None
 
 
-def check_train(trainer: Isolated, clause: str, corpus: str, specials: Sequence[str], vocab_size: int,
-                reference: str = "naive") -> Divergence | None:
+def check_train(
+    trainer: Isolated, clause: str, corpus: str, specials: Sequence[str], vocab_size: int, reference: str = "naive"
+) -> Divergence | None:
     with corpus_file(corpus) as path:
         expected = reference_train(path, vocab_size, specials, reference)
         try:
@@ -250,8 +261,16 @@ def check_encode(tokenizer: Isolated, clause: str, case: EncodeCase, method: str
             if decoded == case.text:
                 return None
             detail = f"decode of the expected ids gave {decoded!r}, not the text"
-            return Divergence(clause, "encode", {"text": case.text, "special_tokens": case.specials}, expected,
-                              expected, detail, case.vocab, case.merges)
+            return Divergence(
+                clause,
+                "encode",
+                {"text": case.text, "special_tokens": case.specials},
+                expected,
+                expected,
+                detail,
+                case.vocab,
+                case.merges,
+            )
         if method == "encode_iterable":
             actual = tokenizer.call("encode_iterable", case.chunks)
         else:
@@ -263,8 +282,16 @@ def check_encode(tokenizer: Isolated, clause: str, case: EncodeCase, method: str
     inputs: dict[str, Any] = {"text": case.text, "special_tokens": case.specials}
     if method == "encode_iterable":
         inputs["chunks"] = case.chunks
-    return Divergence(clause, "encode", inputs, expected, actual, encode_difference(case.vocab, expected, actual),
-                      case.vocab, case.merges)
+    return Divergence(
+        clause,
+        "encode",
+        inputs,
+        expected,
+        actual,
+        encode_difference(case.vocab, expected, actual),
+        case.vocab,
+        case.merges,
+    )
 
 
 # ---- the clauses -------------------------------------------------------------------------------
@@ -288,8 +315,11 @@ def _train_case(draw: st.DrawFn, kind: str) -> tuple[str, list[str], int]:
 
 @st.composite
 def _encode_case(draw: st.DrawFn, kind: str) -> EncodeCase:
-    specials = draw(strat.special_tokens(max_size=4)) if kind != "special-tokens-longest-first" else \
-        draw(strat.special_tokens(max_size=4).filter(bool))
+    specials = (
+        draw(strat.special_tokens(max_size=4))
+        if kind != "special-tokens-longest-first"
+        else draw(strat.special_tokens(max_size=4).filter(bool))
+    )
     corpus = draw(strat.mixed_text(specials, max_pieces=30))
     size = draw(strat.vocab_size(specials, 60))
     with corpus_file(corpus) as path:
@@ -318,14 +348,23 @@ class SearchSettings:
     progress: Callable[[str], None] | None = None
 
 
-def _search(strategy: st.SearchStrategy, check: Callable[[Any], Divergence | None], options: SearchSettings,
-            deadline: float | None) -> tuple[int, Divergence | None]:
+def _search(
+    strategy: st.SearchStrategy,
+    check: Callable[[Any], Divergence | None],
+    options: SearchSettings,
+    deadline: float | None,
+) -> tuple[int, Divergence | None]:
     """Run the property; (cases checked, the last divergence Hypothesis saw: its shrunk one)."""
     found: list[Divergence] = []
     cases = [0]
 
-    @settings(max_examples=options.max_examples, deadline=None, database=None,
-              suppress_health_check=list(HealthCheck), print_blob=False)
+    @settings(
+        max_examples=options.max_examples,
+        deadline=None,
+        database=None,
+        suppress_health_check=list(HealthCheck),
+        print_blob=False,
+    )
     @given(strategy)
     def prop(example: Any) -> None:
         if deadline is not None and time.monotonic() > deadline and not found:
@@ -377,7 +416,7 @@ def _shrink_text(text: str, diverges: Callable[[str], Divergence | None], second
         while chunk >= 1 and time.monotonic() < deadline:
             start = 0
             while start < len(parts) and time.monotonic() < deadline:
-                candidate = parts[:start] + parts[start + chunk:]
+                candidate = parts[:start] + parts[start + chunk :]
                 found = diverges("".join(candidate)) if candidate else None
                 if found is not None:
                     parts, best = candidate, found
@@ -405,8 +444,13 @@ def _smoke(implementation: Isolated, *requests: tuple[Any, ...]) -> None:
         raise ImplementationError(f"{implementation.ref}: cannot be called: {exc}") from None
 
 
-def verify_trainer(ref: str, options: SearchSettings, call_timeout: float = 30.0,
-                   clauses: Sequence[str] | None = None, fixtures: bool = True) -> Verification:
+def verify_trainer(
+    ref: str,
+    options: SearchSettings,
+    call_timeout: float = 30.0,
+    clauses: Sequence[str] | None = None,
+    fixtures: bool = True,
+) -> Verification:
     """Check the trainer `ref` clause by clause; stop at the first divergence."""
     result = Verification(implementations={"trainer": ref})
     deadline = None if options.time_budget is None else time.monotonic() + options.time_budget
@@ -426,7 +470,8 @@ def verify_trainer(ref: str, options: SearchSettings, call_timeout: float = 30.0
             if clause.divergence is not None:
                 corpus, specials = clause.divergence.inputs["corpus"], clause.divergence.inputs["special_tokens"]
                 clause.divergence = _smaller_vocab(
-                    clause.divergence, lambda size: _quiet(check_train, trainer, name, corpus, specials, size))
+                    clause.divergence, lambda size: _quiet(check_train, trainer, name, corpus, specials, size)
+                )
                 return result
         if fixtures:
             _trainer_fixtures(trainer, result)
@@ -469,8 +514,9 @@ def _trainer_fixtures(trainer: Isolated, result: Verification) -> None:
             return
 
 
-def verify_tokenizer(ref: str, options: SearchSettings, call_timeout: float = 30.0,
-                     clauses: Sequence[str] | None = None) -> Verification:
+def verify_tokenizer(
+    ref: str, options: SearchSettings, call_timeout: float = 30.0, clauses: Sequence[str] | None = None
+) -> Verification:
     """Check the tokenizer factory `ref` clause by clause; stop at the first divergence."""
     result = Verification(implementations={"tokenizer": ref})
     deadline = None if options.time_budget is None else time.monotonic() + options.time_budget
@@ -499,8 +545,9 @@ def verify_encoder(ref: str, vocab_path: str, options: SearchSettings, call_time
     vocab, merges, specials = dict(reference.vocab), reference.merges, list(reference.special_tokens)
     result = Verification(implementations={"encoder": ref, "vocab": str(vocab_path)})
     deadline = None if options.time_budget is None else time.monotonic() + options.time_budget
-    texts = st.one_of(strat.mixed_text(specials, max_pieces=30),
-                      st.text(st.characters(exclude_categories=["Cs"]), max_size=40))
+    texts = st.one_of(
+        strat.mixed_text(specials, max_pieces=30), st.text(st.characters(exclude_categories=["Cs"]), max_size=40)
+    )
     with Isolated(ref, call_timeout) as encoder:
         encoder.start()
         try:  # built once (a large vocab takes a while), and again after a crash
@@ -521,8 +568,16 @@ def verify_encoder(ref: str, vocab_path: str, options: SearchSettings, call_time
                 actual = exc
             if actual == expected:
                 return None
-            return Divergence("encode", "encode", {"text": text, "special_tokens": specials}, expected, actual,
-                              encode_difference(vocab, expected, actual), vocab, merges)
+            return Divergence(
+                "encode",
+                "encode",
+                {"text": text, "special_tokens": specials},
+                expected,
+                actual,
+                encode_difference(vocab, expected, actual),
+                vocab,
+                merges,
+            )
 
         clause.cases, clause.divergence = _search(texts, check, options, deadline)
         if clause.divergence is None:

@@ -23,8 +23,9 @@ def _from_tokenizer_json(load: Callable[[str], Any]) -> Callable[..., Any]:
 
 
 def _bpe_openai(vocab: dict[int, bytes], merges: list, special_tokens: list[str]) -> Any:
-    raise ConfigError("bpe-openai builds only OpenAI's named encodings, which it downloads; it cannot load a "
-                      "given vocab")
+    raise ConfigError(
+        "bpe-openai builds only OpenAI's named encodings, which it downloads; it cannot load a given vocab"
+    )
 
 
 def _module(name: str) -> Any:
@@ -33,19 +34,34 @@ def _module(name: str) -> Any:
 
 # name -> (module to import, how to build it, how to encode with it)
 _PEERS: dict[str, tuple[str, Callable[..., Any], Callable[[Any, str], list[int]]]] = {
-    "tiktoken": ("tiktoken", lambda v, m, s: peers.tiktoken_encoding(v, s, "bpe_verify"),
-                 lambda enc, text: enc.encode(text, allowed_special="all")),
+    "tiktoken": (
+        "tiktoken",
+        lambda v, m, s: peers.tiktoken_encoding(v, s, "bpe_verify"),
+        lambda enc, text: enc.encode(text, allowed_special="all"),
+    ),
     "huggingface": ("tokenizers", peers.huggingface_tokenizer, lambda tok, text: tok.encode(text).ids),
     "gigatoken": ("gigatoken", peers.gigatoken_tokenizer, lambda tok, text: tok.encode(text).tolist()),
     "tokie": ("tokie", peers.tokie_tokenizer, lambda tok, text: list(tok.encode(text).ids)),
-    "kitoken": ("kitoken", _from_tokenizer_json(lambda path: _module("kitoken").Kitoken.from_tokenizers_file(path)),
-                lambda tok, text: tok.encode(text, True)),
-    "fastokens": ("fastokens", _from_tokenizer_json(lambda path: _module("fastokens").Tokenizer.from_file(path)),
-                  lambda tok, text: tok.encode(text).ids),
-    "splintr": ("splintr", _from_tokenizer_json(lambda path: _module("splintr").from_json(path)),
-                lambda tok, text: tok.encode_with_special(text)),
-    "quicktok": ("quicktok", _from_tokenizer_json(lambda path: _module("quicktok").import_tokenizer(path, "bpe_verify")),
-                 lambda tok, text: tok.encode(text, allowed_special="all")),
+    "kitoken": (
+        "kitoken",
+        _from_tokenizer_json(lambda path: _module("kitoken").Kitoken.from_tokenizers_file(path)),
+        lambda tok, text: tok.encode(text, True),
+    ),
+    "fastokens": (
+        "fastokens",
+        _from_tokenizer_json(lambda path: _module("fastokens").Tokenizer.from_file(path)),
+        lambda tok, text: tok.encode(text).ids,
+    ),
+    "splintr": (
+        "splintr",
+        _from_tokenizer_json(lambda path: _module("splintr").from_json(path)),
+        lambda tok, text: tok.encode_with_special(text),
+    ),
+    "quicktok": (
+        "quicktok",
+        _from_tokenizer_json(lambda path: _module("quicktok").import_tokenizer(path, "bpe_verify")),
+        lambda tok, text: tok.encode(text, allowed_special="all"),
+    ),
     "bpe-openai": ("bpe_openai", _bpe_openai, lambda tok, text: tok.encode(text, allowed_special="all")),
 }
 PEER_NAMES = tuple(_PEERS)
@@ -72,7 +88,9 @@ def peer_encoder(name: str) -> Callable[..., _Adapter]:
     if importlib.util.find_spec(module) is None:
         raise ConfigError(f"peer {name!r} needs {module}, which is not installed (pip install {module})")
 
-    def get_tokenizer(vocab: dict[int, bytes], merges: Sequence, special_tokens: Sequence[str] | None = None) -> _Adapter:
+    def get_tokenizer(
+        vocab: dict[int, bytes], merges: Sequence, special_tokens: Sequence[str] | None = None
+    ) -> _Adapter:
         return _Adapter(build(vocab, list(merges), list(special_tokens or ())), encode)
 
     return get_tokenizer

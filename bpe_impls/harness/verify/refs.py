@@ -117,7 +117,10 @@ class Isolated:
         environment = dict(os.environ, PYTHONUNBUFFERED="1")
         self._process = subprocess.Popen(
             [sys.executable, "-m", "bpe_impls.harness.verify.worker"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, env=environment,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._stderr,
+            env=environment,
         )
         try:
             self._exchange(("load", self.ref))

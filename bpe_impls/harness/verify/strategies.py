@@ -58,8 +58,13 @@ def run_corpus(draw: st.DrawFn) -> str:
 def specials_corpus(draw: st.DrawFn) -> tuple[str, list[str]]:
     """Special tokens overlapping, prefixing each other, adjacent, at the start and the end."""
     specials = draw(special_tokens(max_size=4).filter(bool))
-    parts = draw(st.lists(st.one_of(st.sampled_from(specials), st.sampled_from(WORD_PIECES + [" ", "ab", "<", "|"])),
-                          min_size=1, max_size=16))
+    parts = draw(
+        st.lists(
+            st.one_of(st.sampled_from(specials), st.sampled_from(WORD_PIECES + [" ", "ab", "<", "|"])),
+            min_size=1,
+            max_size=16,
+        )
+    )
     return "".join(parts), specials
 
 

@@ -27,8 +27,11 @@ from .refs import load_reference
 
 def _one_line(exc: BaseException) -> str:
     # The innermost frame of the implementation's own code (not of the import machinery).
-    where = [f for f in traceback.extract_tb(exc.__traceback__)
-             if not f.filename.startswith("<") and f"{os.sep}importlib{os.sep}" not in f.filename]
+    where = [
+        f
+        for f in traceback.extract_tb(exc.__traceback__)
+        if not f.filename.startswith("<") and f"{os.sep}importlib{os.sep}" not in f.filename
+    ]
     frame = f" (at {os.path.basename(where[-1].filename)}:{where[-1].lineno})" if where else ""
     return f"{type(exc).__name__}: {exc}".splitlines()[0][:500] + frame
 
