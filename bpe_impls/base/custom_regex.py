@@ -551,7 +551,7 @@ def divergent_code_points() -> CodePoints:
         scan = regex.compile("|".join(f"(?P<{name}>\\p{{{name}}}+)" for name in names))
         spans: dict[str, list[tuple[int, int]]] = {name: [] for name in names}
         for match in scan.finditer(every):
-            spans[match.lastgroup].append(match.span())
+            spans[match.lastgroup or ""].append(match.span())  # (every alternative is a named group)
         differ += (CodePoints.of_ranges(spans[name]) ^ named_set(name) for name in names)
     differ += (_regex_points(_NATIVE[name][0], every) ^ named_set(name) for name in ("LC", "digit", "space", "word"))
     return CodePoints.of_ranges(span for one in differ for span in one.ranges())

@@ -149,7 +149,9 @@ def resolve_pattern(pattern: str | SplitPattern | None) -> SplitPattern:
     split = SplitPattern("custom", pattern)
     # The plain translation: exact on the probe, which holds no code point `regex` classes unlike
     # Unicode 16.0, and it needs no scan of them.
-    compiled = split.compiled.plain
+    custom = split.compiled
+    assert isinstance(custom, CustomRegex)  # (a pattern that is not a preset's)
+    compiled = custom.plain
     empty = compiled.search("") or next((m for m in compiled.finditer(_EMPTY_PROBE) if m.start() == m.end()), None)
     if empty is not None:
         raise empty_match(pattern, empty.string, empty.start())

@@ -126,7 +126,7 @@ def compare_section(report: compare.Report) -> str:
                         r.name,
                         _fmt(r.seconds, 3),
                         _fmt(r.mb_per_s),
-                        _fmt(r.mb_per_s / rows[0].mb_per_s),
+                        _fmt(r.mb_per_s / rows[0].mb_per_s if r.mb_per_s and rows[0].mb_per_s else None),
                         yes[r.identical],
                     ]
                     for r in rows

@@ -178,10 +178,13 @@ def _t_quantile(df: int) -> tuple[float, str]:
     return float(stats.t.ppf(0.975, df)), "Student's t"
 
 
-def fit_slope(xs: Sequence[float], ys: Sequence[float]) -> tuple[float | None, float | None, float | None, str]:
+def fit_slope(
+    xs: Sequence[float | None], ys: Sequence[float | None]
+) -> tuple[float | None, float | None, float | None, str]:
     """(slope, low, high, method) of log y = a + slope log x, with a 95% interval; needs 2 points
-    for a slope and 3 for an interval (one degree of freedom); non-positive values are left out."""
-    pairs = [(x, y) for x, y in zip(xs, ys) if x and y and x > 0 and y > 0]
+    for a slope and 3 for an interval (one degree of freedom); missing (None) and non-positive
+    values are left out."""
+    pairs = [(x, y) for x, y in zip(xs, ys) if x is not None and y is not None and x > 0 and y > 0]
     if len(pairs) < 2 or len({x for x, _ in pairs}) < 2:
         return None, None, None, ""
     log_x = np.log([x for x, _ in pairs])
@@ -232,7 +235,9 @@ def fit_curves(curves: Sequence[Curve]) -> tuple[list[Fit], str]:
         if curve.kind == "encode cache":
             continue  # throughput against cache size has no stated power law
         measured = [p for p in curve.points if p.seconds is not None]
-        jobs = [(TIME, [p.x for p in measured], [p.seconds for p in measured])]
+        jobs: list[tuple[str, list[float | None], list[float | None]]] = [
+            (TIME, [p.x for p in measured], [p.seconds for p in measured])
+        ]
         if curve.kind == "corpus" and curve.metric == "merge":
             jobs.append((DISTINCT, [p.extra.get("distinct_bytes") for p in measured], [p.seconds for p in measured]))
         if curve.metric == "merge":
@@ -340,6 +345,7 @@ class _Runner:
             best = measured
             if best.seconds >= REPEAT_BELOW:
                 break
+        assert best is not None, "repeats is at least 1"
         return best
 
     def predict(self, curve: Curve, x: float, first_guess: float | None) -> float | None:
@@ -349,12 +355,12 @@ class _Runner:
         `first_guess`. Cache size is not a cost axis: its points are not predicted."""
         if curve.kind == "encode cache":
             return first_guess
-        done = [p for p in curve.points if p.seconds]
+        done = [(p.x, seconds) for p in curve.points if (seconds := p.seconds)]
         if not done:
             return first_guess
-        log_x = np.log([p.x for p in done])
-        log_y = np.log([p.seconds for p in done])
-        slope = fit_slope([p.x for p in done], [p.seconds for p in done])[0] if len(done) >= 2 else None
+        log_x = np.log([x for x, _ in done])
+        log_y = np.log([seconds for _, seconds in done])
+        slope = fit_slope([x for x, _ in done], [seconds for _, seconds in done])[0] if len(done) >= 2 else None
         slope = max(1.0, slope if slope is not None else 1.0)
         return float(np.exp(log_y.mean() + slope * (math.log(x) - log_x.mean())))
 
@@ -544,7 +550,7 @@ def _encoder_study(runner: _Runner, sizes: Sizes, encoders: Sequence[str], worke
             point = runner.point(
                 curve, mb, _encode_timed, name, vocab, merges, text_of(mb), 1 << 16, own_time=True, label=f"{mb:g} MB"
             )
-            if point is not None:
+            if point is not None and point.seconds:
                 point.extra["mb_per_s"] = mb / point.seconds
         curves.append(curve)
     text = text_of(sizes.cache_text_mb)
@@ -554,7 +560,7 @@ def _encoder_study(runner: _Runner, sizes: Sizes, encoders: Sequence[str], worke
             point = runner.point(
                 curve, cache, _encode_timed, name, vocab, merges, text, cache, own_time=True, label=f"cache {cache}"
             )
-            if point is not None:
+            if point is not None and point.seconds:
                 point.extra["mb_per_s"] = sizes.cache_text_mb / point.seconds
         curves.append(curve)
     return curves

@@ -175,11 +175,11 @@ def _apply_deltas(
                 bucket.remove(key)
         if count:
             tallies[key] = count
-            bucket = buckets.get(count)
-            if bucket is None:
+            destination = buckets.get(count)
+            if destination is None:
                 buckets[count] = {key}
             else:
-                bucket.add(key)
+                destination.add(key)
             if count == order_count:
                 insort(order, key, key=priority)
             # A merge creates pairs with any count: never miss the max.

@@ -184,9 +184,9 @@ def train_with_stats(
     """Run `trainer` (a function of `INSTRUMENTS`) as it is, counting per merge; returns what it
     returns and the counts. Thread-safe: each call counts in its own copy of the namespace."""
     instrument = INSTRUMENTS.get(trainer)
-    if instrument is None:
+    if instrument is None or not isinstance(trainer, types.FunctionType):
         raise ConfigError(
-            f"{trainer.__module__}.{trainer.__qualname__} has no per-merge statistics; "
+            f"{trainer.__module__}.{getattr(trainer, '__qualname__', trainer)} has no per-merge statistics; "
             f"these have: {', '.join(t.__module__ for t in INSTRUMENTS)}"
         )
     stats = MergeStats()

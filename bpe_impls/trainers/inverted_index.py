@@ -56,8 +56,8 @@ def train(
             counts.append(count)
 
     index: dict[Pair, dict[int, int]] = {}
-    for w, word in enumerate(words):
-        for pair in zip(word, word[1:]):
+    for w, ids in enumerate(words):
+        for pair in zip(ids, ids[1:]):
             holders = index.get(pair)
             if holders is None:
                 index[pair] = {w: 1}

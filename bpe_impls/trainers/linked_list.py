@@ -96,7 +96,7 @@ def _merge_at(
     deleted). Neighbours are read as they are now, so successive merges in one word (`a b a b`, or
     a run of a's) each see the result of the previous one.
     """
-    m = n.next
+    m: _Node = n.next  # type: ignore[assignment]  # not None: the caller found the pair's right node here
     c = n.count
     a = n.value
     b = m.value
@@ -167,12 +167,13 @@ def _merge_pair(
                 p = n.prev
             while True:
                 _merge_at(n, new, shift, counts, index, grown)
-                n = n.next
-                if n is None or n.value != a:
+                after = n.next
+                if after is None or after.value != a:
                     break
-                m = n.next
+                m = after.next
                 if m is None or m.value != a:
                     break
+                n = after
     del counts[a << shift | b]
     return grown
 

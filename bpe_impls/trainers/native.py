@@ -23,7 +23,7 @@ from .common import Merges, Vocab, WordCounts, build_vocab, checked_budget, merg
 try:
     from .. import _native_train
 except ImportError:  # built without a C compiler: the pure-Python trainers still work
-    _native_train = None
+    _native_train = None  # type: ignore[assignment]  # (AVAILABLE says so before any use)
 
 AVAILABLE: bool = _native_train is not None and not compiled.DISABLED  # BPE_IMPLS_PURE=1 turns it off
 
@@ -40,7 +40,7 @@ def train(
         # Read by the C loader straight from the packed bytes (which it validates): no Python
         # object per word, and no unpacking.
         num_merges = merge_budget(vocab_size, special_tokens)
-        source: object = word_counts.hand_over() if word_counts.disposable else word_counts.data
+        source: WordCounts | bytes | list[bytes] = word_counts.hand_over() if word_counts.disposable else word_counts.data
     else:
         num_merges = checked_budget(word_counts, vocab_size, special_tokens)
         source = word_counts
