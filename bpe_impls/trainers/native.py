@@ -40,7 +40,9 @@ def train(
         # Read by the C loader straight from the packed bytes (which it validates): no Python
         # object per word, and no unpacking.
         num_merges = merge_budget(vocab_size, special_tokens)
-        source: WordCounts | bytes | list[bytes] = word_counts.hand_over() if word_counts.disposable else word_counts.data
+        source: WordCounts | bytes | list[bytes] = (
+            word_counts.hand_over() if word_counts.disposable else word_counts.data
+        )
     else:
         num_merges = checked_budget(word_counts, vocab_size, special_tokens)
         source = word_counts
