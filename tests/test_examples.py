@@ -21,7 +21,14 @@ from bpe_impls import Tokenizer
 
 ROOT = Path(__file__).resolve().parents[1]
 # The modules of the public API whose docstrings hold examples.
-MODULES = ["bpe_impls", "bpe_impls.encoding.tokenizer", "bpe_impls.trainers.train", "bpe_impls.corpus.count"]
+MODULES = [
+    "bpe_impls",
+    "bpe_impls.encoding.tokenizer",
+    "bpe_impls.trainers.train",
+    "bpe_impls.trainers.registry",
+    "bpe_impls.corpus.count",
+    "bpe_impls.harness.verify.engine",
+]
 
 
 def example_tokenizer() -> Tokenizer:
@@ -44,6 +51,14 @@ def test_the_public_api_has_examples():
     names = {test.name for test in EXAMPLES}
     for method in ("load", "save", "encode", "encode_iterable", "encode_batch", "decode"):
         assert f"bpe_impls.encoding.tokenizer.Tokenizer.{method}" in names
+    for function in (
+        "trainers.train.train_bpe",
+        "corpus.count.count_pretokens",
+        "trainers.registry.get_trainer",
+        "harness.verify.engine.verify_trainer",
+        "harness.verify.engine.verify_tokenizer",
+    ):
+        assert f"bpe_impls.{function}" in names
 
 
 @pytest.mark.parametrize("test", EXAMPLES, ids=lambda test: test.name)

@@ -53,5 +53,20 @@ def takes_packed(name: str | None) -> bool:
 
 
 def get_trainer(name: str | None) -> Trainer:
-    """The trainer registered as `name` or aliased to it (None: DEFAULT_IMPL); a ConfigError otherwise."""
+    """The trainer registered in IMPLEMENTATIONS as `name`, or as the module `name` aliases.
+
+    Args:
+        name: a trainer's short name ("naive", "route_a", "route_b", "bucket", "native") or its
+            module's name ("inverted_index", ...); None: DEFAULT_IMPL, the fastest.
+
+    Returns:
+        `trainer(word_counts, vocab_size, special_tokens, *, progress=False) -> (vocab, merges)`.
+
+    Raises:
+        ConfigError: no trainer has that name (the message lists them).
+
+    Example:
+        >>> get_trainer("bucket")({b"low": 5, b"lower": 2}, 258)[1]
+        [(b'o', b'w'), (b'l', b'ow')]
+    """
     return IMPLEMENTATIONS[canonical_name(name)]

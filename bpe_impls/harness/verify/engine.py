@@ -451,7 +451,28 @@ def verify_trainer(
     clauses: Sequence[str] | None = None,
     fixtures: bool = True,
 ) -> Verification:
-    """Check the trainer `ref` clause by clause; stop at the first divergence."""
+    """Check a trainer against the contract, clause by clause; stop at the first divergence.
+
+    Args:
+        ref: the trainer, `run_train_bpe(input_path, vocab_size, special_tokens)`: a
+            `module:function`, `path/file.py:function`, `builtin:NAME`, `peer:NAME` or an entry
+            point's name; it runs in a process of its own.
+        options: how long to search (examples per clause, seed, time budget).
+        call_timeout: seconds a call may take before it counts as a hang.
+        clauses: the clauses to check (default: every one of TRAINER_CLAUSES).
+        fixtures: after the generated cases, train on real text too.
+
+    Returns:
+        What was checked, and the first divergence, shrunk, if one was found.
+
+    Raises:
+        ImplementationError: `ref` cannot be imported or called at all.
+
+    Example:
+        >>> result = verify_trainer("builtin:route_b", SearchSettings(max_examples=5), fixtures=False)
+        >>> result.status, [clause.name for clause in result.clauses][:2]
+        ('passed', ['tie-break', 'greedy-left-to-right'])
+    """
     result = Verification(implementations={"trainer": ref})
     deadline = None if options.time_budget is None else time.monotonic() + options.time_budget
     with Isolated(ref, call_timeout) as trainer:
@@ -517,7 +538,22 @@ def _trainer_fixtures(trainer: Isolated, result: Verification) -> None:
 def verify_tokenizer(
     ref: str, options: SearchSettings, call_timeout: float = 30.0, clauses: Sequence[str] | None = None
 ) -> Verification:
-    """Check the tokenizer factory `ref` clause by clause; stop at the first divergence."""
+    """Check a tokenizer against the contract, clause by clause; stop at the first divergence.
+
+    Args:
+        ref: the factory, `get_tokenizer(vocab, merges, special_tokens=None)`, referred to as in
+            `verify_trainer`; `decode` and `encode_iterable` are checked where its object has them.
+        options: how long to search.
+        call_timeout: seconds a call may take before it counts as a hang.
+        clauses: the clauses to check (default: every one of TOKENIZER_CLAUSES).
+
+    Returns:
+        What was checked, and the first divergence, shrunk, if one was found.
+
+    Example:
+        >>> verify_tokenizer("builtin:tokenizer", SearchSettings(max_examples=5)).status
+        'passed'
+    """
     result = Verification(implementations={"tokenizer": ref})
     deadline = None if options.time_budget is None else time.monotonic() + options.time_budget
     with Isolated(ref, call_timeout) as tokenizer:
@@ -540,7 +576,17 @@ def verify_tokenizer(
 
 
 def verify_encoder(ref: str, vocab_path: str, options: SearchSettings, call_timeout: float = 30.0) -> Verification:
-    """Check an encoder (`peer:NAME` or a factory) over the saved tokenizer at `vocab_path`."""
+    """Check an encoder over a saved tokenizer's vocab: its ids must be the Tokenizer's.
+
+    Args:
+        ref: `peer:NAME` (or a peer's name), or a factory taking (vocab, merges, special_tokens).
+        vocab_path: a tokenizer saved in any format `Tokenizer.load` reads.
+        options: how long to search.
+        call_timeout: seconds a call may take before it counts as a hang.
+
+    Returns:
+        What was checked, and the first divergence, shrunk, if one was found.
+    """
     reference = Tokenizer.load(vocab_path)
     vocab, merges, specials = dict(reference.vocab), reference.merges, list(reference.special_tokens)
     result = Verification(implementations={"encoder": ref, "vocab": str(vocab_path)})
