@@ -23,7 +23,7 @@ from bpe_impls.base.errors import TokenizerFileError
 from bpe_impls.base.patterns import PRESETS, iter_pretokens, split_on_special_tokens
 from bpe_impls.encoding.formats.tiktoken_file import rank_tables_py
 from bpe_impls.encoding.tables import build_tables
-from bpe_impls.encoding.tokenizer import _batch_runs
+from bpe_impls.encoding.batches import batch_runs as _batch_runs
 from bpe_impls.trainers import naive
 
 PATTERNS = ("gpt2", "cl100k", "o200k")  # in the order of the C side's PAT_* numbers
@@ -210,7 +210,7 @@ def counter_section(lines: list[str]) -> None:
 
 
 def batch_section(lines: list[str]) -> None:
-    lines.append("/* Items' cumulative sizes, the runs asked for, and the bounds tokenizer._batch_runs")
+    lines.append("/* Items' cumulative sizes, the runs asked for, and the bounds batches.batch_runs")
     lines.append(" * gives them. */")
     cases = []
     for k, (sizes, parts) in enumerate(BATCHES):

@@ -764,7 +764,7 @@ static const CountCase count_cases[] = {
     {2, count_expected_2, sizeof(count_expected_2) / sizeof(WordCount)},
 };
 
-/* Items' cumulative sizes, the runs asked for, and the bounds tokenizer._batch_runs
+/* Items' cumulative sizes, the runs asked for, and the bounds batches.batch_runs
  * gives them. */
 static const int64_t batch_ends_0[] = {
     10, 20, 30, 40, 100,
