@@ -18,6 +18,9 @@ concurrently: once loading the word counts and the trainer, once doing the same 
 the difference is the merge alone. Both run with PYTHONHASHSEED=0, so dict and set layouts are the
 same in every run, and with one thread: a second one (tqdm's monitor, once started even for a bar
 that is off; bpe_impls/base/progress.py) ran when the scheduler let it and moved the count by 2%.
+And without the working directory on sys.path (`python -P`): each import the merge makes lists the
+directories on sys.path again when one has changed, so files that other processes wrote into the
+working directory during the run (the test suite's, beside it) moved the count by 0.1-0.3%.
 About 10-25 s per combination (valgrind runs Python 30-50x slower); skipped, with the reason, where
 valgrind is not installed. naive is left out (tens of seconds here).
 """
@@ -69,6 +72,7 @@ def instructions(valgrind: str, args: list[str]) -> int:
         "--cache-sim=no",
         "--cachegrind-out-file=/dev/null",
         sys.executable,
+        "-P",  # the working directory off sys.path: its listing changes as other processes write there
         "-c",
         _SCRIPT,
         *args,
