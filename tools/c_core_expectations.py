@@ -21,9 +21,9 @@ from bpe_impls import Tokenizer
 from bpe_impls.base.char_classes import pinned_table
 from bpe_impls.base.errors import TokenizerFileError
 from bpe_impls.base.patterns import PRESETS, iter_pretokens, split_on_special_tokens
+from bpe_impls.encoding.batches import batch_runs as _batch_runs
 from bpe_impls.encoding.formats.tiktoken_file import rank_tables_py
 from bpe_impls.encoding.tables import build_tables
-from bpe_impls.encoding.batches import batch_runs as _batch_runs
 from bpe_impls.trainers import naive
 
 PATTERNS = ("gpt2", "cl100k", "o200k")  # in the order of the C side's PAT_* numbers
