@@ -593,6 +593,7 @@ class _Run:
         found: list[Divergence] = []
         cases = [0]
         first_found = [0.0]
+        known: list[Divergence] = []
         # Shrinking a nondeterministic failure, or one whose every call is slow, goes on and on:
         # after this long the divergence found so far is the one reported.
         shrinking = SHRINK_SECONDS if max_examples > DETERMINISTIC_EXAMPLES else SHRINK_SECONDS / 2
@@ -609,7 +610,7 @@ class _Run:
         def prop(example: Any) -> None:
             # Past the deadline every case passes: the search ends, and so does shrinking (the
             # divergence found so far is the one reported).
-            if self.spent() or (found and time.monotonic() - first_found[0] > shrinking):
+            if self.spent() or (found and time.monotonic() - first_found[0] > shrinking) or known:
                 return
             try:
                 divergence = check(example)
@@ -619,6 +620,8 @@ class _Run:
             if divergence is not None:
                 if not found:
                     first_found[0] = time.monotonic()
+                    # A finding this target already has (the same first difference): no need to shrink it.
+                    known.extend(d for d in self.result.divergences if self.same(d, divergence))
                 found.append(divergence)
                 raise AssertionError(divergence.detail)
 
@@ -664,6 +667,13 @@ class _Run:
     ) -> None:
         """Replay, diagnose and group a clause's divergence, then record it (or, a crash or a hang
         that never came back, note it)."""
+        if self.options.fail_fast:
+            self.stopped = True
+        # The counterexample or the first difference of a finding already replayed: one more clause it fails.
+        earlier = self.group(divergence, by_cause=False)
+        if earlier is not divergence:
+            clause.divergence = earlier
+            return
         self.in_grace = True
         try:
             if not self.replay(divergence):
@@ -673,7 +683,12 @@ class _Run:
                     "(a busy machine can make a call crash or time out)"
                 )
                 return
-            if divergence.nondeterministic is None:
+            if clause.name == "deterministic" and divergence.diagnosis is None:
+                # Its runs disagree with each other by definition, however often that replays.
+                times, of = divergence.reproduces or (1, 1)
+                divergence.nondeterministic = divergence.nondeterministic or "runs on one input differ"
+                divergence.diagnosis = diagnose.diagnose_nondeterminism(times, of, 2)
+            elif divergence.nondeterministic is None:
                 try:
                     divergence.diagnosis = diagnose_it(divergence)
                 except BudgetSpent:
@@ -681,8 +696,6 @@ class _Run:
         finally:
             self.in_grace = False
         clause.divergence = self.group(divergence)
-        if self.options.fail_fast:
-            self.stopped = True
 
     def replay(self, divergence: Divergence) -> bool:
         """Run the divergence's check again, `replays` times; False if a crash or a hang never came
@@ -724,11 +737,19 @@ class _Run:
             divergence.diagnosis = diagnose.diagnose_nondeterminism(hits, runs, len(outputs))
         return True
 
-    def group(self, divergence: Divergence) -> Divergence:
+    @staticmethod
+    def same(earlier: Divergence, divergence: Divergence) -> bool:
+        return earlier.target == divergence.target and (
+            earlier.detail == divergence.detail
+            or json.dumps(earlier.inputs, sort_keys=True, default=str)
+            == json.dumps(divergence.inputs, sort_keys=True, default=str)
+        )
+
+    def group(self, divergence: Divergence, by_cause: bool = True) -> Divergence:
         """The finding this divergence belongs to: an earlier one of this target with the same
-        counterexample, first difference or diagnosed cause (it then lists this clause too), or itself."""
-        inputs = json.dumps(divergence.inputs, sort_keys=True, default=str)
-        cause = divergence.diagnosis.cause if divergence.diagnosis is not None else None
+        counterexample, first difference or (by_cause) diagnosed cause (it then lists this clause
+        too), or itself."""
+        cause = divergence.diagnosis.cause if by_cause and divergence.diagnosis is not None else None
         for earlier in self.result.divergences:
             if earlier.target != divergence.target:
                 continue
@@ -738,11 +759,7 @@ class _Run:
                 and earlier.diagnosis is not None
                 and earlier.diagnosis.cause == cause
             )
-            if (
-                same_cause
-                or earlier.detail == divergence.detail
-                or json.dumps(earlier.inputs, sort_keys=True, default=str) == inputs
-            ):
+            if same_cause or self.same(earlier, divergence):
                 if divergence.clause not in earlier.clauses:
                     earlier.clauses.append(divergence.clause)
                 return earlier
@@ -1103,16 +1120,29 @@ _FILE_LINES = (
 )
 
 
+def file_like(length: int, rotation: int = 0) -> str:
+    """`length` characters of a file made of _FILE_LINES, in order from the `rotation`-th."""
+    block = "".join(_FILE_LINES[rotation:] + _FILE_LINES[:rotation])
+    return (block * (length // len(block) + 1))[:length]
+
+
+# encode_iterable's own explicit cases: files that cross each size real code reads or buffers at,
+# with each kind of line at the crossing (a buffer cut there splits a run of newlines or spaces).
+FILE_TEXTS: list[tuple[str, str]] = [
+    (file_like(size + 300, rotation), str(size)) for size in CHUNK_SIZES[:2] for rotation in range(len(_FILE_LINES))
+] + [(file_like(CHUNK_SIZES[2] + 300), str(CHUNK_SIZES[2]))]
+
+
 @st.composite
 def _long_text(draw: st.DrawFn, specials: list[str]) -> str:
     """A text that crosses a chunk size real code uses (4,096, 8,192, 65,536 characters): lines
     of a real file's kinds up to a few characters before it, generated pieces at the crossing."""
     size = draw(st.sampled_from(CHUNK_SIZES))
     before = size - draw(st.integers(0, 40))
-    order = draw(st.permutations(_FILE_LINES))
-    block = "".join(order)
-    filler = (block * (before // len(block) + 1))[:before]
-    return filler + draw(strat.mixed_text(specials, max_pieces=16))
+    block = "".join(draw(st.permutations(_FILE_LINES)))
+    lines = block * (size // len(block) + 2)
+    # The file goes on after the crossing, so that a buffer of that size is always cut there.
+    return lines[:before] + draw(strat.mixed_text(specials, max_pieces=16)) + lines[before : before + 200]
 
 
 @st.composite
@@ -1132,6 +1162,11 @@ def _encode_case(draw: st.DrawFn, kind: str, required: Sequence[str]) -> EncodeC
         long = chunking != "cuts" and draw(st.booleans())
         text = draw(_long_text(specials)) if long else draw(strat.mixed_text(specials))
         corpus += text[-400:]  # the vocab knows the text's pieces (merges of its newlines and spaces)
+    elif kind == "deterministic":
+        # Runs of one letter (each pair at several places) and ties: where an order that varies
+        # between runs (object ids, string hashes) decides.
+        text = draw(st.one_of(strat.run_corpus(), strat.tie_corpus(), strat.mixed_text(specials)))
+        corpus += text
     else:
         text = draw(strat.mixed_text(specials))
     vocab, merges = _trained_vocab(corpus, specials, draw(strat.vocab_size(specials, 60)))
@@ -1276,6 +1311,12 @@ class _Tokenizer(_Run):
         """The boundary module's (text, special tokens) for this clause, each over a vocab trained
         on its text; encode_iterable's given as a file's lines and in fixed-size chunks."""
         cases = []
+        if name == "encode_iterable":
+            required = list(self.options.require_special)
+            for text, size in FILE_TEXTS:
+                vocab, merges = _trained_vocab(text[:3000], required, 256 + len(required) + 60)
+                for chunking in ("lines", size):
+                    cases.append(EncodeCase(text, required, vocab, merges, chunked(text, chunking), chunking))
         for text, specials in boundary.encode_cases(name):
             specials = [*specials, *(t for t in self.options.require_special if t not in specials)]
             vocab, merges = _trained_vocab(text[-20_000:], specials, 256 + len(specials) + 60)
@@ -1301,7 +1342,9 @@ class _Tokenizer(_Run):
             return self.check_twice(name, case) if twice else self.check(name, case, method)
 
         clause.cases, found = self.explicit(self.explicit_cases(name), check)
-        if found is not None:
+        if found is not None and len(found.inputs["text"]) > LONG:
+            found = self.shorter_end(found, check)
+        elif found is not None:
             case = _case_of(found)
 
             def shorter(text: str) -> Divergence | None:
@@ -1333,21 +1376,27 @@ class _Tokenizer(_Run):
         if case.chunking == "cuts" or divergence.vocab is None or not isinstance(divergence.actual, list):
             return divergence
 
-        def at(length: int) -> Divergence | None:
-            text = case.text[:length]
+        def at_text(text: str) -> Divergence | None:
             chunks = chunked(text, case.chunking) if case.chunking is not None else None
             return self.quiet(check, dataclasses.replace(case, text=text, chunks=chunks))
+
+        def at(length: int) -> Divergence | None:
+            return at_text(case.text[:length])
 
         _, start = _first_difference(divergence.vocab, divergence.expected, divergence.actual)
         low, high = start, len(case.text)  # diverges at `high`; at `low`, not known
         best = divergence
-        while low < high:
+        while low < high and not self.spent():
             middle = (low + high) // 2
             found = at(middle)
             if found is not None:
                 best, high = found, middle
             else:
                 low = middle + 1
+        if high <= 2000:
+            # Short enough now for delta debugging, which a divergence that needs no length survives.
+            text = case.text[:high]
+            best = _shrink_text(text, lambda text: at_text(text), min(10.0, self.left_for_shrinking())) or best
         return best
 
 
