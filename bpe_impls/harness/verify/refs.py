@@ -16,6 +16,7 @@ A reference names a callable in one of these forms:
 
 from __future__ import annotations
 
+import math
 import os
 import secrets
 import select
@@ -356,24 +357,26 @@ class Isolated:
 
     def _wait(self, limit: float, began: float, budget: bool, writing: bool = False) -> bool:
         """Until the connection is ready to be read (or written) or the process has exited (False);
-        draining its output meanwhile. ImplementationHung when `limit` passes first."""
+        draining its output meanwhile. ImplementationHung when `limit` passes first. (poll, not
+        select: a harness with a thousand files open has descriptors select cannot watch.)"""
         assert self._process is not None and self._channel is not None
         while True:
             left = limit - time.monotonic()
             if left <= 0:
                 raise self._hung(began, budget)
-            watched: list[Any] = [fd for fd in (self._output, self._pidfd) if fd is not None]
-            readable, writable, _ = select.select(
-                watched + ([] if writing else [self._channel]),
-                [self._channel] if writing else [],
-                [],
-                left if self._pidfd is not None else min(left, 0.05),
-            )
-            if self._output in readable:
+            poller = select.poll()
+            poller.register(self._channel, select.POLLOUT if writing else select.POLLIN)
+            for fd in (self._output, self._pidfd):
+                if fd is not None:
+                    poller.register(fd, select.POLLIN)
+            # Without a pidfd (not Linux 5.3+) the process's exit is polled for, every 50 ms.
+            wait = left if self._pidfd is not None else min(left, 0.05)
+            ready = dict(poller.poll(math.ceil(wait * 1000)))
+            if self._output is not None and self._output in ready:
                 self._drain_output()
-            if self._channel in readable or self._channel in writable:
+            if ready.get(self._channel.fileno()):
                 return True
-            if (self._pidfd in readable) if self._pidfd is not None else self._process.poll() is not None:
+            if self._pidfd in ready if self._pidfd is not None else self._process.poll() is not None:
                 return False
 
     def _drain_output(self) -> None:
@@ -409,7 +412,7 @@ class Isolated:
         received = bytearray()
         while True:
             exited = not self._wait(limit, began, budget)
-            while True:  # all there is now (after an exit: what it wrote before it)
+            while True:  # one read; after an exit, all it wrote before it
                 try:
                     chunk = self._channel.recv(1 << 20)
                 except BlockingIOError:
@@ -428,8 +431,8 @@ class Isolated:
                         )
                     if len(received) >= HEADER.size + size:
                         return self._decode(received, size)
-                if not exited and len(chunk) < 1 << 20:
-                    break  # wait for more
+                if not exited:
+                    break
             if exited:
                 raise self._crashed()
 

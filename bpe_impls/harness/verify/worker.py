@@ -48,12 +48,18 @@ class BadResult(Exception):
     """A result that is not of the contract's types, or too large to be right."""
 
 
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+
 def _one_line(exc: BaseException) -> str:
-    # The innermost frame of the implementation's own code (not of the import machinery).
+    # The innermost frame of the implementation's own code (not of the import machinery, nor of
+    # this worker: a wrong signature has no frame of its own to show).
     where = [
         f
         for f in traceback.extract_tb(exc.__traceback__)
-        if not f.filename.startswith("<") and f"{os.sep}importlib{os.sep}" not in f.filename
+        if not f.filename.startswith("<")
+        and f"{os.sep}importlib{os.sep}" not in f.filename
+        and os.path.abspath(f.filename) not in (os.path.join(_HERE, "worker.py"), os.path.join(_HERE, "protocol.py"))
     ]
     frame = f" (at {os.path.basename(where[-1].filename)}:{where[-1].lineno})" if where else ""
     return f"{type(exc).__name__}: {exc}".splitlines()[0][:500] + frame
