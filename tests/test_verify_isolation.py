@@ -22,6 +22,7 @@ import psutil
 import pytest
 
 from bpe_impls.base.errors import ConfigError
+from bpe_impls.harness.verify import SearchSettings, verify_tokenizer
 from bpe_impls.harness.verify.refs import (
     BadResult,
     ImplementationCrashed,
@@ -39,8 +40,8 @@ BYTES = {i: bytes([i]) for i in range(256)}
 GUARD = 60.0  # seconds: a call that should return at once, or a hang that is not the one tested
 
 
-def tokenizer(timeout: float = GUARD, **kwargs) -> Isolated:
-    isolated = Isolated(TOKENIZER, timeout, **kwargs)
+def tokenizer() -> Isolated:
+    isolated = Isolated(TOKENIZER, GUARD)
     isolated.setup("tokenizer", BYTES, [], [])
     return isolated
 
@@ -81,6 +82,16 @@ def test_a_daemon_that_double_forked_into_a_session_of_its_own_is_killed_on_clos
     assert gone(daemon)
 
 
+def test_no_process_a_target_started_survives_a_verify_run(tmp_path, monkeypatch):
+    """Through the engine: each worker process the run starts leaves a child and a daemon."""
+    pids = tmp_path / "pids"
+    monkeypatch.setenv("HOSTILE_PIDS", str(pids))
+    result = verify_tokenizer(f"{HOSTILE}:get_forking_tokenizer", SearchSettings(max_examples=5))
+    assert result.status == "passed"
+    started = [int(pid) for pid in pids.read_text().split()]
+    assert len(started) >= 2 and all(gone(pid) for pid in started)
+
+
 def test_a_target_that_forks_then_crashes_is_a_crash_at_once_and_its_children_are_killed():
     """The children hold the worker's connection open: its exit, not an end of file, says it crashed."""
     with tokenizer() as isolated:
@@ -111,7 +122,8 @@ def test_a_call_past_its_deadline_is_a_hang_and_kills_all_the_target_started():
 
 
 def test_a_call_past_its_timeout_is_a_hang():
-    with tokenizer(timeout=1.0) as isolated, pytest.raises(ImplementationHung) as hang:
+    with tokenizer() as isolated, pytest.raises(ImplementationHung) as hang:
+        isolated.timeout = 1.0  # once started: a busy machine may take that long to start it
         isolated.call("encode", "hang")
     assert str(hang.value) == "no answer within 1 s (hung); the process was killed" and not hang.value.budget
 
@@ -152,7 +164,7 @@ def test_numpy_integers_are_ids_and_arrive_as_ints():
         ("bytearray merges", "train returned a bytearray in merge 1: bytearray(b'ab')"),
         ("triple", "train returned a tuple as merge 0, not a pair of bytes: (b'a', b'b', b'c')"),
         ("dict", "train returned a dict, not a pair (vocab, merges): {'vocab': {0: b'\\x00', 1: b'\\x01', "),
-        ("huge vocab", "train returned 10000000 vocab entries for vocab_size 300: refused unread"),
+        ("huge vocab", "train returned 1000000 vocab entries for vocab_size 300: refused unread"),
     ],
 )
 def test_a_trainer_result_of_the_wrong_types_is_a_bad_result(tmp_path, command, message):
@@ -278,6 +290,9 @@ def test_another_interpreter_runs_the_target_with_its_standard_library_alone(els
             isolated.call("encode", "where")
         assert where.value.exception_type == "RuntimeError"
     assert f"prefix={venv} bpe_impls=False" in str(where.value)
+    with Isolated(TOKENIZER, GUARD, python=python) as isolated:  # a path/file.py:function reference
+        isolated.setup("tokenizer", BYTES, [], [])
+        assert isolated.call("encode", "ab") == [97, 98]
     with pytest.raises(ImplementationNotLoaded) as refused:
         Isolated("builtin:tokenizer", GUARD, python=python).start()
     assert str(refused.value) == (

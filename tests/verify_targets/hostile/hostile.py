@@ -162,7 +162,31 @@ def run_train_bpe(input_path, vocab_size, special_tokens, **kwargs):
     elif command == "dict":
         return {"vocab": vocab, "merges": merges}
     elif command == "huge vocab":
-        vocab = {i: b"x" for i in range(10_000_000)}
+        vocab = {i: b"x" for i in range(1_000_000)}
     else:
         vocab[256] = b"ab"
     return vocab, merges
+
+
+class _Forking:
+    """The reference tokenizer (right answers), which leaves a child and a daemon behind on its
+    first encode, their pids appended to the file $HOSTILE_PIDS."""
+
+    def __init__(self, tokenizer) -> None:
+        self.tokenizer = tokenizer
+        self.forked = False
+
+    def encode(self, text: str) -> list[int]:
+        if not self.forked:
+            self.forked = True
+            pids = [*_forked(1), _daemon()]
+            with open(os.environ["HOSTILE_PIDS"], "a", encoding="utf-8") as file:
+                file.write("".join(f"{pid}\n" for pid in pids))
+        return self.tokenizer.encode(text)
+
+
+def get_forking_tokenizer(vocab, merges, special_tokens=None):
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    from reference import get_tokenizer as reference
+
+    return _Forking(reference(vocab, merges, special_tokens))
