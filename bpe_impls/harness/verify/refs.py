@@ -165,6 +165,7 @@ PACKAGE_ROOT = str(Path(__file__).resolve().parents[3])
 _STDERR_TAIL = 64 * 1024  # bytes of the process's output kept (the last line names a crash)
 _EXIT_GRACE = 1.0  # seconds for a process whose connection closed to be seen exiting
 _KILL_GRACE = 5.0  # seconds for killed processes to be gone, at most
+_CLOCK_SKEW = 60.0  # seconds a process's recorded start time may precede time.time() at its start
 
 
 def _running(process: psutil.Process) -> bool:
@@ -302,6 +303,9 @@ class Isolated:
                 strays = {p.pid: p for p in psutil.Process(process.pid).children(recursive=True)}
             except psutil.Error:
                 pass
+        # The group's members are waited for below, not only signalled: a SIGKILL takes effect
+        # when the process is next scheduled, a moment later on a loaded machine.
+        strays.update((p.pid, p) for p in self._marked(group=process.pid))
         try:  # the whole process group at once (the worker leads it: its pid is the group's id)
             os.killpg(process.pid, signal.SIGKILL)
         except OSError:
@@ -323,17 +327,22 @@ class Isolated:
             while any(_running(p) for p in alive) and time.monotonic() < give_up:
                 time.sleep(0.01)  # SIGKILL takes effect in a moment; no event to wait on for others' children
 
-    def _marked(self) -> list[psutil.Process]:
-        """Processes started since the worker that carry its token in their environment."""
+    def _marked(self, group: int | None = None) -> list[psutil.Process]:
+        """Processes started since the worker that carry its token in their environment, or are
+        in process group `group`. (A process's start time comes from the boot time and clock
+        ticks, which can disagree with time.time() by seconds: the margin is generous.)"""
         found = []
         for candidate in psutil.process_iter(["create_time"]):
             created = candidate.info["create_time"]
-            if candidate.pid == os.getpid() or created is None or created < self._started - 1:
+            if candidate.pid == os.getpid() or created is None or created < self._started - _CLOCK_SKEW:
                 continue
             try:
-                if candidate.environ().get(WORKER_TOKEN) == self._token:
+                # (not the leader itself: Popen waits for it, and once waited for its pid is free)
+                if group is not None and candidate.pid != group and os.getpgid(candidate.pid) == group:
                     found.append(candidate)
-            except psutil.Error:
+                elif candidate.environ().get(WORKER_TOKEN) == self._token:
+                    found.append(candidate)
+            except (psutil.Error, OSError):
                 continue
         return found
 
