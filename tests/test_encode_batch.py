@@ -301,8 +301,9 @@ def test_a_list_changed_by_another_thread_while_encoded_gives_old_or_new_items(g
             continue
         assert not isinstance(outcome, Exception), outcome
         ids, offsets = outcome
-        assert len(offsets) == len(old) + 1
-        for k in range(len(old)):
+        # The whole list, or (cut before the batch read its length) the 2000 items left.
+        assert len(offsets) - 1 == len(old) or (cut_short and len(offsets) - 1 == 2000)
+        for k in range(len(offsets) - 1):
             assert ids[offsets[k] : offsets[k + 1]].tolist() in (want[old[k]], want[new[k]])
     for cut_short in (False, True):  # the same for lists
         batch = list(old)
@@ -312,7 +313,7 @@ def test_a_list_changed_by_another_thread_while_encoded_gives_old_or_new_items(g
             assert str(outcome).startswith("the batch changed size while it was encoded (3000 items, now 2000)")
             continue
         assert not isinstance(outcome, Exception), outcome
-        assert len(outcome) == len(old)
+        assert len(outcome) == len(old) or (cut_short and len(outcome) == 2000)
         for k, ids in enumerate(outcome):
             assert ids in (want[old[k]], want[new[k]])
 
