@@ -14,6 +14,7 @@ import dataclasses
 import json
 import os
 import resource
+import shutil
 import signal
 import sys
 import threading
@@ -403,6 +404,20 @@ def build_parser() -> argparse.ArgumentParser:
         default=5,
         metavar="N",
         help="fresh runs of each counterexample before it is reported (default 5)",
+    )
+    verify.add_argument(
+        "--python",
+        default=None,
+        metavar="PATH",
+        help="run the implementation under this interpreter (your project's venv, with its own packages); "
+        "it needs only the standard library, not bpe_impls",
+    )
+    verify.add_argument(
+        "--corpus",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="real text of your own (UTF-8) for the real-text stage, in place of the fixtures and bundled samples",
     )
     verify.add_argument("--json", type=Path, default=None, metavar="FILE", help="write the verdict as JSON")
     verify.add_argument("--quiet", action="store_true", help="no progress on stderr")
@@ -804,6 +819,10 @@ def _verify_usage(args: argparse.Namespace) -> str | None:
     for name in args.clause or []:
         if name not in known:
             return f"no clause named {name!r}; the clauses: {', '.join(sorted(known))}"
+    if args.python is not None:
+        found = shutil.which(args.python)
+        if found is None:
+            return f"--python {args.python}: no such executable"
     if args.json is not None:
         if args.json.is_dir():
             return f"--json {args.json}: is a directory"
@@ -830,16 +849,22 @@ def cmd_verify(args: argparse.Namespace) -> int:
         print(f"bpe verify: error: {problem}", file=sys.stderr)
         return 2
     progress = _progress_enabled(args)
-    options = SearchSettings(
-        max_examples=args.max_examples,
-        seed=args.seed,
-        time_budget=args.time_budget,
-        progress=(lambda what: print(f"  checking {what} ...", file=sys.stderr, flush=True)) if progress else None,
-        strict_ids=args.strict_ids,
-        replays=args.replays,
-        fail_fast=args.fail_fast,
-        require_special=tuple(args.require_special),
-    )
+    try:
+        options = SearchSettings(
+            max_examples=args.max_examples,
+            seed=args.seed,
+            time_budget=args.time_budget,
+            progress=(lambda what: print(f"  checking {what} ...", file=sys.stderr, flush=True)) if progress else None,
+            strict_ids=args.strict_ids,
+            replays=args.replays,
+            fail_fast=args.fail_fast,
+            require_special=tuple(args.require_special),
+            python=args.python,
+            corpus=args.corpus,
+        )
+    except ConfigError as exc:  # (the corpus: missing, empty or not UTF-8)
+        print(f"bpe verify: error: {exc}", file=sys.stderr)
+        return 2
     encoder = (
         args.encoder
         if args.encoder is None or ":" in args.encoder or args.encoder not in PEER_NAMES

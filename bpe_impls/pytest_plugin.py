@@ -26,6 +26,7 @@ from __future__ import annotations
 import math
 import time
 import warnings
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
@@ -78,6 +79,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="put TOKEN among the special tokens of every case (repeatable), for implementations that demand one",
     )
     group.addoption("--bpe-replays", type=int, default=5, metavar="N", help="fresh runs of each counterexample")
+    group.addoption("--bpe-python", metavar="PATH", help="the interpreter the implementation runs under")
+    group.addoption("--bpe-corpus", metavar="FILE", help="real text of your own for the real-text tests")
 
 
 _DEADLINE = pytest.StashKey[float]()
@@ -98,6 +101,7 @@ def _settings(config: pytest.Config) -> SearchSettings:
         # The budget is the session's: it starts with the first --bpe-* test, and each test gets what is left.
         deadline = config.stash.setdefault(_DEADLINE, time.monotonic() + budget)
         budget = max(0.0, deadline - time.monotonic())
+    corpus: str | None = config.getoption("--bpe-corpus")
     return verify.SearchSettings(
         max_examples=config.getoption("--bpe-max-examples"),
         seed=config.getoption("--bpe-seed"),
@@ -105,6 +109,8 @@ def _settings(config: pytest.Config) -> SearchSettings:
         strict_ids=config.getoption("--bpe-strict-ids"),
         replays=config.getoption("--bpe-replays"),
         require_special=tuple(config.getoption("--bpe-require-special")),
+        python=config.getoption("--bpe-python"),
+        corpus=None if corpus is None else Path(corpus),
     )
 
 

@@ -27,6 +27,7 @@ from bpe_impls.harness.verify import (
     TOKENIZER_CLAUSES,
     TRAINER_CLAUSES,
     SearchSettings,
+    boundary,
     verify_tokenizer,
     verify_trainer,
 )
@@ -209,7 +210,9 @@ def test_an_encoder_over_a_saved_vocab_and_a_peer_by_name(tmp_path):
     load_gpt2().save(tmp_path / "gpt2")
     done = verify("--encoder", "builtin:tokenizer:hybrid", "--vocab", str(tmp_path / "gpt2"), "--max-examples", "50")
     assert done.returncode == 0, done.stdout + done.stderr
-    assert re.search(r"^encoder +encode +50 +passed$", done.stdout, re.M), done.stdout
+    # the boundary cases every run tries first, then the 50 generated ones
+    cases = len(boundary.encode_cases("encode")) + 50
+    assert re.search(rf"^encoder +encode +{cases} +passed$", done.stdout, re.M), done.stdout
     pytest.importorskip("tiktoken")
     done = verify("--encoder", "tiktoken", "--vocab", str(tmp_path / "gpt2"), "--max-examples", "50")
     assert done.returncode == 0, done.stdout + done.stderr
@@ -390,14 +393,42 @@ def test_the_pytest_plugin_takes_the_contract_the_required_specials_and_a_time_b
         (["--clause", "no-such-clause"], "no clause named 'no-such-clause'"),
         (["--clause", "encode"], "no target given has a clause named 'encode'"),
         (["--require-special", ""], "--require-special cannot be empty"),
+        (["--python", "no-such-python-3.99"], "--python no-such-python-3.99: no such executable"),
+        (["--corpus", "missing.txt"], "missing.txt: the corpus is not a readable file"),
+        (["--corpus", "latin1.txt"], "latin1.txt: not UTF-8 at byte offset 3"),
+        (["--corpus", "empty.txt"], "empty.txt: the corpus is empty"),
     ],
 )
 def test_a_usage_error_is_exit_2_in_one_line_before_anything_runs(args, message, capsys, tmp_path, monkeypatch):
+    if "--corpus" in args and args[-1] != "missing.txt":
+        (tmp_path.parent / "latin1.txt").write_bytes("caf\xe9 au lait".encode("latin-1"))
+        (tmp_path.parent / "empty.txt").write_text(" \n")
+        args = [*args[:-1], str(tmp_path.parent / args[-1])]
     monkeypatch.chdir(tmp_path)
     assert cli.main(["verify", "--quiet", "--trainer", f"{REFERENCE}:run_train_bpe", *args]) == 2
     captured = capsys.readouterr()
     assert captured.out == "" and captured.err.count("\n") == 1 and message in captured.err, captured.err
     assert list(tmp_path.iterdir()) == []
+
+
+def test_your_own_corpus_is_the_real_text_and_another_interpreter_runs_the_target(tmp_path):
+    """--corpus replaces the fixtures in the real-text stage (the table and the JSON name it);
+    --python runs the target under that interpreter (here a symlink to this one: another path,
+    so the worker gets no access to bpe_impls; the reference needs only `regex`)."""
+    corpus = tmp_path / "mine.txt"
+    corpus.write_text("the cat sat on the mat\r\n" * 50, newline="")
+    python = tmp_path / "python"
+    python.symlink_to(sys.executable)
+    out = tmp_path / "v.json"
+    refs = ["--trainer", f"{TARGETS / 'broken_text_mode_open.py'}:run_train_bpe", "--max-examples", "5"]
+    done = verify(*refs, "--clause", "real-text", "--corpus", str(corpus), "--python", str(python), "--json", str(out))
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert re.search(r"^trainer +real text: mine.txt +1 +DIVERGED", done.stdout, re.M), done.stdout
+    verdict = json.loads(out.read_text())
+    assert verdict["checked"]["real_corpora"] == [f"{corpus} (your corpus) at vocab 500"]
+    assert verdict["divergences"][0]["cause"] == "text-mode", verdict["divergences"][0]
+    done = verify("--trainer", f"{REFERENCE}:run_train_bpe", "--clause", "real-text", "--corpus", str(corpus))
+    assert done.returncode == 0 and "real text: mine.txt" in done.stdout, done.stdout + done.stderr
 
 
 def test_every_clause_of_every_target_in_one_run_unless_fail_fast(tmp_path):

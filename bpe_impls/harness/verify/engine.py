@@ -56,7 +56,7 @@ from ...base.errors import BpeError, ConfigError
 from ...corpus import count_pretokens
 from ...encoding import Tokenizer
 from ...trainers import DEFAULT_IMPL, train_bpe
-from ..fixtures import missing_text, real_text
+from ..fixtures import RealText, missing_text, real_text
 from . import boundary, diagnose
 from . import strategies as strat
 from .clauses import TOKENIZER_CLAUSES, TRAINER_CLAUSES
@@ -418,6 +418,12 @@ def encode_difference(vocab: Vocab, expected: list[int], actual: Any) -> str:
 # ---- the checks ------------------------------------------------------------------------------
 
 
+def _read_exactly(path: Path) -> str:
+    """A text file's text with its newlines as they are (read_text would turn "\r\n" into "\n")."""
+    with open(path, encoding="utf-8", newline="") as file:
+        return file.read()
+
+
 @contextmanager
 def corpus_file(corpus: str) -> Iterator[str]:
     fd, path = tempfile.mkstemp(prefix="bpe_verify_", suffix=".txt")
@@ -491,6 +497,9 @@ class SearchSettings:
         replays: fresh runs of each counterexample before it is reported.
         fail_fast: stop at the first divergence (the clauses after it are skipped).
         require_special: special tokens every case includes, for implementations that demand them.
+        python: the interpreter the implementation runs under (a student's own venv), default this one.
+        corpus: a text file of the user's for the real-text stage, in place of the shared fixtures
+            and the samples bundled with the package.
     """
 
     max_examples: int = 100
@@ -501,6 +510,8 @@ class SearchSettings:
     replays: int = 5
     fail_fast: bool = False
     require_special: Sequence[str] = ()
+    python: str | None = None
+    corpus: Path | None = None
 
     def __post_init__(self) -> None:
         if self.max_examples < 1:
@@ -512,6 +523,24 @@ class SearchSettings:
         for token in self.require_special:
             if not token:
                 raise ConfigError("a required special token cannot be empty")
+        if self.corpus is not None:
+            if not Path(self.corpus).is_file():
+                raise ConfigError(f"{self.corpus}: the corpus is not a readable file")
+            data = Path(self.corpus).read_bytes()
+            try:
+                data.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise ConfigError(f"{self.corpus}: not UTF-8 at byte offset {exc.start}") from None
+            if not data.strip():
+                raise ConfigError(f"{self.corpus}: the corpus is empty")
+
+    def real_texts(self, names: Sequence[str]) -> list[tuple[str, RealText | None]]:
+        """(name, text) for the real-text stage: the user's corpus, else each named fixture (None:
+        absent, and missing_text says why)."""
+        if self.corpus is not None:
+            path = Path(self.corpus)
+            return [(path.name, RealText(path.name, path, bundled=False, own=True))]
+        return [(name, real_text(name)) for name in names]
 
 
 @contextmanager
@@ -961,8 +990,8 @@ class _Trainer(_Run):
 
     def real_text(self) -> None:
         specials = ["<|endoftext|>"]
-        for name, vocab_size in (("tinystories_sample.txt", 500),):
-            text = real_text(name)
+        vocab_size = 500
+        for name, text in self.options.real_texts(["tinystories_sample.txt"]):
             if text is None:
                 why = missing_text(name)
                 self.result.real_text_skipped.append(f"real text: skipped: {why}")
@@ -981,7 +1010,7 @@ class _Trainer(_Run):
             )
             if not self.begin(clause):
                 continue
-            corpus = text.path.read_text(encoding="utf-8")
+            corpus = _read_exactly(text.path)
             self.result.corpora.append(f"{text.describe()} at vocab {vocab_size}")
 
             def diverges(text: str, size: int = vocab_size) -> Divergence | None:
@@ -1079,7 +1108,7 @@ def verify_trainer(
         ('passed', ['tie-break', 'greedy-left-to-right'])
     """
     result = Verification(implementations={"trainer": ref})
-    with _hypothesis_storage(), Isolated(ref, call_timeout) as implementation:
+    with _hypothesis_storage(), Isolated(ref, call_timeout, python=options.python) as implementation:
         run = _Trainer("trainer", implementation, options, result, call_timeout)
         implementation.start()  # an implementation that cannot be imported fails here, before the search
 
@@ -1448,7 +1477,7 @@ def verify_tokenizer(
         'passed'
     """
     result = Verification(implementations={"tokenizer": ref})
-    with _hypothesis_storage(), Isolated(ref, call_timeout) as implementation:
+    with _hypothesis_storage(), Isolated(ref, call_timeout, python=options.python) as implementation:
         run = _Tokenizer("tokenizer", implementation, options, result, call_timeout)
         implementation.start()
         _tokenizer_smoke(run)
@@ -1522,8 +1551,7 @@ class _Encoder(_Run):
         self.settle(clause, found, self.diagnose)
 
     def real_text(self) -> None:
-        for name in ("tinystories_sample.txt", "german.txt", "kjv.txt"):
-            text = real_text(name)
+        for name, text in self.options.real_texts(["tinystories_sample.txt", "german.txt", "kjv.txt"]):
             title = f"real text: {name}"
             if text is None:
                 why = missing_text(name)
@@ -1543,7 +1571,7 @@ class _Encoder(_Run):
             )
             if not self.begin(clause):
                 continue
-            lines = text.path.read_text(encoding="utf-8").splitlines(keepends=True)[:2000]
+            lines = _read_exactly(text.path).splitlines(keepends=True)[:2000]
             self.result.corpora.append(f"{text.describe()} (first {len(lines)} lines)")
             for line in lines:
                 if self.spent():
@@ -1579,7 +1607,7 @@ def verify_encoder(
     """
     reference = Tokenizer.load(vocab_path)
     result = Verification(implementations={"encoder": ref, "vocab": str(vocab_path)})
-    with _hypothesis_storage(), Isolated(ref, call_timeout) as implementation:
+    with _hypothesis_storage(), Isolated(ref, call_timeout, python=options.python) as implementation:
         run = _Encoder("encoder", implementation, options, result, call_timeout, reference=reference)
         implementation.start()
         try:  # built once (a large vocab takes a while), and again after a crash
