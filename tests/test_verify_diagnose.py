@@ -219,6 +219,22 @@ def test_decode_token_by_token_is_named():
     assert diagnose.diagnose_decode(vocab, ids, "é", wrong).cause == "decode-per-token"
 
 
+def test_a_trainer_that_reads_in_blocks_is_told_so_and_not_that_it_breaks_ties():
+    """A word cut at a 64 KB block's end changes some counts; at the first merge that differs the
+    pair taken can tie by chance with the right one under the true counts. The hint is the block,
+    found by emulating it, and a tie is claimed only where every later merge is a most frequent pair."""
+    run = trainer(load_target(TARGETS / "broken_reads_in_64k_blocks.py"))
+    corpus = ("the remarkable elephant wandered yesterday, it's 2024 café.\n" * 1200)[:70000]
+    specials = ["<|endoftext|>"]
+    size = 256 + 1 + 60
+    expected, actual = ours(corpus, specials, size), run(corpus, specials, size)
+    assert expected[1] != actual[1]
+    found = diagnose.diagnose_train(corpus, specials, size, expected, actual, run, ours)
+    assert found is not None and found.cause == "blocks" and "65,536 characters" in found.hint
+    words = diagnose.count_words(corpus, specials)
+    assert diagnose._tie(words, expected[1], actual[1]) is None
+
+
 def test_the_probe_corpora_tell_every_two_known_bugs_apart():
     """When several emulated bugs explain a counterexample, the probe corpora decide between them:
     every two of them (and the contract) give different merges on one of the probes at least."""
@@ -227,7 +243,8 @@ def test_the_probe_corpora_tell_every_two_known_bugs_apart():
     contract = diagnose._Variant(
         "contract", "", lambda corpus, specials, n: ours(corpus, specials, 256 + len(specials) + n)[1]
     )
-    variants = [contract, *diagnose.VARIANTS]
+    # (A bug that only a long corpus shows, a block size's, is no candidate on a short one.)
+    variants = [contract, *(v for v in diagnose.VARIANTS if not v.longer_than)]
     for i, a in enumerate(variants):
         for b in variants[i + 1 :]:
             assert any(a.merges(p, specials, 10) != b.merges(p, specials, 10) for p in probes), (a.cause, b.cause)

@@ -975,6 +975,11 @@ class _Trainer(_Run):
             examples = min(self.options.max_examples, DETERMINISTIC_EXAMPLES) if twice else self.options.max_examples
             searched, found = self.search(_train_case(name), check, examples)
             clause.cases += searched
+        if found is None and name == "pre-tokenization":
+            found = self.large_files(clause)
+            if found is not None:
+                self.settle(clause, found, lambda d: self.diagnose(d, DEFAULT_IMPL))
+                return
         if found is None:
             if clause.cases == 0 and self.spent():
                 clause.skipped = "the time budget was spent"
@@ -987,6 +992,30 @@ class _Trainer(_Run):
     def left_for_shrinking(self) -> float:
         left = self.left()
         return 60.0 if left is None else max(0.0, min(60.0, left))
+
+    def large_files(self, clause: ClauseResult) -> Divergence | None:
+        """Files of 200 KB and 4 MB whose documents run past 64 KB (strategies.large_corpora), where
+        a trainer that reads or splits its input in chunks cuts a word; checked against the fast
+        trainer (the naive one takes minutes there), the vocab lowered, then the text shrunk."""
+        specials = ["<|endoftext|>"]
+
+        def diverges(text: str, size: int = strat.LARGE_VOCAB_SIZE) -> Divergence | None:
+            return self.quiet(self.check, clause.name, (text, specials, size), DEFAULT_IMPL)
+
+        for corpus in strat.large_corpora(specials):
+            if self.spent():
+                break
+            found = diverges(corpus)
+            clause.cases += 1
+            if found is not None:
+                found = self.smaller_vocab(found, lambda size: diverges(corpus, size))
+                size = found.inputs["vocab_size"]
+                # (a shorter while: each try trains on a large file; the text is shown cut anyway)
+                return (
+                    _shrink_text(corpus, lambda text: diverges(text, size), min(20.0, self.left_for_shrinking()))
+                    or found
+                )
+        return None
 
     def real_text(self) -> None:
         specials = ["<|endoftext|>"]
