@@ -15,7 +15,8 @@ What a divergence becomes before it is reported:
 1. shrunk: by Hypothesis (the corpus or text to a few bytes, the vocab size towards 256 + the
    special tokens), then the vocab size lowered further while it still diverges (explicit and
    real-text cases: delta debugging by lines and characters instead);
-2. replayed: run again several times, each in a fresh process; the verdict says how often it
+2. replayed: run again several times, in fresh processes (other string hashes) and in a used one
+   whose free memory was reordered (other object addresses); the verdict says how often it
    came back, and a divergence whose outputs vary between runs is marked nondeterministic (a
    crash or a hang that never comes back is not counted: a busy machine makes those);
 3. diagnosed: diagnose.py probes the implementation with variations of the counterexample for
@@ -610,6 +611,14 @@ class _Run:
         """The next call runs in a new process (new string hashes, new object addresses)."""
         self.impl.close()
 
+    def shake(self, seed: int) -> None:
+        """The next call runs in this process with its free memory reordered (worker.shake): objects
+        it allocates get addresses in another order than in the call before."""
+        try:
+            self.call("shake", seed)
+        except (ImplementationError, BudgetSpent):
+            pass  # (the call that follows meets the same trouble, and reports it)
+
     # -- the search --
 
     def search(
@@ -737,10 +746,13 @@ class _Run:
         outputs = {_signature(divergence.actual)}
         hits = runs = 0
         for replay in range(times):
-            # Alternately in a fresh process (other string hashes, other object addresses) and in the
-            # one the previous replay ran in (another history of allocations: ids in another order).
-            if replay % 2 == 0:
+            # In a fresh process (other string hashes; the same history of allocations, so often the
+            # same object addresses) first and fourth, else in the one the previous replay ran in, its
+            # free memory reordered (objects' ids in another order).
+            if replay % 3 == 0:
                 self.fresh()
+            else:
+                self.shake(replay)
             try:
                 again = divergence.recheck()
             except (BudgetSpent, Rejected):
@@ -883,6 +895,8 @@ class _Trainer(_Run):
             for run in ("a fresh process", "the same process again"):
                 if run == "a fresh process":
                     self.fresh()
+                else:
+                    self.shake(size)
                 try:
                     second = self.call("train", path, size, list(specials))
                 except ImplementationError as exc:
@@ -1304,6 +1318,8 @@ class _Tokenizer(_Run):
                 if run == "a fresh process":
                     self.fresh()
                     self.build(case)
+                else:
+                    self.shake(len(case.text))
                 second = self.call("encode", case.text)
             except ImplementationError as exc:
                 second = exc
