@@ -53,6 +53,8 @@ EXPECTED: dict[str, dict[str, tuple[str, list[str]]]] = {
     "broken_iterable_buffer_8k": {"tokenizer": ("iterable-buffer", ["encode_iterable"])},
     "broken_heap_ties_by_identity": {"tokenizer": ("nondeterministic", ["encode", "deterministic"])},
     "broken_reads_in_64k_blocks": {"trainer": ("blocks", ["pre-tokenization"])},
+    # (reported once, in the first clause that meets it; the clauses after it look past it)
+    "broken_special_ids_from_vocab_size": {"trainer": ("id-set", ["special-tokens"])},
 }
 # Counterexamples longer than 64 bytes, and why: a buffer's bug needs the buffer's length.
 # (Only a file of more than 64 KB shows a 64 KB block's bug; its shrinking stops after 20 s.)
@@ -96,7 +98,11 @@ def confirm(path: Path, example: dict, tmp_path: Path) -> None:
             assert str(exc) in example["first_difference"]
             return
         ours = reference.run_train_bpe(*args)
-        assert theirs[1] != ours[1] or sorted(theirs[0].values()) != sorted(ours[0].values())
+        assert (
+            theirs[1] != ours[1]
+            or sorted(theirs[0].values()) != sorted(ours[0].values())
+            or set(theirs[0]) != set(ours[0])
+        )
         return
     vocab = {int(i): bytes.fromhex(t) for i, t in example["vocab_hex"].items()}
     merges = [(bytes.fromhex(a), bytes.fromhex(b)) for a, b in example["merges_hex"]]
@@ -163,3 +169,16 @@ def test_a_vocab_numbered_otherwise_passes_with_a_note_and_fails_under_strict_id
 def test_the_reference_passes_with_the_default_budget():
     done = verify("--trainer", f"{REFERENCE}:run_train_bpe", "--tokenizer", f"{REFERENCE}:get_tokenizer")
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr
+
+
+def test_a_vocab_with_a_hole_is_reported_once_and_the_clauses_after_look_past_it(tmp_path):
+    """Only the ids differ: one finding, in the first clause that meets it; the next clause goes on
+    searching for other bugs instead of stopping at the same hole (a bug behind it would be hidden)."""
+    path = TARGETS / "broken_special_ids_from_vocab_size.py"
+    clauses = ["--clause", "special-tokens", "--clause", "stops-when-no-pair-is-left"]
+    done, verdict = run_copy(path, tmp_path, *clauses, "--max-examples", "30")
+    assert done.returncode == 1, done.stdout[-3000:]
+    (finding,) = verdict["divergences"]
+    assert finding["cause"] == "id-set" and finding["clauses"] == ["special-tokens"], finding
+    rows = {c["clause"]: c for c in verdict["clauses"]}
+    assert rows["stops-when-no-pair-is-left"]["status"] == "passed" and rows["stops-when-no-pair-is-left"]["cases"] > 30

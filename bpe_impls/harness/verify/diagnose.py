@@ -73,6 +73,20 @@ def same_output(a: TrainOutput, b: TrainOutput, strict_ids: bool) -> bool:
     return set(a[0]) == set(b[0]) and Counter(a[0].values()) == Counter(b[0].values())
 
 
+def only_the_id_set_differs(a: TrainOutput, b: TrainOutput) -> bool:
+    """The same merges and tokens, under another set of ids (a vocab with a hole, say)."""
+    return a[1] == b[1] and Counter(a[0].values()) == Counter(b[0].values()) and set(a[0]) != set(b[0])
+
+
+def _id_list(ids: set[int]) -> str:
+    shown = sorted(ids)
+    return ", ".join(map(str, shown[:5])) + (f" and {len(shown) - 5} more" if len(shown) > 5 else "")
+
+
+def _ids_are(ids: set[int]) -> str:
+    return f"id {_id_list(ids)} is" if len(ids) == 1 else f"ids {_id_list(ids)} are"
+
+
 def describe_layout(vocab: Vocab, specials: Sequence[str]) -> str:
     """The order the vocab's ids follow: 'ids 0-255: bytes, 256-300: merges, 301: special tokens'."""
     special = {token.encode("utf-8") for token in specials}
@@ -533,6 +547,16 @@ def diagnose_train(
             "numbering",
             "same tokens and merges, numbered differently: this project's layout (checked by --strict-ids) is "
             f"the special tokens, then the 256 bytes, then the merges in order; yours: {describe_layout(actual[0], specials)}",
+        )
+    if only_the_id_set_differs(actual, expected):
+        unused, beyond = set(expected[0]) - set(actual[0]), set(actual[0]) - set(expected[0])
+        early = " (training stopped below vocab_size here: no pair was left)" if len(expected[0]) < vocab_size else ""
+        return Diagnosis(
+            "id-set",
+            f"the same tokens and merges, but {_ids_are(unused)} unused and {_id_list(beyond)} used "
+            f"instead: CS336's test compares the set of ids, 0 to {len(expected[0]) - 1} for this vocab{early}; "
+            "number the tokens from 0 without holes (the special tokens from len(vocab) when they are added, "
+            "not from vocab_size - their number)",
         )
     if len(corpus) <= 4096:
         found = _padded_probes(corpus, specials, vocab_size, run, reference, strict_ids)
