@@ -53,6 +53,7 @@ EXPECTED: dict[str, dict[str, tuple[str, list[str]]]] = {
     "broken_iterable_buffer_8k": {"tokenizer": ("iterable-buffer", ["encode_iterable"])},
     "broken_heap_ties_by_identity": {"tokenizer": ("nondeterministic", ["encode", "deterministic"])},
     "broken_reads_in_64k_blocks": {"trainer": ("blocks", ["pre-tokenization"])},
+    "broken_skips_blank_pieces": {"trainer": ("blank-pieces-skipped", ["special-tokens", "pre-tokenization"])},
     # (reported once, in the first clause that meets it; the clauses after it look past it)
     "broken_special_ids_from_vocab_size": {"trainer": ("id-set", ["special-tokens"])},
 }

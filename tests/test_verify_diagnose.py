@@ -239,7 +239,7 @@ def test_the_probe_corpora_tell_every_two_known_bugs_apart():
     """When several emulated bugs explain a counterexample, the probe corpora decide between them:
     every two of them (and the contract) give different merges on one of the probes at least."""
     specials = ["<|endoftext|>", "<|end"]
-    probes = [*diagnose.PROBE_CORPORA, *(f"ab{token}ab {token}ab" for token in specials)]
+    probes = diagnose.probe_corpora(specials)
     contract = diagnose._Variant(
         "contract", "", lambda corpus, specials, n: ours(corpus, specials, 256 + len(specials) + n)[1]
     )

@@ -122,10 +122,14 @@ def count_words(
     pattern: str = GPT2_CLASSIC_PATTERN,
     order: str = "longest",
     split: bool = True,
+    skip_blank: bool = False,
 ) -> Words:
-    """Pre-token counts, in first-occurrence order (as a dict or Counter filled in text order)."""
+    """Pre-token counts, in first-occurrence order (as a dict or Counter filled in text order);
+    `skip_blank` leaves out the pieces between special tokens that are whitespace only (a bug)."""
     words: Words = {}
     for piece in split_on_specials(text, specials if split else [], order):
+        if skip_blank and not piece.strip():
+            continue
         for match in regex.finditer(pattern, piece):
             word = tuple(bytes([b]) for b in match.group().encode("utf-8"))
             words[word] = words.get(word, 0) + 1
@@ -479,6 +483,12 @@ VARIANTS: list[_Variant] = [
         "goes with the word (' a'), the rest stay one pre-token",
         lambda corpus, specials, n: train_merges(count_words(corpus, specials, NO_LOOKAHEAD), n),
     ),
+    _Variant(
+        "blank-pieces-skipped",
+        "text between special tokens that is only whitespace is skipped (`if chunk.strip():`): its "
+        "whitespace is pre-tokens like any other, to count",
+        lambda corpus, specials, n: train_merges(count_words(corpus, specials, skip_blank=True), n),
+    ),
     *(_Variant(f"tie-{rule}", hint, _tie_rule(rule)) for rule, hint in _TIE_RULES.items()),
     *(
         _Variant(
@@ -505,6 +515,16 @@ PROBE_CORPORA = (
 )
 
 
+def probe_corpora(specials: Sequence[str]) -> list[str]:
+    """PROBE_CORPORA, then each special token alone between words and between runs of spaces: the
+    variants that handle them otherwise part there."""
+    return [
+        *PROBE_CORPORA,
+        *(f"ab{token}ab {token}ab" for token in specials),
+        *(f"ab{t}  {t}  {t}ab" for t in specials),
+    ]
+
+
 def _emulated(
     corpus: str, specials: Sequence[str], expected: Merges, actual: Merges, merges_wanted: int, run: TrainFn
 ) -> Diagnosis | None:
@@ -512,8 +532,7 @@ def _emulated(
     do, on the probe corpora too)."""
     variants = [v for v in VARIANTS if len(corpus) > v.longer_than]
     found = [v for v in variants if v.merges(corpus, specials, merges_wanted) == actual != expected]
-    # Each special token alone between words too: the variants that handle them otherwise part there.
-    for probe in [*PROBE_CORPORA, *(f"ab{token}ab {token}ab" for token in specials)]:
+    for probe in probe_corpora(specials):
         if len(found) < 2:
             break
         try:
