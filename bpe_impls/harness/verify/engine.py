@@ -834,6 +834,15 @@ class _Run:
                 return earlier
         return divergence
 
+    def left_for_shrinking(self) -> float:
+        left = self.left()
+        return 60.0 if left is None else max(0.0, min(60.0, left))
+
+    def nothing_found(self, clause: ClauseResult) -> None:
+        """A clause's search ended without a divergence: skipped if the budget left it no case."""
+        if clause.cases == 0 and self.spent():
+            clause.skipped = "the time budget was spent"
+
     def begin(self, clause: ClauseResult) -> bool:
         """Whether the clause runs; if not, why it is skipped."""
         if self.stopped:
@@ -1025,17 +1034,12 @@ class _Trainer(_Run):
                 self.settle(clause, found, lambda d: self.diagnose(d, DEFAULT_IMPL))
                 return
         if found is None:
-            if clause.cases == 0 and self.spent():
-                clause.skipped = "the time budget was spent"
+            self.nothing_found(clause)
             return
         if not twice:
             corpus, specials = found.inputs["corpus"], found.inputs["special_tokens"]
             found = self.smaller_vocab(found, lambda size: self.quiet(self.check, name, (corpus, specials, size)))
         self.settle(clause, found, self.diagnose)
-
-    def left_for_shrinking(self) -> float:
-        left = self.left()
-        return 60.0 if left is None else max(0.0, min(60.0, left))
 
     def large_files(self, clause: ClauseResult) -> Divergence | None:
         """Files of 200 KB and 4 MB whose documents run past 64 KB (strategies.large_corpora), where
@@ -1463,14 +1467,9 @@ class _Tokenizer(_Run):
             if found is not None and len(found.inputs["text"]) > LONG:
                 found = self.shorter_end(found, check)
         if found is None:
-            if clause.cases == 0 and self.spent():
-                clause.skipped = "the time budget was spent"
+            self.nothing_found(clause)
             return
         self.settle(clause, found, self.diagnose)
-
-    def left_for_shrinking(self) -> float:
-        left = self.left()
-        return 60.0 if left is None else max(0.0, min(60.0, left))
 
     def shorter_end(self, divergence: Divergence, check: Callable[[EncodeCase], Divergence | None]) -> Divergence:
         """A long text cut after its first difference: the shortest prefix that still diverges, by
@@ -1620,8 +1619,7 @@ class _Encoder(_Run):
             searched, found = self.search(texts, self.check, self.options.max_examples)
             clause.cases += searched
         if found is None:
-            if clause.cases == 0 and self.spent():
-                clause.skipped = "the time budget was spent"
+            self.nothing_found(clause)
             return
         self.settle(clause, found, self.diagnose)
 
