@@ -79,6 +79,7 @@ class RealText:
     name: str  # the shared fixture it stands for: "kjv.txt"
     path: Path
     bundled: bool  # True: the copy or sample bundled with the package, not the shared file
+    own: bool = False  # True: the user's own file (bpe verify --corpus), not a fixture
 
     @property
     def sample(self) -> bool:
@@ -89,6 +90,8 @@ class RealText:
     def describe(self) -> str:
         """What a report says it ran on: "kjv.txt (shared fixture)", "corpus.en (bundled copy)",
         "kjv_sample.txt (bundled sample of kjv.txt)"."""
+        if self.own:
+            return f"{self.path} (your corpus)"
         if not self.bundled:
             return f"{self.name} (shared fixture)"
         return f"{self.path.name} (bundled sample of {self.name})" if self.sample else f"{self.name} (bundled copy)"

@@ -66,7 +66,11 @@ def initial_vocab(special_tokens: list[str]) -> dict[int, bytes]:
 def run_train_bpe(input_path: str, vocab_size: int, special_tokens: list[str], **kwargs: object):
     with open(input_path, encoding="utf-8", newline="") as file:
         text = file.read()
-    words = count_words(text, special_tokens)
+    return train_from_words(count_words(text, special_tokens), vocab_size, special_tokens)
+
+
+def train_from_words(words: Counter, vocab_size: int, special_tokens: list[str]):
+    """The merges over pre-token counts, and the vocab: specials, bytes, merges in order."""
     vocab = initial_vocab(special_tokens)
     merges: list[tuple[bytes, bytes]] = []
     while len(vocab) < vocab_size:

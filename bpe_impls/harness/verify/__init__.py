@@ -7,8 +7,10 @@ contract, with every divergence shrunk to a minimal counterexample.
 
 The implementation runs in a process of its own (refs.Isolated); Hypothesis searches each clause
 of the contract (clauses.TRAINER_CLAUSES, clauses.TOKENIZER_CLAUSES) for an input on which it and the
-reference disagree, and shrinks it. This project's own trainers and encoders are references too
-(`builtin:NAME`, `builtin:tokenizer`), checked by the same code.
+reference disagree, after the clause's explicit boundary cases (boundary.py), and shrinks it; each
+divergence is replayed, and diagnosed by probing the implementation (diagnose.py). This
+project's own trainers and encoders are references too (`builtin:NAME`, `builtin:tokenizer`),
+checked by the same code.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ _LAZY = {
             "Divergence",
             "SearchSettings",
             "Verification",
+            "merge_verifications",
+            "verdict_table",
             "verification_summary",
             "verify_encoder",
             "verify_tokenizer",
@@ -33,43 +37,79 @@ _LAZY = {
         ),
         ".engine",
     ),
-    **dict.fromkeys(("TOKENIZER_CLAUSES", "TRAINER_CLAUSES"), ".clauses"),
+    **dict.fromkeys(("REAL_TEXT", "TOKENIZER_CLAUSES", "TRAINER_CLAUSES"), ".clauses"),
     "PEER_NAMES": ".peer_encoders",
-    **dict.fromkeys(("ENTRY_POINT_GROUP", "ImplementationError", "Isolated"), ".refs"),
+    **dict.fromkeys(
+        (
+            "ENTRY_POINT_GROUP",
+            "BadResult",
+            "ImplementationCrashed",
+            "ImplementationHung",
+            "ImplementationNotLoaded",
+            "ImplementationRaised",
+            "BadResult",
+            "ImplementationCrashed",
+            "ImplementationError",
+            "ImplementationHung",
+            "ImplementationNotLoaded",
+            "ImplementationRaised",
+            "Isolated",
+        ),
+        ".refs",
+    ),
 }
 
 if TYPE_CHECKING:
-    from .clauses import TOKENIZER_CLAUSES, TRAINER_CLAUSES
+    from .clauses import REAL_TEXT, TOKENIZER_CLAUSES, TRAINER_CLAUSES
     from .engine import (
         ClauseResult,
         Divergence,
         SearchSettings,
         Verification,
+        merge_verifications,
+        verdict_table,
         verification_summary,
         verify_encoder,
         verify_tokenizer,
         verify_trainer,
     )
     from .peer_encoders import PEER_NAMES
-    from .refs import ENTRY_POINT_GROUP, ImplementationError, Isolated
+    from .refs import (
+        ENTRY_POINT_GROUP,
+        BadResult,
+        ImplementationCrashed,
+        ImplementationError,
+        ImplementationHung,
+        ImplementationNotLoaded,
+        ImplementationRaised,
+        Isolated,
+    )
 
 
 __getattr__, __dir__ = lazy_names(__name__, _LAZY)
 
 
 __all__ = [
+    "REAL_TEXT",
     "TOKENIZER_CLAUSES",
     "TRAINER_CLAUSES",
     "ClauseResult",
     "Divergence",
     "SearchSettings",
     "Verification",
+    "merge_verifications",
+    "verdict_table",
     "verification_summary",
     "verify_encoder",
     "verify_tokenizer",
     "verify_trainer",
     "PEER_NAMES",
     "ENTRY_POINT_GROUP",
+    "BadResult",
+    "ImplementationCrashed",
     "ImplementationError",
+    "ImplementationHung",
+    "ImplementationNotLoaded",
+    "ImplementationRaised",
     "Isolated",
 ]

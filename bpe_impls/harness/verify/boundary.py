@@ -235,6 +235,8 @@ def _trainer_cases(clause: str) -> list[Case]:
         cases.append(("ab ab", [], 256))  # no merge asked for
         cases.append(("ab ab", [EOT, "<pad>"], 258))
         return cases
+    if clause == "deterministic":  # ties are where an order by identity or by hash shows; each case runs twice
+        return [_exhausted(corpus, []) for corpus in TIE_CORPORA[:6] + RUN_CORPORA[:2]]
     return []
 
 
@@ -312,6 +314,8 @@ def _encoder_cases(clause: str) -> list[tuple[str, list[str]]]:
         return [(text, []) for text in DECODE_TEXTS] + [(f"ü{EOT}é", [EOT]), ("é<s><s>ü", NESTED)]
     if clause == "encode_iterable":
         return [(text, []) for text in LINE_TEXTS] + [(f"a{EOT}\n{EOT}b \n", [EOT]), ("<s>\n<s><s>\nab\n", NESTED)]
+    if clause == "deterministic":  # merges that tie within a word; each case runs twice
+        return [(text, []) for text in MERGE_ORDER_TEXTS] + SPECIAL_TEXTS[:2]
     return []
 
 

@@ -2,7 +2,7 @@
 
 Plain data, importable without the engine and Hypothesis: the pytest plugin
 (bpe_impls.pytest_plugin) makes one test per clause from these at collection time, and pytest
-loads that plugin in every run.
+loads that plugin in every run. REAL_TEXT names the real-text stage for `--clause`.
 """
 
 from __future__ import annotations
@@ -16,8 +16,9 @@ TRAINER_CLAUSES: dict[str, str] = {
     "they never take part in merges",
     "pre-tokenization": "each piece is pre-tokenized with GPT-2's pattern (whitespace, contractions, digits, "
     "multi-byte UTF-8)",
-    "stops-when-no-pair-is-left": "vocab ids: special tokens first, then the 256 bytes, then merges in order; "
-    "training stops at vocab_size or when no pair is left",
+    "stops-when-no-pair-is-left": "the vocab holds the special tokens, the 256 bytes and the merges (in this "
+    "order under --strict-ids); training stops at vocab_size or when no pair is left",
+    "deterministic": "the same input gives the same vocab and merges every time (in the same process and in a fresh one)",
 }
 TOKENIZER_CLAUSES: dict[str, str] = {
     "encode": "encode gives the reference's ids: special tokens matched longest first, each pre-token merged "
@@ -25,5 +26,9 @@ TOKENIZER_CLAUSES: dict[str, str] = {
     "special-tokens-longest-first": "special tokens that overlap, prefix each other or sit side by side are "
     "matched longest first",
     "decode": "decode of the ids gives the text back (when the tokenizer has decode)",
-    "encode_iterable": "encode_iterable over any chunking gives encode's ids (when the tokenizer has it)",
+    "encode_iterable": "encode_iterable over any chunking (a file's lines, fixed-size chunks, arbitrary cuts) "
+    "gives encode's ids (when the tokenizer has it)",
+    "deterministic": "the same text gives the same ids every time (in the same process and in a fresh one)",
 }
+# The real-text stage after the generated clauses, as `--clause` names it.
+REAL_TEXT = "real-text"

@@ -13,7 +13,8 @@ bpe_impls except for `builtin:` and `peer:` references, which need the package.
 Requests are tuples: ("load", ref) loads a reference (see refs.py) and replies with it;
 ("train", path, vocab_size, special_tokens); ("tokenizer", vocab, merges, special_tokens) builds
 a tokenizer and replies with the names of its optional methods; ("encode", text),
-("decode", ids), ("encode_iterable", chunks) call it. A reply is ("ok", value),
+("decode", ids), ("encode_iterable", chunks) call it; ("shake", seed) has the process's free memory
+reordered (see shake) just before the next of those calls. A reply is ("ok", value),
 ("raised", exception type name, one line naming the exception) or ("bad", one line): the result is
 not of the contract's types (an id that is a float, a str or a bool; a token that is not bytes), or
 is far larger than any right answer could be (refused before the rest of it is read).
@@ -28,6 +29,7 @@ import importlib.util
 import itertools
 import numbers
 import os
+import random
 import socket
 import sys
 import traceback
@@ -186,6 +188,21 @@ def id_limit(size: int) -> int:
 
 # ---- the server ---------------------------------------------------------------------------------
 
+_KEPT: list[bytes] = []  # what shake() keeps alive until the next shake
+
+
+def shake(seed: int) -> int:
+    """Allocate objects of assorted small sizes and keep a random half of them: the allocator's free
+    lists then hand out addresses in another order, so code that orders objects by id() (a heap of
+    nodes, a set of objects) sees another order in the next call. Replies with how many are kept."""
+    rng = random.Random(seed)
+    made = [bytes(rng.randrange(1, 256)) for _ in range(100_000)]
+    rng.shuffle(made)  # freed in this order, the blocks are handed out again in the reverse one
+    _KEPT[:] = made[: len(made) // 2]
+    del made[: len(made) // 2]
+    made.clear()
+    return len(_KEPT)
+
 
 class _Server:
     def __init__(self, package_root: str | None) -> None:
@@ -193,6 +210,7 @@ class _Server:
         self.target: Any = None
         self.tokenizer: Any = None
         self.vocab: dict[int, bytes] = {}
+        self.shake_seed: int | None = None  # shake() just before the next call of the target
 
     def load(self, ref: str) -> Any:
         if not protocol.needs_package(ref):
@@ -209,6 +227,12 @@ class _Server:
 
     def handle(self, request: tuple) -> Any:
         verb, *args = request
+        if verb == "shake":
+            self.shake_seed = args[0]
+            return args[0]
+        if self.shake_seed is not None and verb in ("train", "encode", "encode_iterable", "decode"):
+            shake(self.shake_seed)  # here, not when asked: a tokenizer built in between takes the blocks freed
+            self.shake_seed = None
         if verb == "load":
             self.target = self.load(args[0])
             return args[0]
