@@ -381,11 +381,12 @@ def _counts_as_the_contract(words: Words, merges: Merges, start: int) -> bool:
     return True
 
 
-def _tie(words: Words, expected: Merges, actual: Merges) -> Diagnosis | None:
-    """A tie broken otherwise, where `actual` (as many of the implementation's merges as could be
-    had) counts every pair as the contract does."""
+def _tie(words: Words, expected: Merges, actual: Merges, more: Callable[[], Merges] | None = None) -> Diagnosis | None:
+    """A tie broken otherwise, where the implementation counts every pair as the contract does: its
+    merges from the first difference on are each a most frequent pair. `more` gives more of its
+    merges to check that on (asked for only once the first difference is a tie)."""
     index = next((i for i, (a, b) in enumerate(zip(expected, actual)) if a != b), None)
-    if index is None or not _counts_as_the_contract(words, actual, index):
+    if index is None:
         return None
     state = words
     for pair in expected[:index]:
@@ -393,6 +394,11 @@ def _tie(words: Words, expected: Merges, actual: Merges) -> Diagnosis | None:
     pairs = pair_counts(state)
     want, got = expected[index], actual[index]
     if got not in pairs or pairs[got] != pairs.get(want):
+        return None
+    longer = more() if more is not None else []
+    # (the same merges first, or it is not deterministic enough to tell)
+    checked = longer if longer[: len(actual)] == actual else actual
+    if not _counts_as_the_contract(words, checked, index):
         return None
     tied = [pair for pair, count in pairs.items() if count == pairs[want]]
     for rule, hint in _TIE_RULES.items():
@@ -629,12 +635,14 @@ def diagnose_train(
                 f"{vocab_size + short}; the vocab of size {vocab_size} holds {len(specials)} special token(s), "
                 "256 bytes and the merges",
             )
-    # More of its merges, to check its counts past the first difference (a tie by chance is not a bug
-    # of ties); the same merges first, or it is not deterministic enough to tell.
-    more = _try(lambda: run(corpus, specials, vocab_size + 32))
-    if more is not None and more[1][: len(actual_merges)] == actual_merges:
-        actual_merges = more[1]
-    return _tie(count_words(corpus, specials), expected_merges, actual_merges)
+
+    def more() -> Merges:
+        """More of its merges, to check its counts past the first difference (a tie by chance is
+        not a bug of ties): one more training run, only where the first difference is a tie."""
+        longer = _try(lambda: run(corpus, specials, vocab_size + 32))
+        return [] if longer is None else longer[1]
+
+    return _tie(count_words(corpus, specials), expected_merges, actual_merges, more)
 
 
 def diagnose_nondeterminism(times: int, of: int, outputs: int) -> Diagnosis:
