@@ -13,6 +13,8 @@ class: a reply holds only str, bytes, int, float, bool, None, tuples, lists, dic
 
 from __future__ import annotations
 
+import array
+import hashlib
 import importlib
 import importlib.metadata
 import importlib.util
@@ -74,6 +76,34 @@ def send(channel: socket.socket, data: bytes) -> None:
     view = memoryview(data)
     while view:
         view = view[channel.send(view, SEND_FLAGS) :]
+
+
+class IdsDigest:
+    """The sha256 of a run of ids (each as a little-endian signed 64-bit integer) and their count,
+    fed in pieces: what a measured encode replies with instead of its ids, and what the harness
+    computes of its own ids to compare with it."""
+
+    def __init__(self) -> None:
+        self._hash = hashlib.sha256()
+        self.count = 0
+
+    def update(self, ids: Any) -> None:
+        block = array.array("q", ids)
+        if sys.byteorder == "big":
+            block.byteswap()
+        self._hash.update(block.tobytes())
+        self.count += len(block)
+
+    def result(self) -> tuple[int, str]:
+        """(how many ids, the sha256 of them all in hex)."""
+        return self.count, self._hash.hexdigest()
+
+
+def ids_digest(ids: Any) -> tuple[int, str]:
+    """(count, sha256) of a sequence of ids, as IdsDigest gives it."""
+    digest = IdsDigest()
+    digest.update(ids)
+    return digest.result()
 
 
 # ---- references --------------------------------------------------------------------------------

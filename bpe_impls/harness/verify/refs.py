@@ -129,8 +129,10 @@ class BadResult(ImplementationError):
 def _builtin_trainer(name: str) -> Callable[..., Any]:
     impl = canonical_name(name)
 
-    def run_train_bpe(input_path: str, vocab_size: int, special_tokens: list[str], **kwargs: Any) -> Any:
-        return train_bpe(input_path, vocab_size, special_tokens, impl=impl, num_workers=1, progress=False)
+    def run_train_bpe(
+        input_path: str, vocab_size: int, special_tokens: list[str], num_workers: int | None = 1, **kwargs: Any
+    ) -> Any:
+        return train_bpe(input_path, vocab_size, special_tokens, impl=impl, num_workers=num_workers, progress=False)
 
     return run_train_bpe
 
@@ -255,6 +257,11 @@ class Isolated:
         except ImplementationError as exc:
             self.close()
             raise ImplementationNotLoaded(f"{self.ref}: cannot be loaded: {exc}", exc) from None
+
+    @property
+    def pid(self) -> int | None:
+        """The process's id while it runs (None before `start` and after `close`)."""
+        return None if self._process is None else self._process.pid
 
     def setup(self, *request: Any, deadline: float | None = None) -> Any:
         """Send `request` now and again first thing to every process started after a crash (the

@@ -14,7 +14,15 @@ Requests are tuples: ("load", ref) loads a reference (see refs.py) and replies w
 ("train", path, vocab_size, special_tokens); ("tokenizer", vocab, merges, special_tokens) builds
 a tokenizer and replies with the names of its optional methods; ("encode", text),
 ("decode", ids), ("encode_iterable", chunks) call it; ("shake", seed) has the process's free memory
-reordered (see shake) just before the next of those calls. A reply is ("ok", value),
+reordered (see shake) just before the next of those calls.
+
+For measuring (`bpe compare`, `bpe scaling`, the CS336 checks): ("measure", request, digest) runs
+one of the requests above, or ("encode_iterable_file", path) or ("encode_batch", texts), and
+replies with {"value", "seconds", "peak_bytes"}: the seconds of the implementation's own call (not
+the checks around it), the high-water mark of this process's resident memory above where it was
+when the request arrived (None where /proc cannot say), and the value, or only (count, sha256) of
+the ids when `digest` is true. ("cores", n) sets this process's threads before an implementation
+starts its pools: n == 1 pins it, and every thread it starts, to one core. A reply is ("ok", value),
 ("raised", exception type name, one line naming the exception) or ("bad", one line): the result is
 not of the contract's types (an id that is a float, a str or a bool; a token that is not bytes), or
 is far larger than any right answer could be (refused before the rest of it is read).
@@ -32,6 +40,7 @@ import os
 import random
 import socket
 import sys
+import time
 import traceback
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -189,6 +198,7 @@ def id_limit(size: int) -> int:
 # ---- the server ---------------------------------------------------------------------------------
 
 _KEPT: list[bytes] = []  # what shake() keeps alive until the next shake
+_IDS_BLOCK = 1 << 16  # ids hashed at a time while an encode_iterable is consumed (memory stays flat)
 
 
 def shake(seed: int) -> int:
@@ -204,6 +214,39 @@ def shake(seed: int) -> int:
     return len(_KEPT)
 
 
+def _status_bytes(field: str) -> int | None:
+    """A figure of /proc/self/status (VmRSS, VmHWM) in bytes; None where there is none."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def _reset_high_water() -> int | None:
+    """Reset VmHWM to the resident memory now (Linux 4.0+) and return that; None if it cannot be."""
+    try:
+        with open("/proc/self/clear_refs", "w") as clear:
+            clear.write("5")
+    except OSError:
+        return None
+    return _status_bytes("VmRSS")
+
+
+def use_cores(count: int) -> None:
+    """Size the thread pools an implementation starts from here on: Rust pools (rayon: HF
+    tokenizers, gigatoken, tokie) read RAYON_NUM_THREADS when they first start; with one core the
+    process, and every thread it starts later, is pinned to one, so no pool can use a second."""
+    os.environ["RAYON_NUM_THREADS"] = str(count)
+    if count == 1:
+        os.environ["TOKENIZERS_PARALLELISM"] = "false"
+        if hasattr(os, "sched_setaffinity"):
+            os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+
+
 class _Server:
     def __init__(self, package_root: str | None) -> None:
         self.package_root = package_root
@@ -211,6 +254,42 @@ class _Server:
         self.tokenizer: Any = None
         self.vocab: dict[int, bytes] = {}
         self.shake_seed: int | None = None  # shake() just before the next call of the target
+        self.seconds: float | None = None  # of the last call of the target (see timed)
+
+    def timed(self, call: Any, *args: Any, **kwargs: Any) -> Any:
+        start = time.perf_counter()
+        result = call(*args, **kwargs)
+        self.seconds = time.perf_counter() - start
+        return result
+
+    def measure(self, request: tuple, digest: bool) -> dict:
+        baseline = _reset_high_water()
+        self.seconds = None
+        value = self.handle(request)
+        high_water = _status_bytes("VmHWM") if baseline is not None else None
+        if digest and request[0] != "encode_iterable_file":  # (which replies with its digest)
+            value = protocol.ids_digest(value)
+        peak = None if baseline is None or high_water is None else max(0, high_water - baseline)
+        return {"value": value, "seconds": self.seconds, "peak_bytes": peak, "baseline_bytes": baseline}
+
+    def encode_iterable_file(self, path: str) -> tuple[int, str]:
+        """(count, sha256) of the ids of encode_iterable over the file opened as CS336's test opens
+        it, consumed as they come: hashed in blocks, never all held."""
+        digest = protocol.IdsDigest()
+        block: list[int] = []
+        start = time.perf_counter()
+        with open(path, encoding="utf-8") as file:
+            for position, item in enumerate(self.tokenizer.encode_iterable(file)):
+                token_id = _as_id(item)
+                if token_id is None:
+                    raise BadResult(f"encode_iterable returned {_a(item)} at position {position}: {_show(item)}")
+                block.append(token_id)
+                if len(block) == _IDS_BLOCK:
+                    digest.update(block)
+                    block.clear()
+        digest.update(block)
+        self.seconds = time.perf_counter() - start
+        return digest.result()
 
     def load(self, ref: str) -> Any:
         if not protocol.needs_package(ref):
@@ -233,25 +312,43 @@ class _Server:
         if self.shake_seed is not None and verb in ("train", "encode", "encode_iterable", "decode"):
             shake(self.shake_seed)  # here, not when asked: a tokenizer built in between takes the blocks freed
             self.shake_seed = None
+        if verb == "measure":
+            return self.measure(args[0], args[1])
+        if verb == "cores":
+            use_cores(args[0])
+            return args[0]
         if verb == "load":
             self.target = self.load(args[0])
             return args[0]
         if verb == "train":
-            path, vocab_size, special_tokens = args
-            result = self.target(path, vocab_size, list(special_tokens))
+            path, vocab_size, special_tokens, *options = args  # options: this project's own trainers only
+            result = self.timed(self.target, path, vocab_size, list(special_tokens), **(options[0] if options else {}))
             return check_trained(result, vocab_size, len(special_tokens))
         if verb == "tokenizer":
             vocab, merges, special_tokens = args
             self.tokenizer = self.target(vocab, merges, list(special_tokens) or None)
             self.vocab = vocab
-            return [name for name in ("decode", "encode_iterable") if callable(getattr(self.tokenizer, name, None))]
+            return [
+                name
+                for name in ("decode", "encode_iterable", "encode_batch")
+                if callable(getattr(self.tokenizer, name, None))
+            ]
         if verb == "encode":
             size = utf8_size(args[0])
-            return check_ids("encode", self.tokenizer.encode(args[0]), id_limit(size), f"for {size} bytes of text")
+            result = self.timed(self.tokenizer.encode, args[0])
+            return check_ids("encode", result, id_limit(size), f"for {size} bytes of text")
         if verb == "encode_iterable":
             size = sum(utf8_size(chunk) for chunk in args[0])
             result = self.tokenizer.encode_iterable(iter(args[0]))
             return check_ids("encode_iterable", result, id_limit(size), f"for {size} bytes of text")
+        if verb == "encode_iterable_file":
+            return self.encode_iterable_file(args[0])
+        if verb == "encode_batch":
+            size = sum(utf8_size(text) for text in args[0])
+            batch = self.timed(self.tokenizer.encode_batch, list(args[0]))
+            documents = _sequence("encode_batch", batch, "lists of ids")
+            flat = [item for ids in documents for item in _sequence("encode_batch", ids, "ids")]
+            return check_ids("encode_batch", flat, id_limit(size), f"for {size} bytes of text")
         if verb == "decode":
             text = self.tokenizer.decode(list(args[0]))
             if not isinstance(text, str):
