@@ -233,6 +233,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="also HuggingFace tokenizers, rustbpe and tiktoken (pip install -e '.[peers]')",
     )
+    _add_subject_options(compare)
     compare.add_argument("--json", type=Path, default=None, help="write the results as JSON here")
     compare.add_argument("--plot", type=Path, default=None, help="draw bars of the results to this PNG")
     _add_common(compare)
@@ -688,6 +689,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     elif not args.corpus.is_file():
         raise CorpusError(f"{args.corpus}: no such file")
     merge_budget(args.vocab_size, specials)
+    _subject_usage(args)
     if args.plot and not peer_adapters.installed("matplotlib"):  # say so before a run of minutes
         raise ConfigError("--plot needs matplotlib: pip install 'bpe_impls[plot]'")
     if args.peers:
@@ -714,6 +716,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
         log=log,
         pattern=args.pattern,
         leave_out_slow_naive=args.impls is None,
+        trainers=args.trainers,
+        tokenizers=args.tokenizers,
+        builtins=args.builtins,
+        timeout=args.call_timeout,
+        python=args.python,
     )
     print(format_report(report))
     if args.json:
@@ -721,7 +728,58 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if args.plot:
         plot_compare(report, args.plot)
     identical = all(row.identical for row in report.rows if row.table == "merge")
-    return 0 if identical else 1
+    return 0 if identical else 1  # (the implementations under test: their rows say how they did)
+
+
+def _add_subject_options(parser: argparse.ArgumentParser) -> None:
+    """Anyone's implementations, as `bpe verify` takes them, measured beside ours."""
+    parser.add_argument(
+        "--trainer",
+        dest="trainers",
+        action="append",
+        default=[],
+        metavar="REF",
+        help="a trainer to measure beside ours (repeatable): run_train_bpe(input_path, vocab_size, special_tokens) "
+        "as module:function, path/to/file.py:function, builtin:NAME or a registered name",
+    )
+    parser.add_argument(
+        "--tokenizer",
+        dest="tokenizers",
+        action="append",
+        default=[],
+        metavar="REF",
+        help="a tokenizer to measure beside ours (repeatable): get_tokenizer(vocab, merges, special_tokens) "
+        "-> object with encode (encode_iterable and encode_batch measured when present)",
+    )
+    parser.add_argument(
+        "--no-builtins",
+        dest="builtins",
+        action="store_false",
+        help="measure only the --trainer and --tokenizer given, beside one row of ours for scale",
+    )
+    parser.add_argument(
+        "--call-timeout",
+        type=float,
+        default=600.0,
+        metavar="SECONDS",
+        help="one call to an implementation under test that takes longer is a hang: its row says so (default 600)",
+    )
+    parser.add_argument(
+        "--python",
+        default=None,
+        metavar="PATH",
+        help="run the implementations under test under this interpreter (your project's venv)",
+    )
+
+
+def _subject_usage(args: argparse.Namespace) -> None:
+    """ConfigError naming what is wrong with the options _add_subject_options adds."""
+    if not args.builtins and not (args.trainers or args.tokenizers):
+        raise ConfigError("--no-builtins needs a --trainer or a --tokenizer to measure")
+    if not (np.isfinite(args.call_timeout) and args.call_timeout > 0):
+        raise ConfigError(f"--call-timeout must be a finite number of seconds > 0, not {args.call_timeout}")
+    if args.python is not None and shutil.which(args.python) is None:
+        raise ConfigError(f"--python {args.python}: no such executable")
 
 
 def _require_matplotlib(flag: str) -> None:

@@ -132,6 +132,6 @@ def test_a_target_that_fails_is_an_outcome_with_the_reason(tmp_path, trained):
     hung = subjects.encode(f"{HOSTILE}:get_tokenizer", *trained, [], "hang", timeout=2.0)
     assert not hung.ok and "no answer within 2 s" in hung.error
     missing = subjects.encode_batch(f"{REFERENCE}:get_tokenizer", *trained, SPECIALS, ["a b"], cores=1)
-    assert missing.error == "has no encode_batch method"
+    assert missing.error == "has no encode_batch method" and not missing.applicable
     unloadable = subjects.train(f"{tmp_path}/nothing.py:run_train_bpe", str(command), 300, [])
     assert not unloadable.ok and "no such file" in unloadable.error

@@ -23,6 +23,14 @@ Four tables:
     documents at the special tokens, encode_ordinary_batch with the same threads, save with
     numpy); whether the files hold the same ids.
 
+Anyone's trainer and tokenizer (`--trainer REF`, `--tokenizer REF`: the references `bpe verify`
+takes) are measured through harness/subjects.py, in an isolated worker, and so is this project's own
+row of the train table: their rows sit in the same tables, named by the reference as given. A
+trainer's row says whether its tokens and merges equal ours up to the numbering of ids; a
+tokenizer's rows whether its ids equal ours; a crash, hang or exception is a row with the reason.
+`encode_iterable` rows stream the corpus sample as a file and show the peak memory the encoder held.
+With `builtins=False` only those rows are measured, beside one row of ours for scale.
+
 The peers' merges differ from ours by design (HF and rustbpe break ties and pre-tokenize by their
 own rules), so only time and memory are compared for training; for encoding with one shared vocab
 the ids are comparable and shown.
@@ -31,7 +39,6 @@ the ids are comparable and shown.
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import os
 import platform
@@ -56,6 +63,7 @@ from ..encoding.encode_file import encode_file
 from ..encoding.formats.gpt2 import load_tokenizer_files
 from ..trainers import DEFAULT_IMPL, IMPLEMENTATIONS, train_bpe
 from . import peers as peer_adapters
+from . import subjects
 from .fixtures import gpt2_files
 from .measure import Measured, measure_in_child, measure_tree
 
@@ -72,12 +80,15 @@ NAIVE_BUDGET = 60.0
 class Row:
     table: str  # "merge", "train", "encode trained vocab" or "encode GPT-2 vocab"
     name: str
-    seconds: float
+    seconds: float | None  # None: the implementation failed (error says why)
     peak_mb: float | None = None
     mb_per_s: float | None = None
     merges: int | None = None
-    identical: bool | None = None  # equal to the reference (merge) or to our ids (encode)
+    identical: bool | None = None  # equal to the reference (merge, train) or to our ids (encode)
     note: str = ""
+    error: str = ""  # an implementation under test that crashed, hung or raised: the one line
+    user: bool = False  # an implementation the user named (--trainer, --tokenizer)
+    digest: tuple[int, str] | None = None  # encode tables: (count, sha256) of the ids
 
 
 @dataclass
@@ -96,6 +107,8 @@ class Report:
     pretokenize_by_workers: dict[int, float] = field(default_factory=dict)
     rows: list[Row] = field(default_factory=list)
     machine: dict[str, Any] = field(default_factory=dict)
+    trainers: list[str] = field(default_factory=list)  # the user's references, as given
+    tokenizers: list[str] = field(default_factory=list)
 
 
 # --- the runs (module-level functions, so they pickle into child processes) ---------------------
@@ -156,11 +169,6 @@ def _flat(batch_ids) -> list[int]:
     return [token for ids in batch_ids for token in ids]
 
 
-def _as_text_file(text: str) -> io.TextIOWrapper:
-    # A text file, as encode_iterable is meant to be fed (open() gives the same TextIOWrapper).
-    return io.TextIOWrapper(io.BytesIO(text.encode("utf-8")), encoding="utf-8", newline="")
-
-
 # One text on one core. Each takes (path, vocab, merges, special_tokens, pattern).
 def _encode_ours(path, vocab, merges, special_tokens, pattern=GPT2):
     return _on_sample(path, _ours(vocab, merges, special_tokens, pattern), Tokenizer.encode)
@@ -168,14 +176,6 @@ def _encode_ours(path, vocab, merges, special_tokens, pattern=GPT2):
 
 def _encode_ours_numpy(path, vocab, merges, special_tokens, pattern=GPT2):
     return _on_sample(path, _ours(vocab, merges, special_tokens, pattern), Tokenizer.encode_to_numpy, np.ndarray.tolist)
-
-
-def _encode_ours_iterable(path, vocab, merges, special_tokens, pattern=GPT2):
-    return _on_sample(
-        path,
-        _ours(vocab, merges, special_tokens, pattern),
-        lambda tok, text: list(tok.encode_iterable(_as_text_file(text))),
-    )
 
 
 def _encode_tiktoken(path, vocab, merges, special_tokens, pattern=GPT2):
@@ -417,10 +417,19 @@ def run_compare(
     log=lambda message: None,
     pattern: str | SplitPattern | None = None,
     leave_out_slow_naive: bool = False,
+    trainers: Sequence[str] = (),
+    tokenizers: Sequence[str] = (),
+    builtins: bool = True,
+    timeout: float = subjects.DEFAULT_TIMEOUT,
+    python: str | None = None,
 ) -> Report:
     """Every comparison `bpe compare` prints; `leave_out_slow_naive` drops naive where it would
-    take more than NAIVE_BUDGET seconds (when the user did not name the trainers)."""
+    take more than NAIVE_BUDGET seconds (when the user did not name the trainers). `trainers` and
+    `tokenizers`: the user's references, measured beside ours (each call bounded by `timeout`
+    seconds, run under `python`); `builtins=False` measures only them and one row of ours."""
     split = resolve_pattern(pattern)
+    if not builtins:
+        impls, peers = [], False
     start = time.perf_counter()
     counts = count_pretokens(corpus, special_tokens, workers, progress=progress, pattern=split)
     left_out = []
@@ -441,10 +450,12 @@ def run_compare(
         distinct_pretokens=len(counts),
         pretokenize_seconds=time.perf_counter() - start,
         workers=workers,
-        reference="naive" if "naive" in impls else impls[0],
+        reference="naive" if "naive" in impls else impls[0] if impls else f"bpe_impls ({DEFAULT_IMPL})",
         pattern=split.name,
         left_out=left_out,
         machine={"python": platform.python_version(), "cores": os.cpu_count(), "platform": platform.platform()},
+        trainers=list(trainers),
+        tokenizers=list(tokenizers),
     )
 
     for count in sorted({1, resolve_workers(workers)}):
@@ -456,7 +467,7 @@ def run_compare(
         log(f"merge phase: {name}")
         results[name] = measure_in_child(_train_from_counts, name, counts, vocab_size, special_tokens)
     del counts
-    reference = results[report.reference].result
+    reference = results[report.reference].result if results else None
     for name, measured in results.items():
         report.rows.append(
             Row(
@@ -469,31 +480,42 @@ def run_compare(
             )
         )
 
-    trainers = {f"bpe_impls ({DEFAULT_IMPL})": _train_ours}
+    ours = f"bpe_impls ({DEFAULT_IMPL})"
+    log(f"train end to end: {ours}")
+    trained = subjects.train(
+        f"builtin:{DEFAULT_IMPL}",
+        str(corpus),
+        vocab_size,
+        special_tokens,
+        num_workers=workers,
+        pattern=split.name,
+        timeout=timeout,
+    )
+    if not trained.ok:
+        raise RuntimeError(f"this project's own trainer failed: {trained.error}")
+    report.rows.append(_train_row(ours, trained, trained.value))
+    reference = reference or trained.value
     if peers:
-        trainers.update(
-            {
-                name: run
-                for name, (module, run) in peer_adapters.TRAIN_PEERS.items()
-                if peer_adapters.installed(module) and peer_adapters.can_train(name, split)
-            }
-        )
-    for name, run in trainers.items():
-        log(f"train end to end: {name}")
-        measured = measure_tree(run, str(corpus), vocab_size, special_tokens, workers, split)
-        report.rows.append(Row("train", name, measured.seconds, measured.peak_mb, merges=measured.result))
+        for name, (module, run) in peer_adapters.TRAIN_PEERS.items():
+            if peer_adapters.installed(module) and peer_adapters.can_train(name, split):
+                log(f"train end to end: {name}")
+                measured = measure_tree(run, str(corpus), vocab_size, special_tokens, workers, split)
+                report.rows.append(Row("train", name, measured.seconds, measured.peak_mb, merges=measured.result))
+    for ref in trainers:
+        log(f"train end to end: {ref}")
+        outcome = subjects.train(ref, str(corpus), vocab_size, special_tokens, timeout=timeout, python=python)
+        report.rows.append(_train_row(ref, outcome, trained.value, user=True))
 
     vocabularies = {"trained vocab": (*reference, special_tokens)}
     gpt2 = gpt2_files()
     if peers and gpt2 is not None and split is GPT2:  # GPT-2's vocab was made with GPT-2's pattern
         vocabularies["GPT-2 vocab"] = (*load_tokenizer_files(*gpt2), ["<|endoftext|>"])
     threads = resolve_workers(None)
+    sample = _sample_file(corpus)
     for label, (vocab, merges, specials) in vocabularies.items():
-        encoders = {
-            "bpe_impls Tokenizer.encode": _encode_ours,
-            "bpe_impls encode_to_numpy": _encode_ours_numpy,
-            "bpe_impls encode_iterable": _encode_ours_iterable,
-        }
+        encoders: dict[str, Callable[..., Any]] = {"bpe_impls Tokenizer.encode": _encode_ours}
+        if builtins:
+            encoders["bpe_impls encode_to_numpy"] = _encode_ours_numpy
         if peers:
             encoders.update(
                 {name: run for name, (module, run) in ENCODE_PEERS.items() if peer_adapters.installed(module)}
@@ -505,11 +527,18 @@ def run_compare(
             (str(corpus), vocab, merges, specials, split),
             log,
         )
+        under_test = _Measuring(report, f"encode {label}", vocab, merges, specials, split, timeout, python, log)
+        for ref in tokenizers:
+            under_test.encode(ref, sample)
+        for ref in ["builtin:tokenizer", *tokenizers]:
+            under_test.encode_iterable(ref, sample)
         batchers = {
             f"bpe_impls encode_batch_to_numpy, {threads} threads": partial(_on_threads, threads, _batch_ours_numpy),
             "bpe_impls encode_batch_to_numpy, 1 thread": partial(_on_threads, 1, _batch_ours_numpy),
             f"bpe_impls encode_batch, {threads} threads": partial(_on_threads, threads, _batch_ours_lists),
         }
+        if not builtins:
+            batchers = dict(list(batchers.items())[:1])
         if peers:
             batchers.update(
                 {
@@ -526,6 +555,13 @@ def run_compare(
             log,
             note="lines of the first {mb:.1f} MB of the corpus",
         )
+        under_test.table = f"batch encode {label}, {threads} threads"
+        for ref in tokenizers:
+            under_test.encode_batch(ref, sample, threads)
+    if sample != corpus:
+        sample.unlink()
+    if not builtins:
+        return report
     vocab, merges, specials = vocabularies["trained vocab"]
     writers = {
         f"bpe encode --format bin, {threads} threads": partial(_on_threads, threads, _file_ours),
@@ -542,6 +578,97 @@ def run_compare(
         note="the whole corpus, {mb:.1f} MB",
     )
     return report
+
+
+def _train_row(name: str, outcome: subjects.Outcome, ours: tuple, user: bool = False) -> Row:
+    if not outcome.ok:
+        return Row("train", name, None, error=outcome.error or "", user=user)
+    return Row(
+        "train",
+        name,
+        outcome.seconds,
+        outcome.peak_mb,
+        merges=len(outcome.value[1]),
+        identical=subjects.same_tokens(outcome.value, ours),
+        user=user,
+    )
+
+
+def _sample_file(corpus: Path) -> Path:
+    """The corpus, or where it is longer than the encode sample, its sample in a temporary file
+    (cut at a character's end, as _corpus_sample cuts it)."""
+    if corpus.stat().st_size <= ENCODE_SAMPLE_BYTES:
+        return corpus
+    with tempfile.NamedTemporaryFile("w", encoding="utf-8", newline="", suffix=".txt", delete=False) as out:
+        out.write(_corpus_sample(str(corpus)))
+    return Path(out.name)
+
+
+@dataclass
+class _Measuring:
+    """Rows of the implementations under test (harness/subjects.py) in one encode table: `same
+    ids` compares the digest of their ids with that of the table's first row (ours)."""
+
+    report: Report
+    table: str
+    vocab: Mapping[int, bytes]
+    merges: Sequence[tuple[bytes, bytes]]
+    specials: list[str]
+    pattern: SplitPattern
+    timeout: float
+    python: str | None
+    log: Callable[[str], None]
+
+    def _row(self, name: str, ref: str, outcome: subjects.Outcome, nbytes: int, note: str) -> None:
+        user = not ref.startswith("builtin:")
+        if not outcome.applicable:
+            self.report.left_out.append(f"{self.table}: {ref} {outcome.error}")
+            return
+        if not outcome.ok:
+            self.report.rows.append(Row(self.table, name, None, error=outcome.error or "", note=note, user=user))
+            return
+        first = next(row for row in self.report.rows if row.table == self.table)
+        assert outcome.seconds is not None
+        self.report.rows.append(
+            Row(
+                self.table,
+                name,
+                outcome.seconds,
+                outcome.peak_mb,
+                mb_per_s=nbytes / 1e6 / max(outcome.seconds, 1e-9),
+                identical=outcome.value == first.digest,
+                digest=outcome.value,
+                note=note,
+                user=user,
+            )
+        )
+
+    def _args(self, ref: str) -> dict[str, Any]:
+        return {
+            "pattern": self.pattern.name,
+            "timeout": self.timeout,
+            "python": None if ref.startswith("builtin:") else self.python,
+        }
+
+    def encode(self, ref: str, sample: Path) -> None:
+        self.log(f"{self.table}: {ref}")
+        text = sample.read_text(encoding="utf-8")
+        outcome = subjects.encode(ref, self.vocab, self.merges, self.specials, text, **self._args(ref))
+        self._row(ref, ref, outcome, len(text.encode("utf-8")), f"first {sample.stat().st_size / 1e6:.1f} MB")
+
+    def encode_iterable(self, ref: str, sample: Path) -> None:
+        name = "bpe_impls encode_iterable" if ref == "builtin:tokenizer" else f"{ref} encode_iterable"
+        self.log(f"{self.table}: {name}")
+        outcome = subjects.encode_iterable(ref, self.vocab, self.merges, self.specials, str(sample), **self._args(ref))
+        self._row(name, ref, outcome, sample.stat().st_size, "the sample as a file, streamed")
+
+    def encode_batch(self, ref: str, sample: Path, threads: int) -> None:
+        self.log(f"{self.table}: {ref}")
+        lines = sample.read_text(encoding="utf-8").splitlines(keepends=True)
+        outcome = subjects.encode_batch(
+            ref, self.vocab, self.merges, self.specials, lines, cores=threads, **self._args(ref)
+        )
+        self._row(f"{ref} encode_batch", ref, outcome, sample.stat().st_size, "lines of the sample")
 
 
 def _encode_rows(
@@ -571,6 +698,7 @@ def _encode_rows(
                 mb_per_s=nbytes / 1e6 / max(seconds, 1e-9),
                 identical=ids == first,
                 note=note.format(mb=nbytes / 1e6),
+                digest=None if isinstance(ids, str) else subjects.ids_digest(ids),  # (ids files: a sha256 already)
             )
         )
 
@@ -591,6 +719,20 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     return "\n".join(lines)
 
 
+def ratio(value: float | None, base: float | None) -> float | None:
+    return value / base if value is not None and base else None
+
+
+def row_label(row: Row) -> str:
+    """The row's name; the user's implementations marked, so they stand out among ours."""
+    return f"> {row.name}" if row.user else row.name
+
+
+def _errors(rows: Sequence[Row]) -> list[str]:
+    """Under a table: why each failed implementation has no figures."""
+    return [f"  {row.name}: {row.error}" for row in rows if row.error]
+
+
 def format_report(report: Report) -> str:
     yes = {True: "yes", False: "NO", None: "-"}
     out = [
@@ -606,57 +748,63 @@ def format_report(report: Report) -> str:
             f"pre-tokenize, best of 3: {single:.3f} s with {one} worker, {multi:.3f} s with {many} "
             f"({single / multi:.2f}x)"
         )
-    out += [
-        "",
-        "merge phase, from the same word counts (peak MB: above the process's baseline)",
-    ]
+    if report.trainers or report.tokenizers:
+        out += ["", "rows marked > are the implementations under test, each measured in an isolated worker"]
+    merge_rows = [r for r in report.rows if r.table == "merge"]
+    if merge_rows:
+        out += ["", "merge phase, from the same word counts (peak MB: above the process's baseline)"]
     tables = {r.table for r in report.rows}
     notes = {table: [line for line in report.left_out if line.startswith(f"{table}: ")] for table in tables}
     out += [line for line in report.left_out if not any(line in lines for lines in notes.values())]
-    merge_rows = [r for r in report.rows if r.table == "merge"]
-    out.append(
-        _table(
-            ["impl", "merge s", "peak MB", "merges", f"identical to {report.reference}"],
-            [[r.name, _fmt(r.seconds), _fmt(r.peak_mb, 1), r.merges, yes[r.identical]] for r in merge_rows],
+    if merge_rows:
+        out.append(
+            _table(
+                ["impl", "merge s", "peak MB", "merges", f"identical to {report.reference}"],
+                [[r.name, _fmt(r.seconds), _fmt(r.peak_mb, 1), r.merges, yes[r.identical]] for r in merge_rows],
+            )
         )
-    )
     train_rows = [r for r in report.rows if r.table == "train"]
     ours = train_rows[0]
     out += ["", "train end to end (peak MB: RSS of the whole process tree)"]
     out.append(
         _table(
-            ["trainer", "seconds", "peak MB", "x ours (time)", "x ours (memory)"],
+            ["trainer", "seconds", "peak MB", "x ours (time)", "x ours (memory)", "same tokens+merges"],
             [
                 [
-                    r.name,
+                    row_label(r),
                     _fmt(r.seconds),
                     _fmt(r.peak_mb, 1),
-                    _fmt(r.seconds / ours.seconds),
-                    _fmt(r.peak_mb / ours.peak_mb if r.peak_mb and ours.peak_mb else None),
+                    _fmt(ratio(r.seconds, ours.seconds)),
+                    _fmt(ratio(r.peak_mb, ours.peak_mb)),
+                    yes[r.identical],
                 ]
                 for r in train_rows
             ],
         )
     )
+    out += _errors(train_rows)
     for table in dict.fromkeys(r.table for r in report.rows if r.mb_per_s is not None):
         encode_rows = [r for r in report.rows if r.table == table]
         out += ["", f"{table} ({encode_rows[0].note})"]
-        base = encode_rows[0].mb_per_s  # (every row of an encode table has its MB/s)
+        base = encode_rows[0].mb_per_s
+        memory = any(r.peak_mb is not None for r in encode_rows)
         out.append(
             _table(
-                ["encoder", "seconds", "MB/s", "x ours", "same ids"],
+                ["encoder", "seconds", "MB/s", "x ours", *(["peak MB held"] if memory else []), "same ids"],
                 [
                     [
-                        r.name,
+                        row_label(r),
                         _fmt(r.seconds),
                         _fmt(r.mb_per_s),
-                        _fmt(r.mb_per_s / base if r.mb_per_s is not None and base is not None else None),
+                        _fmt(ratio(r.mb_per_s, base)),
+                        *([_fmt(r.peak_mb, 1)] if memory else []),
                         yes[r.identical],
                     ]
                     for r in encode_rows
                 ],
             )
         )
+        out += _errors(encode_rows)
         if notes[table]:  # indented, under the table they concern
             out += ["", *(f"  {line[len(table) + 2 :]}" for line in notes[table])]
     return "\n".join(out)

@@ -107,9 +107,15 @@ def compare_section(report: compare.Report) -> str:
         parts.append("<h3>Train end to end (read + pre-tokenize + merge)</h3>")
         parts.append(
             _table(
-                ["trainer", "seconds", "peak MB (process tree)", "x ours (time)"],
+                ["trainer", "seconds", "peak MB (process tree)", "x ours (time)", "same tokens+merges"],
                 [
-                    [r.name, _fmt(r.seconds, 3), _fmt(r.peak_mb, 1), _fmt(r.seconds / train_rows[0].seconds)]
+                    [
+                        compare.row_label(r),
+                        _fmt(r.seconds, 3),
+                        _fmt(r.peak_mb, 1),
+                        _fmt(compare.ratio(r.seconds, train_rows[0].seconds)),
+                        yes[r.identical],
+                    ]
                     for r in train_rows
                 ],
             )
@@ -123,10 +129,10 @@ def compare_section(report: compare.Report) -> str:
                 ["encoder", "seconds", "MB/s", "x ours", "same ids"],
                 [
                     [
-                        r.name,
+                        compare.row_label(r),
                         _fmt(r.seconds, 3),
                         _fmt(r.mb_per_s),
-                        _fmt(r.mb_per_s / rows[0].mb_per_s if r.mb_per_s and rows[0].mb_per_s else None),
+                        _fmt(compare.ratio(r.mb_per_s, rows[0].mb_per_s)),
                         yes[r.identical],
                     ]
                     for r in rows

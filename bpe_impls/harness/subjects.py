@@ -21,8 +21,8 @@ What each figure is:
 - `encode`: the best seconds of `encode(text)` over up to `repeats` runs (fewer once `budget`
   seconds are spent), each by a freshly built tokenizer, so every run starts with a cold cache as
   a first encode of a corpus does. The ids come back as (count, sha256), compared with ours.
-- `encode_iterable`: the seconds of consuming `encode_iterable` over a file opened as CS336's test
-  opens it, and the high-water mark of the worker's resident memory above where it was when the
+- `encode_iterable`: the seconds of consuming `encode_iterable` over a file opened as text (UTF-8,
+  newline="": the lines are the file's bytes, as `encode` of its text sees them), and the high-water mark of the worker's resident memory above where it was when the
   tokenizer was built: what the encoder held while it streamed (the ids are hashed as they come).
 - `encode_batch`: the best seconds of `encode_batch(texts)` on `cores` threads (RAYON_NUM_THREADS
   for Rust pools), where the object has the method.
@@ -57,6 +57,7 @@ class Outcome:
     value: Any = None  # train: (vocab, merges); encodes: (count, sha256) of the ids
     error: str | None = None
     runs: int = 0
+    applicable: bool = True  # False: the tokenizer has no such method (an optional one), not a failure
 
     @property
     def ok(self) -> bool:
@@ -92,6 +93,10 @@ class _TreePeak:
             self._thread.join()
 
 
+def _builtin_options(ref: str, **options: Any) -> dict[str, Any]:
+    return {name: value for name, value in options.items() if value is not None} if ref.startswith("builtin:") else {}
+
+
 def _fail(ref: str, exc: ImplementationError) -> Outcome:
     return Outcome(ref, error=str(exc))
 
@@ -107,12 +112,14 @@ def train(
     special_tokens: Sequence[str],
     *,
     num_workers: int | None = None,
+    pattern: str | None = None,
     timeout: float = DEFAULT_TIMEOUT,
     python: str | None = None,
 ) -> Outcome:
     """Train `ref` on `corpus` in a fresh worker: value (vocab, merges), seconds, peak tree RSS.
-    `num_workers` is passed to this project's own trainers (`builtin:`) only."""
-    options = {"num_workers": num_workers} if ref.startswith("builtin:") else {}
+    `num_workers` and `pattern` (a split pattern's name) reach this project's own trainers
+    (`builtin:`) only: a user's trainer is called in CS336's shape."""
+    options = _builtin_options(ref, num_workers=num_workers, pattern=pattern)
     with Isolated(ref, timeout, python=python) as worker:
         try:
             worker.start()
@@ -130,15 +137,16 @@ def _tokenizer_worker(
     merges: Sequence[tuple[bytes, bytes]],
     special_tokens: Sequence[str],
     cores: int,
+    pattern: str | None,
     timeout: float,
     python: str | None,
 ) -> tuple[Isolated, tuple, list[str]]:
     """A started worker with its threads set, the request that builds the tokenizer, and the
-    optional methods the tokenizer has."""
+    optional methods the tokenizer has. `pattern` reaches this project's own tokenizer only."""
     worker = Isolated(ref, timeout, python=python)
     worker.start()
     worker.call("cores", cores)
-    build = ("tokenizer", dict(vocab), list(merges), list(special_tokens))
+    build = ("tokenizer", dict(vocab), list(merges), list(special_tokens), _builtin_options(ref, pattern=pattern))
     return worker, build, worker.call(*build)
 
 
@@ -178,12 +186,13 @@ def encode(
     *,
     repeats: int = 5,
     budget: float = 5.0,
+    pattern: str | None = None,
     timeout: float = DEFAULT_TIMEOUT,
     python: str | None = None,
 ) -> Outcome:
     """`encode(text)` of the tokenizer `ref` builds, on one core: best seconds, (count, sha256)."""
     try:
-        worker, build, _ = _tokenizer_worker(ref, vocab, merges, special_tokens, 1, timeout, python)
+        worker, build, _ = _tokenizer_worker(ref, vocab, merges, special_tokens, 1, pattern, timeout, python)
     except ImplementationError as exc:
         return _fail(ref, exc)
     with worker:
@@ -200,18 +209,19 @@ def encode_iterable(
     special_tokens: Sequence[str],
     path: str,
     *,
+    pattern: str | None = None,
     timeout: float = DEFAULT_TIMEOUT,
     python: str | None = None,
 ) -> Outcome:
     """`encode_iterable` over the file at `path`, on one core, once: seconds, peak memory above the
     built tokenizer's, (count, sha256); an error where the tokenizer has no such method."""
     try:
-        worker, _, methods = _tokenizer_worker(ref, vocab, merges, special_tokens, 1, timeout, python)
+        worker, _, methods = _tokenizer_worker(ref, vocab, merges, special_tokens, 1, pattern, timeout, python)
     except ImplementationError as exc:
         return _fail(ref, exc)
     with worker:
         if "encode_iterable" not in methods:
-            return Outcome(ref, error="has no encode_iterable method")
+            return Outcome(ref, error="has no encode_iterable method", applicable=False)
         try:
             reply = _measure(worker, ("encode_iterable_file", path), digest=True)
         except ImplementationError as exc:
@@ -229,18 +239,19 @@ def encode_batch(
     cores: int,
     repeats: int = 5,
     budget: float = 5.0,
+    pattern: str | None = None,
     timeout: float = DEFAULT_TIMEOUT,
     python: str | None = None,
 ) -> Outcome:
     """`encode_batch(texts)` with `cores` threads: best seconds, (count, sha256) of the ids of
     every text in order; an error where the tokenizer has no such method."""
     try:
-        worker, build, methods = _tokenizer_worker(ref, vocab, merges, special_tokens, cores, timeout, python)
+        worker, build, methods = _tokenizer_worker(ref, vocab, merges, special_tokens, cores, pattern, timeout, python)
     except ImplementationError as exc:
         return _fail(ref, exc)
     with worker:
         if "encode_batch" not in methods:
-            return Outcome(ref, error="has no encode_batch method")
+            return Outcome(ref, error="has no encode_batch method", applicable=False)
         try:
             return _best_of(ref, worker, build, ("encode_batch", list(texts)), repeats, budget)
         except ImplementationError as exc:

@@ -130,16 +130,25 @@ def _builtin_trainer(name: str) -> Callable[..., Any]:
     impl = canonical_name(name)
 
     def run_train_bpe(
-        input_path: str, vocab_size: int, special_tokens: list[str], num_workers: int | None = 1, **kwargs: Any
+        input_path: str,
+        vocab_size: int,
+        special_tokens: list[str],
+        num_workers: int | None = 1,
+        pattern: str | None = None,
+        **kwargs: Any,
     ) -> Any:
-        return train_bpe(input_path, vocab_size, special_tokens, impl=impl, num_workers=num_workers, progress=False)
+        return train_bpe(
+            input_path, vocab_size, special_tokens, impl=impl, num_workers=num_workers, pattern=pattern, progress=False
+        )
 
     return run_train_bpe
 
 
 def _builtin_tokenizer(encoder: str | None) -> Callable[..., Any]:
-    def get_tokenizer(vocab: dict[int, bytes], merges: list, special_tokens: list[str] | None = None) -> Tokenizer:
-        return Tokenizer(vocab, merges, special_tokens, encoder=encoder)
+    def get_tokenizer(
+        vocab: dict[int, bytes], merges: list, special_tokens: list[str] | None = None, pattern: str | None = None
+    ) -> Tokenizer:
+        return Tokenizer(vocab, merges, special_tokens, encoder=encoder, pattern=pattern)
 
     return get_tokenizer
 

@@ -273,12 +273,13 @@ class _Server:
         return {"value": value, "seconds": self.seconds, "peak_bytes": peak, "baseline_bytes": baseline}
 
     def encode_iterable_file(self, path: str) -> tuple[int, str]:
-        """(count, sha256) of the ids of encode_iterable over the file opened as CS336's test opens
-        it, consumed as they come: hashed in blocks, never all held."""
+        """(count, sha256) of the ids of encode_iterable over the file opened as text (newline="",
+        so that the ids compare with those of `encode` of its text), consumed as they come: hashed
+        in blocks, never all held."""
         digest = protocol.IdsDigest()
         block: list[int] = []
         start = time.perf_counter()
-        with open(path, encoding="utf-8") as file:
+        with open(path, encoding="utf-8", newline="") as file:
             for position, item in enumerate(self.tokenizer.encode_iterable(file)):
                 token_id = _as_id(item)
                 if token_id is None:
@@ -325,8 +326,8 @@ class _Server:
             result = self.timed(self.target, path, vocab_size, list(special_tokens), **(options[0] if options else {}))
             return check_trained(result, vocab_size, len(special_tokens))
         if verb == "tokenizer":
-            vocab, merges, special_tokens = args
-            self.tokenizer = self.target(vocab, merges, list(special_tokens) or None)
+            vocab, merges, special_tokens, *options = args  # options: this project's own tokenizer only
+            self.tokenizer = self.target(vocab, merges, list(special_tokens) or None, **(options[0] if options else {}))
             self.vocab = vocab
             return [
                 name
