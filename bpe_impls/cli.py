@@ -234,6 +234,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="also HuggingFace tokenizers, rustbpe and tiktoken (pip install -e '.[peers]')",
     )
     _add_subject_options(compare)
+    compare.add_argument(
+        "--memray",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="also profile each --trainer and --tokenizer (and ours) with memray: captures written to DIR, "
+        "and where each one's peak is held printed (needs memray in the interpreter that runs them)",
+    )
     compare.add_argument("--json", type=Path, default=None, help="write the results as JSON here")
     compare.add_argument("--plot", type=Path, default=None, help="draw bars of the results to this PNG")
     _add_common(compare)
@@ -721,6 +729,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         builtins=args.builtins,
         timeout=args.call_timeout,
         python=args.python,
+        memray_dir=args.memray,
     )
     print(format_report(report))
     if args.json:

@@ -90,3 +90,30 @@ def test_the_command_takes_references_and_writes_them_to_json(tmp_path, corpus, 
     capsys.readouterr()
     assert cli.main(args) == 1
     assert "--no-builtins needs a --trainer or a --tokenizer" in capsys.readouterr().err
+
+
+def test_memray_shows_where_a_users_trainer_holds_its_peak(tmp_path, corpus):
+    pytest.importorskip("memray", reason="memray is the test extra's (pytest-memray)")
+    report = run_compare(
+        corpus,
+        300,
+        [EOT],
+        impls=[],
+        trainers=[f"{REFERENCE}:run_train_bpe"],
+        tokenizers=[f"{REFERENCE}:get_tokenizer"],
+        builtins=False,
+        memray_dir=tmp_path / "memray",
+    )
+    profiles = {profile.name: profile for profile in report.memory}
+    assert set(profiles) == {
+        "builtin:native (train)",
+        f"{REFERENCE}:run_train_bpe (train)",
+        "builtin:tokenizer (encode)",
+        f"{REFERENCE}:get_tokenizer (encode)",
+    }
+    theirs = profiles[f"{REFERENCE}:run_train_bpe (train)"]
+    assert theirs.peak_bytes > 0 and theirs.top_sites
+    # Their own lines, not the worker's: the sites name reference.py.
+    assert all("reference.py:" in site.where for site in theirs.top_sites)
+    assert len(list((tmp_path / "memray").glob("*.bin"))) == 4
+    assert f"{REFERENCE}:run_train_bpe (train): peak" in format_report(report)

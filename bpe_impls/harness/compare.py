@@ -42,6 +42,7 @@ import hashlib
 import json
 import os
 import platform
+import re
 import sys
 import tempfile
 import time
@@ -65,6 +66,7 @@ from ..trainers import DEFAULT_IMPL, IMPLEMENTATIONS, train_bpe
 from . import peers as peer_adapters
 from . import subjects
 from .fixtures import gpt2_files
+from .history import MemoryProfile, load_memray_profile
 from .measure import Measured, measure_in_child, measure_tree
 
 ENCODE_SAMPLE_BYTES = 8 << 20  # encode at most this much of the corpus: MB/s settles long before
@@ -109,6 +111,7 @@ class Report:
     machine: dict[str, Any] = field(default_factory=dict)
     trainers: list[str] = field(default_factory=list)  # the user's references, as given
     tokenizers: list[str] = field(default_factory=list)
+    memory: list[MemoryProfile] = field(default_factory=list)  # --memray: where each one's peak is held
 
 
 # --- the runs (module-level functions, so they pickle into child processes) ---------------------
@@ -422,11 +425,14 @@ def run_compare(
     builtins: bool = True,
     timeout: float = subjects.DEFAULT_TIMEOUT,
     python: str | None = None,
+    memray_dir: Path | None = None,
 ) -> Report:
     """Every comparison `bpe compare` prints; `leave_out_slow_naive` drops naive where it would
     take more than NAIVE_BUDGET seconds (when the user did not name the trainers). `trainers` and
     `tokenizers`: the user's references, measured beside ours (each call bounded by `timeout`
-    seconds, run under `python`); `builtins=False` measures only them and one row of ours."""
+    seconds, run under `python`); `builtins=False` measures only them and one row of ours.
+    `memray_dir`: a memray capture of each of them (and of ours, for scale) is written there and
+    summarized in the report."""
     split = resolve_pattern(pattern)
     if not builtins:
         impls, peers = [], False
@@ -558,6 +564,17 @@ def run_compare(
         under_test.table = f"batch encode {label}, {threads} threads"
         for ref in tokenizers:
             under_test.encode_batch(ref, sample, threads)
+    if memray_dir is not None:
+        report.memory = _profiles(
+            memray_dir,
+            [f"builtin:{DEFAULT_IMPL}", *trainers],
+            ["builtin:tokenizer", *tokenizers],
+            (str(corpus), vocab_size, special_tokens),
+            (*reference, special_tokens, str(sample)),
+            timeout,
+            python,
+            log,
+        )
     if sample != corpus:
         sample.unlink()
     if not builtins:
@@ -578,6 +595,37 @@ def run_compare(
         note="the whole corpus, {mb:.1f} MB",
     )
     return report
+
+
+def _profiles(
+    folder: Path,
+    trainers: Sequence[str],
+    tokenizers: Sequence[str],
+    training: tuple[str, int, list[str]],
+    encoding: tuple[Any, Any, list[str], str],
+    timeout: float,
+    python: str | None,
+    log: Callable[[str], None],
+) -> list[MemoryProfile]:
+    """memray captures of each trainer's training and each tokenizer's encoding, written to
+    `folder` as <n>-<what>-<reference>.bin, and what each shows; a reference that failed is named in
+    the profile's command with its reason."""
+    folder.mkdir(parents=True, exist_ok=True)
+    profiles = []
+    jobs: list[tuple[str, str, dict[str, Any]]] = [(ref, "train", {"trainer": training}) for ref in trainers]
+    jobs += [(ref, "encode", {"tokenizer": encoding}) for ref in tokenizers]
+    for number, (ref, what, job) in enumerate(jobs, 1):
+        log(f"memray: {what} {ref}")
+        capture = folder / f"{number:02d}-{what}-{re.sub(r'[^A-Za-z0-9_.-]+', '_', ref)[-60:]}.bin"
+        capture.unlink(missing_ok=True)  # memray refuses to overwrite a capture
+        outcome = subjects.profile(
+            ref, str(capture), timeout=timeout, python=None if ref.startswith("builtin:") else python, **job
+        )
+        if outcome.ok:
+            profiles.append(load_memray_profile(capture, name=f"{ref} ({what})"))
+        else:
+            profiles.append(MemoryProfile(f"{ref} ({what})", 0, 0, f"failed: {outcome.error}"))
+    return profiles
 
 
 def _train_row(name: str, outcome: subjects.Outcome, ours: tuple, user: bool = False) -> Row:
@@ -807,7 +855,23 @@ def format_report(report: Report) -> str:
         out += _errors(encode_rows)
         if notes[table]:  # indented, under the table they concern
             out += ["", *(f"  {line[len(table) + 2 :]}" for line in notes[table])]
+    if report.memory:
+        out += format_memory(report.memory)
     return "\n".join(out)
+
+
+def format_memory(profiles: Sequence[MemoryProfile]) -> list[str]:
+    """memray's peak heap of each capture and the call sites holding the most at that peak."""
+    out = ["", "where memory is held (memray: peak of live heap allocations, not RSS)"]
+    for profile in profiles:
+        if profile.command.startswith("failed: "):
+            out.append(f"  {profile.name}: {profile.command}")
+            continue
+        out.append(
+            f"  {profile.name}: peak {profile.peak_bytes / 2**20:.1f} MB, {profile.total_allocations} allocations"
+        )
+        out += [f"    {site.bytes / 2**20:8.2f} MB  {site.where}" for site in profile.top_sites]
+    return out
 
 
 def write_json(report: Report, path: Path) -> None:

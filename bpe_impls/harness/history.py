@@ -139,8 +139,17 @@ class MemoryProfile:
     top_sites: list[AllocationSite] = field(default_factory=list)
 
 
+# The worker an implementation under test runs in (verify/worker.py): its frames say nothing of
+# where the implementation holds memory, so a profile of one shows the implementation's own.
+_WORKER_FILES = {str(Path(__file__).with_name("verify") / name) for name in ("worker.py", "protocol.py")}
+
+
 def _frames(record, depth: int) -> str:
-    frames = record.stack_trace(max_stacks=depth) or record.hybrid_stack_trace(max_stacks=depth)
+    frames = record.stack_trace(max_stacks=depth + 8) or record.hybrid_stack_trace(max_stacks=depth + 8)
+    own = [frame for frame in frames if frame[1] not in _WORKER_FILES][:depth]
+    if frames and not own:
+        return "(the harness's worker, around the call)"
+    frames = own
     return (
         " < ".join(f"{function} ({Path(file).name}:{line})" for function, file, line in frames) or "(no Python frame)"
     )
@@ -149,24 +158,28 @@ def _frames(record, depth: int) -> str:
 def load_memray_profiles(folder: str | Path, top: int = 5, depth: int = 3) -> list[MemoryProfile]:
     """Each memray capture (*.bin) in `folder`: its heap peak and the `top` call sites holding the
     most memory at that peak."""
-    try:
-        import memray
-    except ImportError:
-        raise ConfigError("reading memray profiles needs memray (pip install -e '.[bench]')") from None
     folder = Path(folder)
     files = sorted(folder.glob("*.bin"))
     if not files:
         raise ConfigError(f"{folder}: no memray capture files (*.bin; benchmarks/memray_profile.py writes them)")
-    profiles = []
-    for path in files:
-        try:
-            reader = memray.FileReader(str(path))
-        except (OSError, ValueError) as exc:
-            raise ConfigError(f"{path}: not a memray capture file ({exc})") from None
-        records = sorted(reader.get_high_watermark_allocation_records(merge_threads=True), key=lambda r: -r.size)
-        sites = [AllocationSite(record.size, record.n_allocations, _frames(record, depth)) for record in records[:top]]
-        metadata = reader.metadata
-        profiles.append(
-            MemoryProfile(path.stem, metadata.peak_memory, metadata.total_allocations, metadata.command_line, sites)
-        )
-    return profiles
+    return [load_memray_profile(path, top, depth) for path in files]
+
+
+def load_memray_profile(path: str | Path, top: int = 5, depth: int = 3, name: str | None = None) -> MemoryProfile:
+    """One memray capture: its heap peak and the `top` call sites holding the most memory at that
+    peak; named `name` (default: the file's stem)."""
+    try:
+        import memray
+    except ImportError:
+        raise ConfigError("reading memray profiles needs memray (pip install -e '.[bench]')") from None
+    path = Path(path)
+    try:
+        reader = memray.FileReader(str(path))
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{path}: not a memray capture file ({exc})") from None
+    records = sorted(reader.get_high_watermark_allocation_records(merge_threads=True), key=lambda r: -r.size)
+    sites = [AllocationSite(record.size, record.n_allocations, _frames(record, depth)) for record in records[:top]]
+    metadata = reader.metadata
+    return MemoryProfile(
+        name or path.stem, metadata.peak_memory, metadata.total_allocations, metadata.command_line, sites
+    )

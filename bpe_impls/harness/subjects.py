@@ -24,6 +24,8 @@ What each figure is:
 - `encode_iterable`: the seconds of consuming `encode_iterable` over a file opened as text (UTF-8,
   newline="": the lines are the file's bytes, as `encode` of its text sees them), and the high-water mark of the worker's resident memory above where it was when the
   tokenizer was built: what the encoder held while it streamed (the ids are hashed as they come).
+- `profile`: where memory is held (memray's capture of the trainer's call, or of `encode_iterable`
+  over a file when the tokenizer has it, else `encode` of the file's text), for `bpe compare --memray`.
 - `encode_batch`: the best seconds of `encode_batch(texts)` on `cores` threads (RAYON_NUM_THREADS
   for Rust pools), where the object has the method.
 """
@@ -265,3 +267,38 @@ def same_tokens(
     """Whether a trainer's (vocab, merges) equals the reference's up to the numbering of its ids:
     the same merges in order and the same set of tokens (CS336's own comparison)."""
     return result[1] == reference[1] and sorted(result[0].values()) == sorted(reference[0].values())
+
+
+def profile(
+    ref: str,
+    capture: str,
+    *,
+    trainer: tuple[str, int, Sequence[str]] | None = None,
+    tokenizer: tuple[Mapping[int, bytes], Sequence[tuple[bytes, bytes]], Sequence[str], str] | None = None,
+    timeout: float = DEFAULT_TIMEOUT,
+    python: str | None = None,
+) -> Outcome:
+    """A memray capture written to `capture` of one call in `ref`'s worker: training on
+    `trainer` = (corpus, vocab_size, special_tokens), or encoding with `tokenizer` = (vocab, merges,
+    special_tokens, text file): encode_iterable over the file where the tokenizer has it, else
+    encode of its text. Python's allocators are traced object by object (as
+    benchmarks/memray_profile.py does), so the peak is the objects', not pymalloc's arenas'."""
+    with Isolated(ref, timeout, python=python) as worker:
+        try:
+            worker.start()
+            if trainer is not None:
+                corpus, vocab_size, special_tokens = trainer
+                request: tuple = ("train", corpus, vocab_size, list(special_tokens))
+            else:
+                assert tokenizer is not None
+                vocab, merges, special_tokens, path = tokenizer
+                methods = worker.call("tokenizer", dict(vocab), list(merges), list(special_tokens))
+                if "encode_iterable" in methods:
+                    request = ("encode_iterable_file", path)
+                else:
+                    with open(path, encoding="utf-8", newline="") as file:
+                        request = ("encode", file.read())
+            worker.call("memray", capture, request)
+        except ImplementationError as exc:
+            return _fail(ref, exc)
+    return Outcome(ref, value=capture, runs=1)

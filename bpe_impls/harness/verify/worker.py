@@ -21,7 +21,8 @@ one of the requests above, or ("encode_iterable_file", path) or ("encode_batch",
 replies with {"value", "seconds", "peak_bytes"}: the seconds of the implementation's own call (not
 the checks around it), the high-water mark of this process's resident memory above where it was
 when the request arrived (None where /proc cannot say), and the value, or only (count, sha256) of
-the ids when `digest` is true. ("cores", n) sets this process's threads before an implementation
+the ids when `digest` is true. ("memray", capture, request) runs the request under memray's
+Tracker writing the capture file (memray must be importable by this interpreter). ("cores", n) sets this process's threads before an implementation
 starts its pools: n == 1 pins it, and every thread it starts, to one core. A reply is ("ok", value),
 ("raised", exception type name, one line naming the exception) or ("bad", one line): the result is
 not of the contract's types (an id that is a float, a str or a bool; a token that is not bytes), or
@@ -315,6 +316,13 @@ class _Server:
             self.shake_seed = None
         if verb == "measure":
             return self.measure(args[0], args[1])
+        if verb == "memray":
+            import memray  # optional: only a profiling run asks, and the harness says where it is missing
+
+            capture, inner = args
+            with memray.Tracker(capture, trace_python_allocators=True):
+                self.handle(inner)
+            return capture
         if verb == "cores":
             use_cores(args[0])
             return args[0]
