@@ -290,8 +290,16 @@ def build_parser() -> argparse.ArgumentParser:
     scale.add_argument("--plot", type=Path, default=None, metavar="DIR", help="draw each study as PNG and SVG here")
     _add_common(scale)
 
-    report = commands.add_parser("report", help="one self-contained HTML page: compare, scaling, machine, commit")
+    report = commands.add_parser(
+        "report",
+        help="one self-contained HTML page: compare, scaling, machine, commit; with --trainer/--tokenizer, "
+        "a report card of those implementations",
+    )
     report.add_argument("out", type=Path, help="output directory (index.html, plus the JSON it was made from)")
+    _add_subject_options(report, builtins_option=False)
+    report.add_argument(
+        "--json", type=Path, default=None, help="a report card's data as JSON here too (it is always in OUT/card.json)"
+    )
     report.add_argument(
         "--verify-json",
         type=Path,
@@ -740,7 +748,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return 0 if identical else 1  # (the implementations under test: their rows say how they did)
 
 
-def _add_subject_options(parser: argparse.ArgumentParser) -> None:
+def _add_subject_options(parser: argparse.ArgumentParser, builtins_option: bool = True) -> None:
     """Anyone's implementations, as `bpe verify` takes them, measured beside ours."""
     parser.add_argument(
         "--trainer",
@@ -760,12 +768,13 @@ def _add_subject_options(parser: argparse.ArgumentParser) -> None:
         help="a tokenizer to measure beside ours (repeatable): get_tokenizer(vocab, merges, special_tokens) "
         "-> object with encode (encode_iterable and encode_batch measured when present)",
     )
-    parser.add_argument(
-        "--no-builtins",
-        dest="builtins",
-        action="store_false",
-        help="measure only the --trainer and --tokenizer given, beside one row of ours for scale",
-    )
+    if builtins_option:
+        parser.add_argument(
+            "--no-builtins",
+            dest="builtins",
+            action="store_false",
+            help="measure only the --trainer and --tokenizer given, beside one row of ours for scale",
+        )
     parser.add_argument(
         "--call-timeout",
         type=float,
@@ -783,7 +792,7 @@ def _add_subject_options(parser: argparse.ArgumentParser) -> None:
 
 def _subject_usage(args: argparse.Namespace) -> None:
     """ConfigError naming what is wrong with the options _add_subject_options adds."""
-    if not args.builtins and not (args.trainers or args.tokenizers):
+    if not getattr(args, "builtins", True) and not (args.trainers or args.tokenizers):
         raise ConfigError("--no-builtins needs a --trainer or a --tokenizer to measure")
     if not (np.isfinite(args.call_timeout) and args.call_timeout > 0):
         raise ConfigError(f"--call-timeout must be a finite number of seconds > 0, not {args.call_timeout}")
@@ -842,6 +851,41 @@ def cmd_report(args: argparse.Namespace) -> int:
     from .harness.report import write_report
 
     _require_matplotlib("bpe report")
+    _subject_usage(args)
+    if args.trainers or args.tokenizers:
+        from .harness.card import write_card
+
+        given = [
+            flag
+            for flag, value in (
+                ("--compare-json", args.compare_json),
+                ("--scaling-json", args.scaling_json),
+                ("--verify-json", args.verify_json),
+                ("--asv-results", args.asv_results),
+                ("--memray", args.memray),
+                ("--no-run", args.no_run),
+            )
+            if value
+        ]
+        if given:
+            raise ConfigError(
+                f"a report card (--trainer, --tokenizer) measures what it shows: {given[0]} does not apply"
+            )
+        page = write_card(
+            args.out,
+            args.trainers,
+            args.tokenizers,
+            json_path=args.json,
+            quick=args.quick,
+            peers=args.peers,
+            timeout=args.call_timeout,
+            python=args.python,
+            log=_logger(args),
+        )
+        print(f"wrote {page}")
+        return 0
+    if args.json is not None:
+        raise ConfigError("--json goes with a report card (--trainer, --tokenizer); the report's data is in OUT/*.json")
     for path in (args.compare_json, args.scaling_json, *args.verify_json):
         if path is not None and not path.is_file():
             raise CorpusError(f"{path}: no such file")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import io
 import math
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -251,7 +252,7 @@ def _bars(axis, rows, attribute: str, title: str, better: str, colours: dict, ve
     rows = [r for r in rows if getattr(r, attribute) is not None]
     labels, values, colors = [], [], []
     for row in rows:
-        label = row.name
+        label = re.sub(r"\S*/", "", row.name)  # a path/to/file.py:function reference: its file's name
         if verdict and row.identical is not None:
             label += f"\n{verdict}: {'yes' if row.identical else 'NO'}"
         labels.append(label)

@@ -39,7 +39,7 @@ h1 { font-size: 1.6em; } h2 { margin-top: 2em; border-bottom: 1px solid #ccc; }
 table { border-collapse: collapse; margin: 0.8em 0; font-size: 0.9em; }
 th, td { border: 1px solid #ddd; padding: 3px 8px; text-align: right; }
 th { background: #f3f5f8; } td:first-child, th:first-child { text-align: left; }
-td.text { text-align: left; } .no { color: #b00020; font-weight: bold; } .weak { color: #999; }
+td.text { text-align: left; overflow-wrap: anywhere; } tr.mine td { background: #fff4d6; } .no { color: #b00020; font-weight: bold; } .weak { color: #999; }
 .smoke { background: #fff4d6; border: 1px solid #e0c060; padding: 0.6em 1em; }
 figure { margin: 1em 0; } figure svg { max-width: 100%; height: auto; }
 .note { color: #555; font-size: 0.9em; }
@@ -59,7 +59,7 @@ window.addEventListener('load', function () {
 """
 
 
-def _table(header: Sequence[str], rows: Sequence[Sequence[Any]], text_columns: Sequence[int] = (0,)) -> str:
+def html_table(header: Sequence[str], rows: Sequence[Sequence[Any]], text_columns: Sequence[int] = (0,)) -> str:
     """An HTML table; numbers right-aligned, the `text_columns` left-aligned, a "NO" verdict in red."""
     head = "".join(f"<th>{html.escape(str(cell))}</th>" for cell in header)
     body = []
@@ -73,11 +73,12 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[Any]], text_columns: S
             elif value.endswith("too few to fit)"):  # scaling's marking of a slope that means nothing
                 classes.append("weak")
             cells.append(f'<td class="{" ".join(classes)}">{value}</td>' if classes else f"<td>{value}</td>")
-        body.append("<tr>" + "".join(cells) + "</tr>")
+        mine = str(row[0]).startswith("> ")  # compare.row_label's mark of an implementation under test
+        body.append(('<tr class="mine">' if mine else "<tr>") + "".join(cells) + "</tr>")
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
 
-def _figure(figure: Any, caption: str) -> str:
+def html_figure(figure: Any, caption: str) -> str:
     svg = plots.figure_svg(figure)
     plots.close(figure)
     return f'<figure>{svg}<figcaption class="note">{html.escape(caption)}</figcaption></figure>'
@@ -87,6 +88,10 @@ def _fmt(value: float | None, digits: int = 2) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
 
+def _failures(rows: Sequence[compare.Row]) -> list[str]:
+    return [f'<p class="note">{html.escape(row.name)}: {html.escape(row.error)}</p>' for row in rows if row.error]
+
+
 def compare_section(report: compare.Report) -> str:
     yes = {True: "yes", False: "NO", None: "-"}
     parts = [
@@ -94,19 +99,25 @@ def compare_section(report: compare.Report) -> str:
         f"distinct pre-tokens), vocab {report.vocab_size}, pattern {html.escape(report.pattern)}.</p>"
     ]
     parts += [f'<p class="note">{html.escape(line)}</p>' for line in report.left_out]
-    merge_rows = [r for r in report.rows if r.table == "merge"]
-    parts.append("<h3>Merge phase (from the same word counts)</h3>")
-    parts.append(
-        _table(
-            ["trainer", "seconds", "peak MB", "merges", f"identical to {report.reference}"],
-            [[r.name, _fmt(r.seconds, 3), _fmt(r.peak_mb, 1), r.merges, yes[r.identical]] for r in merge_rows],
+    if report.trainers or report.tokenizers:
+        parts.append(
+            '<p class="note">Highlighted, marked &gt;: the implementations under test, each measured in an '
+            "isolated worker; a failed one has no figures and its reason below the table.</p>"
         )
-    )
+    merge_rows = [r for r in report.rows if r.table == "merge"]
+    if merge_rows:
+        parts.append("<h3>Merge phase (from the same word counts)</h3>")
+        parts.append(
+            html_table(
+                ["trainer", "seconds", "peak MB", "merges", f"identical to {report.reference}"],
+                [[r.name, _fmt(r.seconds, 3), _fmt(r.peak_mb, 1), r.merges, yes[r.identical]] for r in merge_rows],
+            )
+        )
     train_rows = [r for r in report.rows if r.table == "train"]
     if train_rows:
         parts.append("<h3>Train end to end (read + pre-tokenize + merge)</h3>")
         parts.append(
-            _table(
+            html_table(
                 ["trainer", "seconds", "peak MB (process tree)", "x ours (time)", "same tokens+merges"],
                 [
                     [
@@ -120,26 +131,30 @@ def compare_section(report: compare.Report) -> str:
                 ],
             )
         )
+        parts += _failures(train_rows)
     # Every throughput table, as `bpe compare` prints them: one-core and batch encode, corpus to ids file.
     for table in dict.fromkeys(r.table for r in report.rows if r.mb_per_s is not None):
         rows = [r for r in report.rows if r.table == table]
         parts.append(f"<h3>{html.escape(table[:1].upper() + table[1:])} ({html.escape(rows[0].note)})</h3>")
+        memory = any(r.peak_mb is not None for r in rows)
         parts.append(
-            _table(
-                ["encoder", "seconds", "MB/s", "x ours", "same ids"],
+            html_table(
+                ["encoder", "seconds", "MB/s", "x ours", *(["peak MB held"] if memory else []), "same ids"],
                 [
                     [
                         compare.row_label(r),
                         _fmt(r.seconds, 3),
                         _fmt(r.mb_per_s),
                         _fmt(compare.ratio(r.mb_per_s, rows[0].mb_per_s)),
+                        *([_fmt(r.peak_mb, 1)] if memory else []),
                         yes[r.identical],
                     ]
                     for r in rows
                 ],
             )
         )
-    parts.append(_figure(plots.compare_figure(report), "bpe compare, as bars (value on each bar)"))
+        parts += _failures(rows)
+    parts.append(html_figure(plots.compare_figure(report), "bpe compare, as bars (value on each bar)"))
     return "\n".join(parts)
 
 
@@ -149,7 +164,7 @@ def scaling_section(report: scaling.ScalingReport) -> str:
         f"a 95% interval ({html.escape(report.interval or '-')}). x is the study's axis: corpus MB, merges, "
         "text MB. Each point is one measurement in a fresh process (best of 3 when under a second); the "
         "machine is shared, so single points are noisy.</p>",
-        _table(scaling.EXPONENT_HEADER, scaling.exponent_rows(report), text_columns=(0, 1, 2, 7, 8)),
+        html_table(scaling.EXPONENT_HEADER, scaling.exponent_rows(report), text_columns=(0, 1, 2, 7, 8)),
     ]
     if any(fit.too_few for fit in report.fits):
         parts.append(
@@ -164,16 +179,16 @@ def scaling_section(report: scaling.ScalingReport) -> str:
     stats = scaling.stats_rows(report)
     if stats:
         parts.append(f"<h3>Per-merge statistics of {html.escape(scaling.stats_note(report))}</h3>")
-        parts.append(_table(scaling.STATS_HEADER, stats, text_columns=(0, 1, 3)))
+        parts.append(html_table(scaling.STATS_HEADER, stats, text_columns=(0, 1, 3)))
     for _, figure in plots.scaling_figures(report):
-        parts.append(_figure(figure, "log-log; legend: fitted slope ± 95% interval"))
+        parts.append(html_figure(figure, "log-log; legend: fitted slope ± 95% interval"))
     return "\n".join(parts)
 
 
 def machine_section(machine: dict[str, Any]) -> str:
     rows = [[key, machine[key]] for key in ("cpu", "cores", "memory_gib", "os", "python", "commit") if key in machine]
     rows += [[f"package {name}", version or "not installed"] for name, version in machine.get("packages", {}).items()]
-    return _table(["", "value"], rows, text_columns=(0, 1))
+    return html_table(["", "value"], rows, text_columns=(0, 1))
 
 
 def verification_section(verdicts: Sequence[dict[str, Any]]) -> str:
@@ -200,7 +215,7 @@ def verification_section(verdicts: Sequence[dict[str, Any]]) -> str:
         '<p class="note">bpe verify: each clause of the contract searched by Hypothesis against the reference '
         '(the naive trainer, the Tokenizer); a divergence is shown shrunk. "NO": diverged.</p>'
     )
-    return note + _table(
+    return note + html_table(
         [
             "implementation",
             "clauses",
@@ -234,7 +249,7 @@ def history_section(series: Sequence[history.Series]) -> str:
     ]
     if found:
         parts.append(
-            _table(
+            html_table(
                 [
                     "benchmark",
                     "parameters",
@@ -268,7 +283,9 @@ def history_section(series: Sequence[history.Series]) -> str:
         groups.setdefault((line.benchmark, line.machine, line.environment), []).append(line)
     for lines in groups.values():
         if any(v is not None for line in lines for v in line.values):
-            parts.append(_figure(plots.history_figure(lines), f"{lines[0].benchmark}: {len(lines[0].commits)} commits"))
+            parts.append(
+                html_figure(plots.history_figure(lines), f"{lines[0].benchmark}: {len(lines[0].commits)} commits")
+            )
     return "\n".join(parts)
 
 
@@ -277,7 +294,7 @@ def memory_section(profiles: Sequence[history.MemoryProfile]) -> str:
     parts = [
         "<p>memray's peak memory: bytes held by live heap allocations at the worst moment (not RSS: no "
         "interpreter code, no shared libraries, no memory freed but kept by the allocator).</p>",
-        _table(
+        html_table(
             ["capture", "peak heap", "allocations", "command"],
             [[p.name, _value(p.peak_bytes, "bytes"), p.total_allocations, p.command] for p in profiles],
             text_columns=(0, 3),
@@ -286,7 +303,7 @@ def memory_section(profiles: Sequence[history.MemoryProfile]) -> str:
     for profile in profiles:
         parts.append(f"<h3>{html.escape(profile.name)}: where the peak is held</h3>")
         parts.append(
-            _table(
+            html_table(
                 ["held at the peak", "allocations", "call site (innermost first)"],
                 [[_value(site.bytes, "bytes"), site.allocations, site.where] for site in profile.top_sites],
                 text_columns=(2,),
@@ -318,7 +335,7 @@ def run_verification(quick: bool, peers: bool, log: Callable[[str], None]) -> li
     return verdicts
 
 
-def _without_tables(verdict: dict[str, Any]) -> dict[str, Any]:
+def without_tables(verdict: dict[str, Any]) -> dict[str, Any]:
     """A verdict without its counterexample's vocab and merges (megabytes for a real vocab; the
     verdict's own JSON file keeps them)."""
     example = verdict.get("counterexample")
@@ -371,18 +388,24 @@ def render(
         "compare": asdict(compare_report) if compare_report else None,
         "scaling": asdict(scaling_report) if scaling_report else None,
         "machine": machine,
-        "verify": [_without_tables(verdict) for verdict in verdicts],
+        "verify": [without_tables(verdict) for verdict in verdicts],
         "smoke": smoke,
         "asv_history": [asdict(line) for line in asv_history],
         "memray": [asdict(profile) for profile in memory_profiles],
     }
+    return html_page("bpe_impls report", sections, data)
+
+
+def html_page(title: str, sections: Sequence[str], data: dict[str, Any]) -> str:
+    """A self-contained page: the sections, the style, the figure check, and `data` inline as JSON,
+    under a Content-Security-Policy that forbids every fetch."""
     # "</" would end the script element early; JSON allows "<\/" for it.
     payload = json.dumps(data).replace("</", "<\\/")
     policy = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:"
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f'<meta http-equiv="Content-Security-Policy" content="{policy}">'
-        "<title>bpe_impls report</title>"
+        f"<title>{html.escape(title)}</title>"
         f"<style>{_STYLE}</style><script>{_CHECK}</script></head><body>"
         + "\n".join(sections)
         + f'<script type="application/json" id="data">{payload}</script></body></html>\n'

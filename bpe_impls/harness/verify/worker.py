@@ -199,7 +199,7 @@ def id_limit(size: int) -> int:
 # ---- the server ---------------------------------------------------------------------------------
 
 _KEPT: list[bytes] = []  # what shake() keeps alive until the next shake
-_IDS_BLOCK = 1 << 16  # ids hashed at a time while an encode_iterable is consumed (memory stays flat)
+_IDS_BLOCK = 1 << 12  # ids hashed at a time while an encode_iterable is consumed: 32 KB held at most
 
 
 def shake(seed: int) -> int:
