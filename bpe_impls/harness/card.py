@@ -6,7 +6,8 @@ answers each with the harness's own tools, run on the implementation in its isol
 
 1. `bpe verify`: every clause of the contract, a verdict per clause, each divergence shrunk with
    its hint (verify/engine.py);
-2. CS336's own resource checks, as the assignment's tests define them (cs336.py), when present;
+2. CS336's own resource checks, as the assignment's tests define them and with their figures
+   (cs336.py);
 3. `bpe compare`: train end to end and encode beside this project's own (and the peers' with
    `peers`), the implementation's rows highlighted (compare.py);
 4. `bpe scaling`: its curves and fitted slopes beside ours (scaling.py), when present;
@@ -33,6 +34,7 @@ from typing import Any
 from ..base.atomic import atomic_write
 from ..base.errors import ConfigError
 from . import compare, report
+from .cs336 import CS336Report, run_cs336_for
 from .fixtures import missing_text, real_text
 from .machine import describe_machine
 from .verify import ImplementationError, SearchSettings, verify_tokenizer, verify_trainer
@@ -53,6 +55,7 @@ class Card:
     quick: bool
     verdicts: list[dict[str, Any]] = field(default_factory=list)
     compare: compare.Report | None = None
+    cs336: list[CS336Report] = field(default_factory=list)
     machine: dict[str, Any] = field(default_factory=dict)
 
 
@@ -102,6 +105,7 @@ def run_card(
         corpus, described = _corpus(quick, Path(folder))
         card = Card(list(trainers), list(tokenizers), described, quick, machine=describe_machine())
         card.verdicts = _verify(trainers, tokenizers, quick, timeout, python, log)
+        card.cs336 = run_cs336_for(trainers, tokenizers, quick=quick, timeout=timeout, python=python, log=log)
         if memray_dir is not None and importlib.util.find_spec("memray") is None:
             log("memray is not installed: no memory profile (pip install memray)")
             memray_dir = None
@@ -158,6 +162,26 @@ def clause_section(verdicts: Sequence[dict[str, Any]]) -> str:
     return "\n".join(parts)
 
 
+def cs336_section(reports: Sequence[CS336Report]) -> str:
+    """Each check: its figure against upstream's threshold, the verdict, and how it was obtained."""
+    parts = []
+    for checked in reports:
+        rows = [
+            [c.name, c.subject or "-", c.figure, c.threshold, c.verdict.replace("fail", "NO", 1)]
+            for c in checked.checks
+        ]
+        parts.append(report.html_table(["check", "implementation", "figure", "threshold", "verdict"], rows, (0, 1, 4)))
+        parts += [
+            f'<p class="note"><b>{html.escape(c.name)}</b> ({html.escape(c.source)}): '
+            f"{html.escape(c.quote)}<br>{html.escape(c.note)}</p>"
+            for c in checked.checks
+            if c.status != "skipped"
+        ]
+    if reports:
+        parts.insert(0, f'<p class="note">As {html.escape(reports[0].upstream)} defines them.</p>')
+    return "\n".join(parts)
+
+
 def _summary(card: Card) -> str:
     """The card's first lines: the verdicts, and the speed beside ours."""
     lines = []
@@ -168,6 +192,12 @@ def _summary(card: Card) -> str:
             verdict["status"], f"diverged in {failed} of {len(verdict['clauses'])} clauses"
         )
         lines.append(f"{refs}: {state}")
+    for checked in card.cs336:
+        lines += [
+            f"CS336 {c.name} ({c.subject}): {c.verdict}, {c.figure} against {c.threshold}"
+            for c in checked.checks
+            if c.status != "skipped"
+        ]
     if card.compare is not None:
         rows = card.compare.rows
         ours = next(r for r in rows if r.table == "train")
@@ -195,6 +225,8 @@ def render_card(card: Card) -> str:
         _summary(card),
         "<h2>Correct? bpe verify, clause by clause</h2>",
         clause_section(card.verdicts),
+        "<h2>CS336's own resource checks</h2>",
+        cs336_section(card.cs336),
     ]
     if card.compare is not None:
         sections += ["<h2>How fast and lean, beside ours</h2>", report.compare_section(card.compare)]

