@@ -242,6 +242,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="also profile each --trainer and --tokenizer (and ours) with memray: captures written to DIR, "
         "and where each one's peak is held printed (needs memray in the interpreter that runs them)",
     )
+    compare.add_argument(
+        "--cs336",
+        action="store_true",
+        help="also run CS336's own resource checks, as its tests define them, on each --trainer and --tokenizer "
+        "(ours without them): corpus.en speed (also scaled to this machine), encode_iterable memory, TinyStories 10k",
+    )
     compare.add_argument("--json", type=Path, default=None, help="write the results as JSON here")
     compare.add_argument("--plot", type=Path, default=None, help="draw bars of the results to this PNG")
     _add_common(compare)
@@ -740,8 +746,23 @@ def cmd_compare(args: argparse.Namespace) -> int:
         memray_dir=args.memray,
     )
     print(format_report(report))
+    checked = []
+    if args.cs336:
+        from .harness.cs336 import format_cs336, run_cs336_for
+
+        checked = run_cs336_for(
+            args.trainers or ([] if args.tokenizers else ["builtin:native"]),
+            args.tokenizers or ([] if args.trainers else ["builtin:tokenizer"]),
+            timeout=args.call_timeout,
+            python=args.python,
+            log=log,
+        )
+        for checks in checked:
+            print("\n" + format_cs336(checks))
     if args.json:
-        write_json(report, args.json)
+        write_json(
+            report, args.json, {"cs336": [dataclasses.asdict(checks) for checks in checked]} if args.cs336 else None
+        )
     if args.plot:
         plot_compare(report, args.plot)
     identical = all(row.identical for row in report.rows if row.table == "merge")

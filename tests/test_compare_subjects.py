@@ -117,3 +117,15 @@ def test_memray_shows_where_a_users_trainer_holds_its_peak(tmp_path, corpus):
     assert all("reference.py:" in site.where for site in theirs.top_sites)
     assert len(list((tmp_path / "memray").glob("*.bin"))) == 4
     assert f"{REFERENCE}:run_train_bpe (train): peak" in format_report(report)
+
+
+def test_cs336_checks_go_with_the_tables_and_the_json(tmp_path, corpus, capsys):
+    out = tmp_path / "compare.json"
+    args = ["compare", str(corpus), "--vocab-size", "300", "--special-token", EOT, "--quiet", "--no-builtins"]
+    assert cli.main([*args, "--tokenizer", "builtin:tokenizer", "--cs336", "--json", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "test_encode_iterable_memory_usage" in printed and "CS336 checks as stanford-cs336" in printed
+    (checked,) = json.loads(out.read_text())["cs336"]
+    statuses = {check["name"]: check["status"] for check in checked["checks"]}
+    assert statuses["test_encode_iterable_memory_usage"] in ("pass", "fail")
+    assert statuses["test_train_bpe_speed"] == statuses["train_bpe_tinystories"] == "skipped"  # no trainer given

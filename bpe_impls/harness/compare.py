@@ -874,7 +874,8 @@ def format_memory(profiles: Sequence[MemoryProfile]) -> list[str]:
     return out
 
 
-def write_json(report: Report, path: Path) -> None:
-    payload = asdict(report) | {"command": sys.argv}
+def write_json(report: Report, path: Path, extra: dict[str, Any] | None = None) -> None:
+    """The report as JSON, with the command line and `extra` keys (the CS336 checks, say)."""
+    payload = asdict(report) | {"command": sys.argv} | (extra or {})
     with atomic_write(path, "w", encoding="utf-8") as out:
         json.dump(payload, out, indent=2)
