@@ -3,8 +3,13 @@
 `load_asv_history` reads an asv results folder (`.asv/results`: one JSON file per machine, commit
 and environment, plus `benchmarks.json`) with asv's own reader, and gives one `Series` per
 benchmark, parameter combination, machine and environment, its commits in commit-date order. The
-regressions are asv's own: `asv.step_detect.detect_steps` fits a piecewise-constant signal and
-`detect_regressions` finds its upward steps, as `asv publish`'s regressions page does.
+regressions are found by the rule `asv compare` and `asv continuous` judge two commits by, applied
+to each commit and the one before it: worse by the factor (5%, asv's default), and, where asv kept
+the samples' statistics (timings), a difference its statistics call significant too; where it kept
+none (`track_` and `peakmem_` benchmarks, deterministic counts) the factor alone. Each regression
+says which rule flagged it and the spread of the samples on either side. (asv's step detection,
+which `asv publish` uses, fits steps over the whole noisy history: it listed a +5% step of code
+nobody touched and missed a real +34% one, issue 38.)
 
 `load_memray_profiles` reads the capture files `benchmarks/memray_profile.py` (or `memray run`)
 writes, with memray's reader: the peak of live heap allocations and the call sites that held the
@@ -32,6 +37,9 @@ class Regression:
     after: str  # the first commit of the worse one
     value_before: float
     value_after: float
+    rule: str = ""  # which of asv's rules flagged it
+    spread_before: str = ""  # the samples' interquartile range, where asv kept it ("" for a count)
+    spread_after: str = ""
 
 
 @dataclass
@@ -44,6 +52,8 @@ class Series:
     commits: list[str] = field(default_factory=list)  # short hashes, oldest first
     dates: list[int] = field(default_factory=list)  # commit dates, ms since the epoch
     values: list[float | None] = field(default_factory=list)  # None: failed or skipped there
+    stats: list[dict | None] = field(default_factory=list)  # asv's statistics of each commit's samples
+    samples: list[list[float] | None] = field(default_factory=list)
     regressions: list[Regression] = field(default_factory=list)
 
     @property
@@ -77,17 +87,49 @@ def _param_labels(params: list[list[str]]) -> list[str]:
     return [", ".join(combo) for combo in itertools.product(*params)] if params else [""]
 
 
+FACTOR_RULE = f"worse by {REGRESSION_THRESHOLD:.0%} or more (asv's rule where it keeps no samples)"
+SIGNIFICANT_RULE = (
+    f"worse by {REGRESSION_THRESHOLD:.0%} or more and a significant difference of the samples (asv compare's rule)"
+)
+
+
+def _spread(stats: dict | None) -> str:
+    if not stats or stats.get("q_25") is None:
+        return ""
+    return f"{stats['q_25']:.4g}-{stats['q_75']:.4g}"
+
+
 def find_regressions(series: Series, threshold: float = REGRESSION_THRESHOLD) -> list[Regression]:
-    """asv's step detection over the series' values (lower is better, as asv takes every benchmark)."""
-    asv = _asv()
-    if sum(value is not None for value in series.values) < 2:
-        return []
-    steps = asv.step_detect.detect_steps(series.values)
-    _, _, positions = asv.step_detect.detect_regressions(steps, threshold=threshold)
-    return [
-        Regression(series.commits[before], series.commits[after], value_before, value_after)
-        for before, after, value_before, value_after in positions or ()
-    ]
+    """Each commit worse than the one before it by asv's own rule (`asv compare`'s
+    `_is_result_better`: the factor, and the significance of the samples where asv kept them);
+    lower is better, as asv takes every benchmark."""
+    _asv()
+    from asv.commands.compare import _is_result_better  # asv's rule itself, not a copy of it
+
+    found = []
+    kept = [i for i, value in enumerate(series.values) if value is not None]
+    for before, after in zip(kept, kept[1:]):
+        old, new = series.values[before], series.values[after]
+        assert old is not None and new is not None
+        stats = (series.stats[before], series.stats[after]) if series.stats else (None, None)
+        samples = (series.samples[before], series.samples[after]) if series.samples else (None, None)
+        old_ss, new_ss = (stats[0], samples[0]), (stats[1], samples[1])
+        if _is_result_better(old, new, old_ss, new_ss, 1 + threshold):
+            with_stats = bool(
+                stats[0] and stats[1] and stats[0].get("repeat", 0) != 1 and stats[1].get("repeat", 0) != 1
+            )
+            found.append(
+                Regression(
+                    series.commits[before],
+                    series.commits[after],
+                    old,
+                    new,
+                    SIGNIFICANT_RULE if with_stats else FACTOR_RULE,
+                    _spread(stats[0]),
+                    _spread(stats[1]),
+                )
+            )
+    return found
 
 
 def load_asv_history(results_dir: str | Path) -> list[Series]:
@@ -109,7 +151,9 @@ def load_asv_history(results_dir: str | Path) -> list[Series]:
             for name in result.get_result_keys(benchmarks):
                 params = result.get_result_params(name)
                 values = result.get_result_value(name, params)
-                for label, value in zip(_param_labels(params), values):
+                stats = result.get_result_stats(name, params) or [None] * len(values)
+                samples = result.get_result_samples(name, params) or [None] * len(values)
+                for label, value, stat, sample in zip(_param_labels(params), values, stats, samples):
                     key = (name, label, machine, result.env_name)
                     if key not in series:
                         unit = benchmarks.get(name, {}).get("unit", "")
@@ -118,6 +162,8 @@ def load_asv_history(results_dir: str | Path) -> list[Series]:
                     line.commits.append(result.commit_hash[:8])
                     line.dates.append(result.date or 0)
                     line.values.append(None if value is None or value != value else float(value))  # NaN: failed
+                    line.stats.append(stat)
+                    line.samples.append(sample)
     for line in series.values():
         line.regressions = find_regressions(line)
     return sorted(series.values(), key=lambda s: (s.benchmark, s.machine, s.environment, s.params))

@@ -388,7 +388,7 @@ def history_figure(series: Sequence[Any]) -> Any:
         fontsize=8,
     )
     axis.set_xlim(-0.5, len(commits) - 0.5)
-    axis.set_xlabel("commit (oldest first); red rings: regressions found by asv's step detection")
+    axis.set_xlabel("commit (oldest first); red rings: regressions by asv compare's rule")
     quantity = {"ms": "time (ms)", "s": "time (s)", "MiB": "memory (MiB)"}.get(unit, unit or "value")
     axis.set_ylabel(f"{quantity}, lower is better")
     axis.set_ylim(0, largest / scale * 1.15)  # room above the top point for a regression's label

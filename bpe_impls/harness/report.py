@@ -238,14 +238,18 @@ def _value(value: float | None, unit: str) -> str:
 
 
 def history_section(series: Sequence[history.Series]) -> str:
-    """asv's results over commits: a table of the regressions asv's step detection finds, then one
-    figure per benchmark (a line per parameter combination)."""
+    """asv's results over commits: a table of the regressions found by asv's own rule for judging
+    two commits (history.find_regressions), then one figure per benchmark (a line per parameter
+    combination)."""
     found = [(line, r) for line in series for r in line.regressions]
     commits = sorted({c for line in series for c in line.commits})
     parts = [
         f"<p>{len(series)} series ({len({s.benchmark for s in series})} benchmarks) over {len(commits)} "
-        f"commits. Regressions: asv's step detection (asv.step_detect), steps of {history.REGRESSION_THRESHOLD:.0%} "
-        "or more that stand; every benchmark is lower-is-better, as asv reads it.</p>"
+        "commits. A regression is a commit worse than the one before it by the rule asv compare and asv "
+        f"continuous judge two commits by: {history.REGRESSION_THRESHOLD:.0%} or more, and where asv kept the "
+        "samples' statistics (timings) a significant difference too; the factor alone for counts and peaks "
+        "(track_, peakmem_). Every benchmark is lower-is-better, as asv reads it; the spread is the samples' "
+        "interquartile range.</p>"
     ]
     if found:
         parts.append(
@@ -259,6 +263,8 @@ def history_section(series: Sequence[history.Series]) -> str:
                     "before",
                     "after",
                     "change",
+                    "spread before / after",
+                    "rule",
                 ],
                 [
                     [
@@ -270,10 +276,12 @@ def history_section(series: Sequence[history.Series]) -> str:
                         _value(r.value_before, line.unit),
                         _value(r.value_after, line.unit),
                         f"+{r.value_after / r.value_before - 1:.0%}",
+                        f"{r.spread_before} / {r.spread_after}" if r.spread_before else "-",
+                        r.rule,
                     ]
                     for line, r in found
                 ],
-                text_columns=(0, 1, 2, 3, 4),
+                text_columns=(0, 1, 2, 3, 4, 9),
             )
         )
     else:
