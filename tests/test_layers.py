@@ -45,6 +45,7 @@ OPTIONAL = {
     "quicktok",
     "scipy",
     "asv",
+    "asv_runner",  # asv's own runner: the suites users run under asv (harness/asv_suites.py)
     "memray",
 }
 
