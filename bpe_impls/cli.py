@@ -882,11 +882,6 @@ def cmd_scaling(args: argparse.Namespace) -> int:
     for path in args.real or []:
         if not path.is_file():
             raise CorpusError(f"{path}: no such file")
-    sizes = scaling.QUICK if args.quick else scaling.DEFAULT
-    if args.budget is not None:
-        if not args.budget > 0:
-            raise ConfigError(f"--budget must be a positive number of seconds, got {args.budget}")
-        sizes = dataclasses.replace(sizes, budget=args.budget)
     targets = scaling.Targets(
         tuple(dict.fromkeys(args.trainers)),
         tuple(dict.fromkeys(args.tokenizers)),
@@ -894,6 +889,11 @@ def cmd_scaling(args: argparse.Namespace) -> int:
         call_timeout=args.call_timeout,
         python=args.python,
     )
+    sizes = scaling.sizes_for(targets, args.quick)
+    if args.budget is not None:
+        if not args.budget > 0:
+            raise ConfigError(f"--budget must be a positive number of seconds, got {args.budget}")
+        sizes = dataclasses.replace(sizes, budget=args.budget)
     if args.no_builtins and not (targets.trainers or targets.tokenizers):
         raise ConfigError("--no-builtins needs a --trainer or --tokenizer to measure")
     if args.call_timeout is not None and not (np.isfinite(args.call_timeout) and args.call_timeout > 0):

@@ -36,7 +36,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -131,6 +131,30 @@ class Targets:
 
     def timeout(self, budget: float) -> float:
         return self.call_timeout or max(MIN_CALL_TIMEOUT, CALL_TIMEOUT_BUDGETS * budget)
+
+
+SMALLER = 3  # halvings added below the smallest corpus and text for implementations under test
+# With trainers under test, the vocab study's corpus: one a first Python trainer merges thousands of
+# times within the budget (DEFAULT's 4 MB takes one a minute for its first 767 merges); merges 63 ... 4095.
+THEIR_VOCAB_CORPUS_MB, THEIR_VOCABS = 0.125, (320, 384, 512, 768, 1280, 2304, 4352)
+
+
+def sizes_for(targets: Targets, quick: bool = False) -> Sizes:
+    """QUICK; DEFAULT; or, with implementations under test, DEFAULT with SMALLER halvings below
+    its smallest corpora (for trainers) and texts (for tokenizers), and the vocab study on a small
+    corpus (for trainers): a first Python trainer can be a hundred times slower than ours, and the
+    budget would leave it too few points to fit. Ours are measured at the same sizes, beside it."""
+    if quick:
+        return QUICK
+    steps, trainers, tokenizers = range(SMALLER, 0, -1), bool(targets.trainers), bool(targets.tokenizers)
+    return replace(
+        DEFAULT,
+        generated_mb=tuple(DEFAULT.generated_mb[0] / 2**k for k in steps if trainers) + DEFAULT.generated_mb,
+        real_parts=tuple(DEFAULT.real_parts[0] * 2**k for k in steps if trainers) + DEFAULT.real_parts,
+        vocab_corpus_mb=THEIR_VOCAB_CORPUS_MB if trainers else DEFAULT.vocab_corpus_mb,
+        vocabs=THEIR_VOCABS if trainers else DEFAULT.vocabs,
+        text_mb=tuple(DEFAULT.text_mb[0] / 2**k for k in steps if tokenizers) + DEFAULT.text_mb,
+    )
 
 
 # Without the builtins, the one implementation of ours kept for scale: end to end, and encoding.
@@ -378,8 +402,13 @@ MEANINGS = {
         "worse": "worse than quadratic in the text",
     },
 }
-# In the corpus study, time quadratic in the corpus itself grows faster still against the distinct
-# pre-tokens (which grow more slowly than the corpus): which of the two fits shows the 2 says which.
+# In the corpus study the distinct pre-tokens grow more slowly than the corpus (Heaps' law), so the
+# fit against them says which of the two a cost follows: time quadratic in the corpus itself grows
+# faster still against them, time quadratic (or linear) in them slower against the corpus.
+LINEAR_IN_THE_DISTINCT = (
+    "linear in the distinct pre-tokens, which grow more slowly than the corpus: the work over them (the "
+    "merges) outweighs reading the corpus at these sizes"
+)
 QUADRATIC_IN_THE_CORPUS = (
     "likely quadratic in the corpus itself, every pre-token and not only the distinct ones (e.g. each "
     "occurrence looked up in a list, or the text joined by repeated concatenation)"
@@ -387,7 +416,7 @@ QUADRATIC_IN_THE_CORPUS = (
 
 
 def _interval(fit: Fit) -> str:
-    return f"95% CI {fit.low:.1f} to {fit.high:.1f}" if fit.low is not None and fit.high is not None else "no interval"
+    return f"95% CI {fit.low:.2f} to {fit.high:.2f}" if fit.low is not None and fit.high is not None else "no interval"
 
 
 def describe(curve: Curve, fit: Fit, distinct: Fit | None = None) -> str:
@@ -399,20 +428,24 @@ def describe(curve: Curve, fit: Fit, distinct: Fit | None = None) -> str:
     if fit.slope is None:
         stop = f"; {curve.skipped[-1]}" if curve.skipped else ""
         return f"not fitted: {measured} point{'s' * (measured != 1)} measured{stop}"
-    grows = f"grows as {axis}^{fit.slope:.1f} ({_interval(fit)})"
+    grows = f"grows as {axis}^{fit.slope:.2f} ({_interval(fit)})"
     if fit.too_few:
         return f"{grows} from {fit.too_few}, so nothing can be said yet about how it scales (measure more sizes)"
     kind = growth(fit)
     if kind is None:
         return f"{grows}: the interval is too wide to say how it scales (a busy machine, or too few sizes)"
     meaning = MEANINGS.get(curve.kind, MEANINGS["corpus"])[kind]
-    if curve.kind == "corpus" and distinct is not None and kind in ("superlinear", "quadratic", "worse"):
+    if curve.kind == "corpus" and distinct is not None and distinct.slope is not None:
         against = growth(distinct)
-        if against == "quadratic":
-            grows += f", as distinct pre-token bytes^{distinct.slope:.1f}"
+        if against == "quadratic" and kind in ("superlinear", "quadratic", "worse"):
             meaning = MEANINGS["corpus"]["quadratic"]
-        elif kind == "quadratic" and against == "worse":
+        elif against == "worse" and kind == "quadratic":
             meaning = QUADRATIC_IN_THE_CORPUS
+        elif against == "linear" and kind == "sublinear":
+            meaning = LINEAR_IN_THE_DISTINCT
+        else:
+            return f"{grows}: {meaning}"
+        grows += f", as distinct pre-token bytes^{distinct.slope:.2f} ({_interval(distinct)})"
     return f"{grows}: {meaning}"
 
 
@@ -566,13 +599,14 @@ class _Runner:
         call: Callable[[], subjects.Outcome],
         *,
         repeats: int | None = None,
+        first_guess: float | None = None,
         extra: dict | None = None,
         label: str = "",
     ) -> Point | None:
         """A point of an implementation under test: `call` measures it in a worker of its own. An
         Outcome with an error (a crash, a hang past the call timeout, an exception) ends the curve,
         with the reason; the study goes on."""
-        if not self.admit(curve, x, None, label):
+        if not self.admit(curve, x, first_guess, label):
             return None
 
         def once() -> Measured:
@@ -658,9 +692,11 @@ def _trainer_study(
     peers: Sequence[str],
     workers: int | None,
     targets: Targets,
+    guesses: dict[str, float | None] | None = None,
 ) -> list[Curve]:
     """Merge phase and end to end for every trainer (and peer), and end to end for each trainer
-    under test, over (x, corpus, vocab, label) points."""
+    under test, over (x, corpus, vocab, label) points; `guesses`: the seconds of a trainer under
+    test's first point, by name, where known."""
     ours = IMPLEMENTATIONS if targets.builtins else {}
     merge = {name: Curve(study, "merge", name, False, x_label) for name in ours}
     train = {name: Curve(study, "train", name, False, x_label) for name in ours}
@@ -717,7 +753,8 @@ def _trainer_study(
                 timeout=timeout,
                 python=subject.python,
             )
-            runner.subject_point(subject.curve, x, call, extra=distinct, label=label)
+            guess = (guesses or {}).get(subject.curve.name)
+            runner.subject_point(subject.curve, x, call, first_guess=guess, extra=distinct, label=label)
     return [*merge.values(), *train.values(), *(subject.curve for subject in tested)]
 
 
@@ -785,7 +822,15 @@ def run_scaling(
             path = default_corpus(int(sizes.vocab_corpus_mb * 1e6))
             points = [(v - 256 - len(SPECIALS), path, v, f"vocab {v}") for v in sizes.vocabs]
             study = f"vocab: generated {sizes.vocab_corpus_mb:g} MB"
-            report.curves += _trainer_study(runner, study, "merges", points, peer_names, workers, targets)
+            # A larger vocab costs no less: a trainer under test's curve in the corpus study, carried
+            # to this corpus, predicts its first point here, so one already over the budget there is
+            # skipped at once rather than killed at the call timeout.
+            guesses = {
+                curve.name: runner.predict(curve, sizes.vocab_corpus_mb, None)
+                for curve in report.curves
+                if curve.study == "corpus: generated" and curve.metric == "train"
+            }
+            report.curves += _trainer_study(runner, study, "merges", points, peer_names, workers, targets, guesses)
         if "encode" in studies:
             report.curves += _encoder_study(runner, sizes, encoders, workers, targets)
     report.fits, report.interval = fit_curves(report.curves)
