@@ -169,7 +169,7 @@ def test_with_implementations_under_test_the_sizes_start_smaller_and_ours_are_me
     trainers = scaling.sizes_for(scaling.Targets(("mine.py:f",)))
     assert trainers.generated_mb == (1 / 64, 1 / 32, 1 / 16, *scaling.DEFAULT.generated_mb)
     assert trainers.real_parts == (128, 64, 32, *scaling.DEFAULT.real_parts)
-    assert (trainers.vocab_corpus_mb, trainers.vocabs[0]) == (0.125, 320)
+    assert (trainers.vocab_corpus_mb, trainers.vocabs[0]) == (1 / 32, 288)
     assert trainers.text_mb == scaling.DEFAULT.text_mb
     tokenizers = scaling.sizes_for(scaling.Targets((), ("mine.py:g",)))
     assert tokenizers.text_mb == (1 / 64, 1 / 32, 1 / 16, *scaling.DEFAULT.text_mb)

@@ -134,9 +134,10 @@ class Targets:
 
 
 SMALLER = 3  # halvings added below the smallest corpus and text for implementations under test
-# With trainers under test, the vocab study's corpus: one a first Python trainer merges thousands of
-# times within the budget (DEFAULT's 4 MB takes one a minute for its first 767 merges); merges 63 ... 4095.
-THEIR_VOCAB_CORPUS_MB, THEIR_VOCABS = 0.125, (320, 384, 512, 768, 1280, 2304, 4352)
+# With trainers under test, the vocab study's corpus: one a first Python trainer merges a thousand
+# times within the budget (DEFAULT's 4 MB takes one a minute for its first 767 merges, 0.125 MB two
+# seconds for 63 on a busy machine); merges 31, 63, ... 2047, fewer than its distinct bytes (~6,000).
+THEIR_VOCAB_CORPUS_MB, THEIR_VOCABS = 1 / 32, (288, 320, 384, 512, 768, 1280, 2304)
 
 
 def sizes_for(targets: Targets, quick: bool = False) -> Sizes:
