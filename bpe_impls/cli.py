@@ -259,7 +259,8 @@ def build_parser() -> argparse.ArgumentParser:
         "1-32 MB, and prefixes of real fixtures such as kjv.txt) and while the vocab grows (1k-32k), "
         "and every encoder against text and cache size; fit each curve's log-log slope with a 95%% "
         "interval. Default sizes take about 5 minutes on 2 idle cores (8 on a busy machine); --quick "
-        "well under a minute.",
+        "well under a minute. --trainer and --tokenizer add anyone's implementations (as bpe verify takes "
+        "them), each measured in a process of its own, with a sentence on what its slope means.",
     )
     scale.add_argument("--quick", action="store_true", help="tiny sizes (CI smoke run: seconds)")
     scale.add_argument(
@@ -292,6 +293,42 @@ def build_parser() -> argparse.ArgumentParser:
         help="skip a point predicted to take longer (default: 10, quick: 3)",
     )
     scale.add_argument("--workers", type=int, default=None, help="pre-tokenizer processes (default: all cores)")
+    scale.add_argument(
+        "--trainer",
+        dest="trainers",
+        action="append",
+        default=[],
+        metavar="REF",
+        help="your run_train_bpe(input_path, vocab_size, special_tokens), as bpe verify takes it "
+        "(module:function, path/file.py:function, builtin:NAME): its end-to-end curve in the corpus and "
+        "vocab studies, with a sentence on its slope; repeatable",
+    )
+    scale.add_argument(
+        "--tokenizer",
+        dest="tokenizers",
+        action="append",
+        default=[],
+        metavar="REF",
+        help="your get_tokenizer(vocab, merges, special_tokens=None): its encode curve in the text study; repeatable",
+    )
+    scale.add_argument(
+        "--no-builtins",
+        action="store_true",
+        help="measure only your --trainer/--tokenizer curves, beside native's for scale (a couple of minutes)",
+    )
+    scale.add_argument(
+        "--call-timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="a call of your code that takes longer is killed, ending its curve (default: 4 x --budget, at least 30)",
+    )
+    scale.add_argument(
+        "--python",
+        default=None,
+        metavar="PATH",
+        help="run your code under this interpreter (your project's venv)",
+    )
     scale.add_argument("--json", type=Path, default=None, help="write the curves and fits as JSON here")
     scale.add_argument("--plot", type=Path, default=None, metavar="DIR", help="draw each study as PNG and SVG here")
     _add_common(scale)
@@ -845,17 +882,35 @@ def cmd_scaling(args: argparse.Namespace) -> int:
     for path in args.real or []:
         if not path.is_file():
             raise CorpusError(f"{path}: no such file")
-    sizes = scaling.QUICK if args.quick else scaling.DEFAULT
+    targets = scaling.Targets(
+        tuple(dict.fromkeys(args.trainers)),
+        tuple(dict.fromkeys(args.tokenizers)),
+        builtins=not args.no_builtins,
+        call_timeout=args.call_timeout,
+        python=args.python,
+    )
+    sizes = scaling.sizes_for(targets, args.quick)
     if args.budget is not None:
         if not args.budget > 0:
             raise ConfigError(f"--budget must be a positive number of seconds, got {args.budget}")
         sizes = dataclasses.replace(sizes, budget=args.budget)
+    if args.no_builtins and not (targets.trainers or targets.tokenizers):
+        raise ConfigError("--no-builtins needs a --trainer or --tokenizer to measure")
+    if args.call_timeout is not None and not (np.isfinite(args.call_timeout) and args.call_timeout > 0):
+        raise ConfigError(f"--call-timeout must be a positive number of seconds, got {args.call_timeout}")
+    if args.python is not None and shutil.which(args.python) is None:
+        raise ConfigError(f"--python {args.python}: no such executable")
+    # A typo in a reference is said now, not at its first point after minutes of ours.
+    unloadable = scaling.unloadable([*targets.trainers, *targets.tokenizers], args.python)
+    if unloadable is not None:
+        raise ConfigError(unloadable)
     report = scaling.run_scaling(
         sizes,
         real=args.real,
         peers=args.peers,
         workers=args.workers,
         studies=args.studies or ("corpus", "vocab", "encode"),
+        targets=targets,
         progress=_progress_enabled(args),
         log=_logger(args),
     )

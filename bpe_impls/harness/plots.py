@@ -2,7 +2,8 @@
 
   * `plot_scaling`: per study, log-log lines per implementation with the fitted exponent in the
     legend; this project's implementations in cool colours with solid lines, peers in warm colours
-    with dashed lines; axis labels with units and which way is better.
+    with dashed lines, implementations under test (`--trainer/--tokenizer REF`) dash-dotted; axis
+    labels with units and which way is better.
   * `plot_compare`: `bpe compare`'s tables as horizontal bars with the value printed on each bar,
     and the verdicts ("identical" to the reference trainer, "same ids" as ours) in the labels.
 
@@ -110,7 +111,7 @@ def _legend_label(curve, fit) -> str:
         spread = f" ± {(fit.high - fit.low) / 2:.2f}" if fit.low is not None else ""
         label += f": slope {fit.slope:.2f}{spread}"
     if curve.skipped:
-        label += " (larger: over budget)"
+        label += " (stopped by an error: see the table)" if curve.stopped else " (larger: over budget)"
     return label
 
 
@@ -131,7 +132,7 @@ def _draw_lines(axis, report, curves, attribute: str, colours: dict, log_x: bool
                     linestyle="none",
                     marker="x",
                     color="#888888",
-                    label=f"{curve.name}: not run (over the time budget)",
+                    label=f"{curve.name}: not run ({'an error: see the table' if curve.stopped else 'over the time budget'})",
                 )
             continue
         all_x.update(x for x, _ in points)
@@ -142,7 +143,7 @@ def _draw_lines(axis, report, curves, attribute: str, colours: dict, log_x: bool
             label=_legend_label(curve, fit),
             color=_colour(curve.name, curve.peer, colours),
             marker=MARKERS[i % len(MARKERS)],
-            linestyle="--" if curve.peer else "-",
+            linestyle="--" if curve.peer else "-." if curve.user else "-",  # yours: dash-dot
             linewidth=1.8,
             markersize=5,
         )

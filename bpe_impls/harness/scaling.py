@@ -10,6 +10,13 @@ Studies (each point is one measurement in a fresh child process, best of up to 3
   * encode text: every encoder's seconds to encode growing prefixes of the text (fresh cache).
   * encode cache: every encoder's MB/s on one text as its pre-token cache grows (0 = no cache).
 
+Anyone's implementations (`Targets`: references as `bpe verify` takes them) get curves beside
+ours, each point measured in an isolated worker of its own (subjects.py): a trainer end to end in
+the corpus and vocab studies, a tokenizer's encode in the text study. A crash, hang (a call over
+the call timeout is killed) or exception ends that curve with the reason, not the run. Each of
+their curves also gets a sentence saying what its slope means (`describe`). Without the builtins,
+only their curves are measured, beside one of ours (native, measured the same way) for scale.
+
 Each curve's log-log slope is fitted by least squares with a 95% confidence interval (Student's t
 from scipy when it is installed, else the normal approximation, which is too narrow for few
 points: the table says which), and set beside the complexity the README states. The Python
@@ -29,7 +36,8 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -38,18 +46,24 @@ import numpy as np
 from ..base.atomic import atomic_write
 from ..base.progress import progress_bar
 from ..corpus import count_pretokens
-from ..encoding import ENCODERS, Tokenizer
+from ..encoding import DEFAULT_ENCODER, ENCODERS, Tokenizer
 from ..trainers import DEFAULT_IMPL, IMPLEMENTATIONS, instrumented, train_bpe
 from . import peers as peer_adapters
+from . import subjects
 from .compare import NAIVE_SECONDS_PER_BYTE_MERGE
 from .fixtures import missing_text, real_text
 from .generators.tinystories import SEPARATOR, default_corpus
 from .machine import describe_machine
 from .measure import Measured, measure_in_child, measure_tree
+from .verify.refs import ImplementationNotLoaded, Isolated
 
 SPECIALS = [SEPARATOR]
 ENCODE_PEERS = {"tiktoken": "tiktoken", "huggingface": "tokenizers"}  # name -> module, as in `bpe compare`
 REPEAT_BELOW = 0.5  # a measurement faster than this many seconds is repeated (best of Sizes.repeats): noise
+# A call of an implementation under test is killed after this many budgets (at least the minimum):
+# a point predicted within the budget that runs far over it is a hang, not a wait of hours.
+CALL_TIMEOUT_BUDGETS, MIN_CALL_TIMEOUT = 4.0, 30.0
+STOPPED = "stopped at"  # how a curve's note on the error that ended it begins
 
 
 @dataclass(frozen=True)
@@ -105,6 +119,61 @@ QUICK = Sizes(
 )
 
 
+@dataclass(frozen=True)
+class Targets:
+    """Implementations under test, by reference (`bpe scaling --trainer REF --tokenizer REF`)."""
+
+    trainers: tuple[str, ...] = ()  # run_train_bpe(input_path, vocab_size, special_tokens)
+    tokenizers: tuple[str, ...] = ()  # get_tokenizer(vocab, merges, special_tokens=None)
+    builtins: bool = True  # False: of ours, only REFERENCE_TRAINER's and _TOKENIZER's, measured as theirs are
+    call_timeout: float | None = None  # seconds before a call is killed (None: from the budget)
+    python: str | None = None  # the interpreter their code runs under (None: this one)
+
+    def timeout(self, budget: float) -> float:
+        return self.call_timeout or max(MIN_CALL_TIMEOUT, CALL_TIMEOUT_BUDGETS * budget)
+
+
+SMALLER = 3  # halvings added below the smallest corpus and text for implementations under test
+# With trainers under test, the vocab study's corpus: one a first Python trainer merges a thousand
+# times within the budget (DEFAULT's 4 MB takes one a minute for its first 767 merges, 0.125 MB two
+# seconds for 63 on a busy machine); merges 31, 63, ... 2047, fewer than its distinct bytes (~6,000).
+THEIR_VOCAB_CORPUS_MB, THEIR_VOCABS = 1 / 32, (288, 320, 384, 512, 768, 1280, 2304)
+
+
+def sizes_for(targets: Targets, quick: bool = False) -> Sizes:
+    """QUICK; DEFAULT; or, with implementations under test, DEFAULT with SMALLER halvings below
+    its smallest corpora (for trainers) and texts (for tokenizers), and the vocab study on a small
+    corpus (for trainers): a first Python trainer can be a hundred times slower than ours, and the
+    budget would leave it too few points to fit. Ours are measured at the same sizes, beside it."""
+    if quick:
+        return QUICK
+    steps, trainers, tokenizers = range(SMALLER, 0, -1), bool(targets.trainers), bool(targets.tokenizers)
+    return replace(
+        DEFAULT,
+        generated_mb=tuple(DEFAULT.generated_mb[0] / 2**k for k in steps if trainers) + DEFAULT.generated_mb,
+        real_parts=tuple(DEFAULT.real_parts[0] * 2**k for k in steps if trainers) + DEFAULT.real_parts,
+        vocab_corpus_mb=THEIR_VOCAB_CORPUS_MB if trainers else DEFAULT.vocab_corpus_mb,
+        vocabs=THEIR_VOCABS if trainers else DEFAULT.vocabs,
+        text_mb=tuple(DEFAULT.text_mb[0] / 2**k for k in steps if tokenizers) + DEFAULT.text_mb,
+    )
+
+
+# Without the builtins, the one implementation of ours kept for scale: end to end, and encoding.
+REFERENCE_TRAINER, REFERENCE_TOKENIZER = "builtin:native", f"builtin:tokenizer:{DEFAULT_ENCODER}"
+
+
+def unloadable(refs: Sequence[str], python: str | None = None) -> str | None:
+    """Why the first of `refs` that cannot be loaded cannot be (one line), or None: said before a
+    study of minutes rather than at its first point."""
+    for ref in refs:
+        try:
+            with Isolated(ref, MIN_CALL_TIMEOUT, python=python) as worker:
+                worker.start()
+        except ImplementationNotLoaded as exc:
+            return str(exc)
+    return None
+
+
 # What the README states, per (study kind, phase, family); peers state nothing.
 EXPECTED = {
     ("corpus", "merge", "naive"): "1 vs distinct bytes: O(merges x corpus)",
@@ -133,11 +202,17 @@ class Curve:
     peer: bool
     x_label: str
     points: list[Point] = field(default_factory=list)
-    skipped: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)  # over the budget, or stopped by an error: why
+    user: bool = False  # an implementation under test, named by its reference as given
 
     @property
     def kind(self) -> str:
         return self.study.split(":")[0]
+
+    @property
+    def stopped(self) -> bool:
+        """Whether an error ended the curve (else, where points were skipped, the budget did)."""
+        return any(note.startswith(STOPPED) for note in self.skipped)
 
 
 @dataclass
@@ -154,6 +229,8 @@ class Fit:
     expected: str
     note: str = ""
     too_few: str = ""  # why the slope is not to be trusted (too few points, too narrow a range), or ""
+    user: bool = False
+    sentence: str = ""  # an implementation under test's time fit: what the slope means, in words
 
 
 @dataclass
@@ -201,7 +278,7 @@ def fit_slope(
 
 
 def _expected(curve: Curve) -> str:
-    if curve.peer:
+    if curve.peer or curve.user:
         return "-"
     family = "naive" if curve.name == "naive" else "incremental"
     for key in ((curve.kind, curve.metric, family), (curve.kind, curve.metric, None)):
@@ -228,9 +305,11 @@ def _too_few(xs: Sequence[float | None], ys: Sequence[float | None]) -> str:
 
 
 def fit_curves(curves: Sequence[Curve]) -> tuple[list[Fit], str]:
-    """A Fit of seconds (and, for the merge phase, peak MB) against x for every curve, plus merge
-    seconds against distinct pre-token bytes for the corpus studies."""
-    fits, method = [], ""
+    """A Fit of seconds (and, for the merge phase, peak MB) against x for every curve, plus seconds
+    against distinct pre-token bytes for the corpus studies' merge phases and implementations
+    under test; the time fit of an implementation under test carries its `describe` sentence."""
+    fits: list[Fit] = []
+    method = ""
     for curve in curves:
         if curve.kind == "encode cache":
             continue  # throughput against cache size has no stated power law
@@ -238,30 +317,137 @@ def fit_curves(curves: Sequence[Curve]) -> tuple[list[Fit], str]:
         jobs: list[tuple[str, list[float | None], list[float | None]]] = [
             (TIME, [p.x for p in measured], [p.seconds for p in measured])
         ]
-        if curve.kind == "corpus" and curve.metric == "merge":
+        if curve.kind == "corpus" and (curve.metric == "merge" or curve.user):
             jobs.append((DISTINCT, [p.extra.get("distinct_bytes") for p in measured], [p.seconds for p in measured]))
         if curve.metric == "merge":
             jobs.append((MEMORY, [p.x for p in measured], [p.peak_mb for p in measured]))
+        own: dict[str, Fit] = {}
         for quantity, xs, ys in jobs:
             slope, low, high, how = fit_slope(xs, ys)
             method = method or how
-            fits.append(
-                Fit(
-                    curve.study,
-                    curve.metric,
-                    curve.name,
-                    curve.peer,
-                    quantity,
-                    slope,
-                    low,
-                    high,
-                    sum(1 for x, y in zip(xs, ys) if x and y),
-                    _expected(curve),
-                    "; ".join(curve.skipped),
-                    _too_few(xs, ys) if slope is not None else "",
-                )
+            own[quantity] = Fit(
+                curve.study,
+                curve.metric,
+                curve.name,
+                curve.peer,
+                quantity,
+                slope,
+                low,
+                high,
+                sum(1 for x, y in zip(xs, ys) if x and y),
+                _expected(curve),
+                "; ".join(curve.skipped),
+                _too_few(xs, ys) if slope is not None else "",
+                curve.user,
             )
+        if curve.user:
+            own[TIME].sentence = describe(curve, own[TIME], own.get(DISTINCT))
+        fits += own.values()
     return fits, method
+
+
+# --- a slope in words ---------------------------------------------------------------------------
+
+# An interval wider than this, or holding both 1 and 2, cannot tell one kind of growth from another.
+WIDEST_TELLING = 1.5
+
+
+def growth(fit: Fit) -> str | None:
+    """The kind of growth a fit's slope and 95% interval point to: "sublinear" (the interval below
+    1), "linear" (holding 1), "superlinear" (above 1, the slope under 1.5), "quadratic" (holding 2,
+    or the slope from 1.5 to 2.5: a linear part still weighing at small sizes keeps a quadratic
+    cost's slope under 2, noise can push it over), "worse" (above 2, the slope 2.5 or more); None
+    when there is no interval, or one too wide to tell them apart."""
+    if fit.slope is None or fit.low is None or fit.high is None or fit.too_few:
+        return None
+    slope, low, high = fit.slope, fit.low, fit.high
+    if high - low > WIDEST_TELLING or (low <= 1 and high >= 2):
+        return None
+    if low <= 1 <= high:
+        return "linear"
+    if high < 1:
+        return "sublinear"
+    if slope < 1.5 and high < 2:
+        return "superlinear"
+    return "worse" if slope >= 2.5 and low > 2 else "quadratic"
+
+
+_AXIS = {"corpus": "corpus", "vocab": "merges", "encode text": "text"}
+# What each kind of growth most likely means in each study (end to end for trainers).
+MEANINGS = {
+    "corpus": {
+        "sublinear": "sublinear: at these sizes, costs that grow more slowly than the corpus (start-up, "
+        "merging over its distinct pre-tokens) outweigh reading it",
+        "linear": "linear, as expected",
+        "superlinear": "superlinear: each byte costs more than the last, more than reading and counting need",
+        "quadratic": "likely quadratic in the number of distinct pre-tokens (each new one compared with, "
+        "or placed among, all the others)",
+        "worse": "worse than quadratic in the corpus",
+    },
+    "vocab": {
+        "sublinear": "sublinear: counting the corpus, done once, outweighs the merges at these sizes, or each "
+        "merge touches only the words that hold its pair (incremental pair counts)",
+        "linear": "linear in the merges: each merge rescans the corpus's pre-tokens (incremental pair counts "
+        "would make it sublinear)",
+        "superlinear": "superlinear: each merge costs more than the one before",
+        "quadratic": "likely quadratic in the merges: each merge scans all the merges or tokens made before it",
+        "worse": "worse than quadratic in the merges",
+    },
+    "encode text": {
+        "sublinear": "sublinear: at these sizes, fixed costs of a call, or a pre-token cache paying off more on "
+        "longer text, outweigh the text",
+        "linear": "linear in the text, as expected",
+        "superlinear": "superlinear: a longer text costs more per byte",
+        "quadratic": "likely quadratic in the text: e.g. the ids copied for every piece (ids = ids + new), or "
+        "the text re-sliced for every pre-token",
+        "worse": "worse than quadratic in the text",
+    },
+}
+# In the corpus study the distinct pre-tokens grow more slowly than the corpus (Heaps' law), so the
+# fit against them says which of the two a cost follows: time quadratic in the corpus itself grows
+# faster still against them, time quadratic (or linear) in them slower against the corpus.
+LINEAR_IN_THE_DISTINCT = (
+    "linear in the distinct pre-tokens, which grow more slowly than the corpus: the work over them (the "
+    "merges) outweighs reading the corpus at these sizes"
+)
+QUADRATIC_IN_THE_CORPUS = (
+    "likely quadratic in the corpus itself, every pre-token and not only the distinct ones (e.g. each "
+    "occurrence looked up in a list, or the text joined by repeated concatenation)"
+)
+
+
+def _interval(fit: Fit) -> str:
+    return f"95% CI {fit.low:.2f} to {fit.high:.2f}" if fit.low is not None and fit.high is not None else "no interval"
+
+
+def describe(curve: Curve, fit: Fit, distinct: Fit | None = None) -> str:
+    """One sentence on how an implementation under test's time grows, from its fitted exponent
+    and 95% interval (and, in a corpus study, its fit against distinct pre-token bytes); honest
+    where the points are too few or the interval too wide to say."""
+    axis = _AXIS.get(curve.kind, curve.x_label)
+    measured = sum(1 for p in curve.points if p.seconds)
+    if fit.slope is None:
+        stop = f"; {curve.skipped[-1]}" if curve.skipped else ""
+        return f"not fitted: {measured} point{'s' * (measured != 1)} measured{stop}"
+    grows = f"grows as {axis}^{fit.slope:.2f} ({_interval(fit)})"
+    if fit.too_few:
+        return f"{grows} from {fit.too_few}, so nothing can be said yet about how it scales (measure more sizes)"
+    kind = growth(fit)
+    if kind is None:
+        return f"{grows}: the interval is too wide to say how it scales (a busy machine, or too few sizes)"
+    meaning = MEANINGS.get(curve.kind, MEANINGS["corpus"])[kind]
+    if curve.kind == "corpus" and distinct is not None and distinct.slope is not None:
+        against = growth(distinct)
+        if against == "quadratic" and kind in ("superlinear", "quadratic", "worse"):
+            meaning = MEANINGS["corpus"]["quadratic"]
+        elif against == "worse" and kind == "quadratic":
+            meaning = QUADRATIC_IN_THE_CORPUS
+        elif against == "linear" and kind == "sublinear":
+            meaning = LINEAR_IN_THE_DISTINCT
+        else:
+            return f"{grows}: {meaning}"
+        grows += f", as distinct pre-token bytes^{distinct.slope:.2f} ({_interval(distinct)})"
+    return f"{grows}: {meaning}"
 
 
 def heaps_exponents(curves: Sequence[Curve]) -> dict[str, float | None]:
@@ -269,7 +455,7 @@ def heaps_exponents(curves: Sequence[Curve]) -> dict[str, float | None]:
     out: dict[str, float | None] = {}
     longest: dict[str, Curve] = {}  # the curve that reached the most sizes (naive stops early)
     for curve in curves:
-        if curve.kind == "corpus" and curve.metric == "merge":
+        if curve.kind == "corpus" and any("distinct_bytes" in p.extra for p in curve.points):
             if len(curve.points) > len(longest.get(curve.study, Curve("", "", "", False, "")).points):
                 longest[curve.study] = curve
     for study, curve in longest.items():
@@ -329,15 +515,12 @@ class _Runner:
         self.log = log
         self.started = time.perf_counter()
 
-    def measure(self, tree: bool, own_time: bool, func: Callable[..., Any], *args: Any) -> Measured:
-        """Best of `repeats` when the first run is under REPEAT_BELOW seconds, else one run.
-        With `own_time`, func returns (result, seconds) and times itself (to leave out its setup)."""
-        run = measure_tree if tree else measure_in_child
+    def best_of(self, run: Callable[[], Measured], repeats: int | None = None) -> Measured:
+        """Best of `repeats` (default: the runner's) when the first run is under REPEAT_BELOW
+        seconds, else one run."""
         best = None
-        for _ in range(self.repeats):
-            measured = run(func, *args)
-            if own_time:
-                measured = Measured(measured.result[0], measured.result[1], measured.peak_bytes)
+        for _ in range(self.repeats if repeats is None else repeats):
+            measured = run()
             if best is not None:
                 measured = Measured(
                     best.result, min(best.seconds, measured.seconds), min(best.peak_bytes, measured.peak_bytes)
@@ -364,6 +547,27 @@ class _Runner:
         slope = max(1.0, slope if slope is not None else 1.0)
         return float(np.exp(log_y.mean() + slope * (math.log(x) - log_x.mean())))
 
+    def admit(self, curve: Curve, x: float, first_guess: float | None, label: str) -> bool:
+        """Whether to measure the curve's point at x: not once a smaller point was skipped or
+        stopped, nor when it is predicted over the budget (the curve then says so)."""
+        self.bar.update()
+        if curve.skipped:
+            return False  # a smaller point was over budget, or ended in an error, already
+        predicted = self.predict(curve, x, first_guess)
+        if predicted is not None and predicted > self.budget:
+            curve.skipped.append(f"skipped from {label or x}: predicted {predicted:.0f} s > budget {self.budget:.0f} s")
+            return False
+        self.log(
+            f"{time.perf_counter() - self.started:5.1f} s  {curve.study}, {curve.metric}: {curve.name} at {label or x}"
+        )
+        return True
+
+    @staticmethod
+    def _record(curve: Curve, x: float, measured: Measured, extra: dict | None) -> Point:
+        point = Point(x, measured.seconds, measured.peak_mb, dict(extra or {}))
+        curve.points.append(point)
+        return point
+
     def point(
         self,
         curve: Curve,
@@ -376,20 +580,54 @@ class _Runner:
         extra: dict | None = None,
         label: str = "",
     ) -> Point | None:
-        self.bar.update()
-        if curve.skipped:
-            return None  # a smaller point was over budget already
-        predicted = self.predict(curve, x, first_guess)
-        if predicted is not None and predicted > self.budget:
-            curve.skipped.append(f"skipped from {label or x}: predicted {predicted:.0f} s > budget {self.budget:.0f} s")
+        """A point of ours or a peer's: func(*args) in a fresh child (`tree`: its whole process
+        tree's memory). With `own_time`, func returns (result, seconds) and times itself (to leave
+        out its setup)."""
+        if not self.admit(curve, x, first_guess, label):
             return None
-        self.log(
-            f"{time.perf_counter() - self.started:5.1f} s  {curve.study}, {curve.metric}: {curve.name} at {label or x}"
-        )
-        measured = self.measure(tree, own_time, func, *args)
-        point = Point(x, measured.seconds, measured.peak_mb, dict(extra or {}))
-        curve.points.append(point)
-        return point
+        run = measure_tree if tree else measure_in_child
+
+        def once() -> Measured:
+            measured = run(func, *args)
+            return Measured(measured.result[0], measured.result[1], measured.peak_bytes) if own_time else measured
+
+        return self._record(curve, x, self.best_of(once), extra)
+
+    def subject_point(
+        self,
+        curve: Curve,
+        x: float,
+        call: Callable[[], subjects.Outcome],
+        *,
+        repeats: int | None = None,
+        first_guess: float | None = None,
+        extra: dict | None = None,
+        label: str = "",
+    ) -> Point | None:
+        """A point of an implementation under test: `call` measures it in a worker of its own. An
+        Outcome with an error (a crash, a hang past the call timeout, an exception) ends the curve,
+        with the reason; the study goes on."""
+        if not self.admit(curve, x, first_guess, label):
+            return None
+
+        def once() -> Measured:
+            outcome = call()
+            if outcome.error is not None:
+                raise _Stopped(outcome.error)
+            assert outcome.seconds is not None
+            return Measured(outcome.value, outcome.seconds, outcome.peak_bytes or 0)
+
+        try:
+            measured = self.best_of(once, repeats)
+        except _Stopped as stop:
+            curve.skipped.append(f"{STOPPED} {label or x}: {stop}")
+            self.log(f"{curve.name} stopped at {label or x}: {stop}")
+            return None
+        return self._record(curve, x, measured, extra)
+
+
+class _Stopped(Exception):
+    """An implementation under test's Outcome was an error: its curve ends here."""
 
 
 def _prefix_file(path: Path, size: int, directory: Path) -> Path:
@@ -405,7 +643,8 @@ def _prefix_file(path: Path, size: int, directory: Path) -> Path:
 
 def _corpora(sizes: Sizes, real: Sequence[Path], directory: Path) -> list[tuple[str, list[tuple[float, Path]]]]:
     """(study name, [(corpus MB, file)]) for the generated corpus and each real fixture."""
-    studies = [("corpus: generated", [(mb, default_corpus(int(mb * 1e6))) for mb in sizes.generated_mb])]
+    generated = [(mb, default_corpus(int(mb * 1e6))) for mb in sizes.generated_mb]
+    studies = [("corpus: generated", generated)] if generated else []
     for path in real:
         whole = path.stat().st_size
         top = min(whole, int(sizes.real_cap_mb * 1e6)) if sizes.real_cap_mb else whole
@@ -424,6 +663,28 @@ def _peers_installed(log: Callable[[str], None]) -> list[str]:
     return names
 
 
+@dataclass
+class _Subject:
+    """One implementation measured through subjects.py in a study: its reference and curve."""
+
+    ref: str
+    python: str | None
+    curve: Curve
+
+
+def _subjects(
+    targets: Targets, refs: Sequence[str], reference: str, study: str, metric: str, x_label: str
+) -> list[_Subject]:
+    """The curves of the implementations under test in one study, named by their references as
+    given; without the builtins, first the reference's, measured the same way, for scale."""
+    ours = [] if targets.builtins else [(reference, None, reference.rpartition(":")[2], False)]
+    theirs = [(ref, targets.python, ref, True) for ref in refs]
+    return [
+        _Subject(ref, python, Curve(study, metric, name, False, x_label, user=user))
+        for ref, python, name, user in ours + theirs
+    ]
+
+
 def _trainer_study(
     runner: _Runner,
     study: str,
@@ -431,11 +692,18 @@ def _trainer_study(
     points: Sequence[tuple[float, Path, int, str]],
     peers: Sequence[str],
     workers: int | None,
+    targets: Targets,
+    guesses: dict[str, float | None] | None = None,
 ) -> list[Curve]:
-    """Merge phase and end to end for every trainer (and peer) over (x, corpus, vocab, label) points."""
-    merge = {name: Curve(study, "merge", name, False, x_label) for name in IMPLEMENTATIONS}
-    train = {name: Curve(study, "train", name, False, x_label) for name in IMPLEMENTATIONS}
+    """Merge phase and end to end for every trainer (and peer), and end to end for each trainer
+    under test, over (x, corpus, vocab, label) points; `guesses`: the seconds of a trainer under
+    test's first point, by name, where known."""
+    ours = IMPLEMENTATIONS if targets.builtins else {}
+    merge = {name: Curve(study, "merge", name, False, x_label) for name in ours}
+    train = {name: Curve(study, "train", name, False, x_label) for name in ours}
     train.update({name: Curve(study, "train", name, True, x_label) for name in peers})
+    tested = _subjects(targets, targets.trainers, REFERENCE_TRAINER, study, "train", x_label)
+    timeout = targets.timeout(runner.budget)
     for x, path, vocab_size, label in points:
         counts = count_pretokens(path, SPECIALS, workers)
         distinct = {"distinct_pretokens": len(counts), "distinct_bytes": sum(map(len, counts))}
@@ -475,7 +743,32 @@ def _trainer_study(
                 first_guess=merge_point.seconds if merge_point else None,
                 label=label,
             )
-    return [*merge.values(), *train.values()]
+        for subject in tested:
+            call = partial(
+                subjects.train,
+                subject.ref,
+                str(path),
+                vocab_size,
+                SPECIALS,
+                num_workers=workers,
+                timeout=timeout,
+                python=subject.python,
+            )
+            guess = (guesses or {}).get(subject.curve.name)
+            runner.subject_point(subject.curve, x, call, first_guess=guess, extra=distinct, label=label)
+    return [*merge.values(), *train.values(), *(subject.curve for subject in tested)]
+
+
+def _studies_with_targets(studies: Sequence[str], targets: Targets, log: Callable[[str], None]) -> list[str]:
+    """The studies to run: without the builtins, only those an implementation under test is in."""
+    if targets.builtins:
+        return list(studies)
+    given = {"corpus": targets.trainers, "vocab": targets.trainers, "encode": targets.tokenizers}
+    for study in studies:
+        if not given[study]:
+            flag = "--tokenizer" if study == "encode" else "--trainer"
+            log(f"{study} study: skipped: nothing of yours to measure in it without the builtins (give {flag})")
+    return [study for study in studies if given[study]]
 
 
 def run_scaling(
@@ -485,55 +778,72 @@ def run_scaling(
     peers: bool = False,
     workers: int | None = None,
     studies: Sequence[str] = ("corpus", "vocab", "encode"),
+    targets: Targets = Targets(),
     progress: bool = False,
     log: Callable[[str], None] = lambda message: None,
 ) -> ScalingReport:
     """Every curve `bpe scaling` measures, fitted; `real` defaults to kjv.txt where it is found (a
-    quick run, whose real corpora are capped at 0.1 MB, takes its bundled sample where it is not)."""
+    quick run, whose real corpora are capped at 0.1 MB, takes its bundled sample where it is not).
+    `targets`: implementations under test, measured beside ours (or, without the builtins, beside
+    native's alone)."""
     start = time.perf_counter()
-    if real is None:
+    studies = _studies_with_targets(studies, targets, log)
+    if real is None and "corpus" in studies:
         text = real_text("kjv.txt", bundled=sizes.real_cap_mb is not None and sizes.real_cap_mb <= 0.1)
         real = [] if text is None else [text.path]
         if text is None:
             log(f"real text: skipped: {missing_text('kjv.txt')}")
+    real = real or []
     # Children fork from a server that has imported this module once, instead of each importing it.
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload([__name__])
     peer_names = _peers_installed(log) if peers else []
     report = ScalingReport(sizes=asdict(sizes), machine=describe_machine(), command=list(sys.argv))
-    trainers = len(IMPLEMENTATIONS) * 2 + len(peer_names)
-    encoders = list(ENCODERS)
+    ours = len(IMPLEMENTATIONS) * 2 if targets.builtins else 1  # merge and end to end; or native end to end
+    trainers = ours + len(peer_names) + len(targets.trainers)
+    encoders = list(ENCODERS) if targets.builtins else []
     if peers:
         encoders += [name for name, module in ENCODE_PEERS.items() if peer_adapters.installed(module)]
+    tokenizers = len(encoders) + len(targets.tokenizers) + (not targets.builtins)
     total = 0
     if "corpus" in studies:
         total += trainers * (len(sizes.generated_mb) + len(sizes.real_parts) * len(real))
     if "vocab" in studies:
         total += trainers * len(sizes.vocabs)
     if "encode" in studies:
-        total += len(encoders) * len(sizes.text_mb) + len(ENCODERS) * len(sizes.cache_sizes)
+        total += tokenizers * len(sizes.text_mb) + len(ENCODERS) * len(sizes.cache_sizes) * targets.builtins
     runner = _Runner(sizes.budget, sizes.repeats, total, progress, log)
     workers = sizes.workers if workers is None else workers
     with tempfile.TemporaryDirectory(prefix="bpe-scaling-") as scratch, runner.bar:
         if "corpus" in studies:
             for study, files in _corpora(sizes, real, Path(scratch)):
                 points = [(mb, path, sizes.corpus_vocab, f"{mb:.3g} MB") for mb, path in files]
-                report.curves += _trainer_study(runner, study, "corpus MB", points, peer_names, workers)
+                report.curves += _trainer_study(runner, study, "corpus MB", points, peer_names, workers, targets)
         if "vocab" in studies:
             path = default_corpus(int(sizes.vocab_corpus_mb * 1e6))
             points = [(v - 256 - len(SPECIALS), path, v, f"vocab {v}") for v in sizes.vocabs]
-            report.curves += _trainer_study(
-                runner, f"vocab: generated {sizes.vocab_corpus_mb:g} MB", "merges", points, peer_names, workers
-            )
+            study = f"vocab: generated {sizes.vocab_corpus_mb:g} MB"
+            # A larger vocab costs no less: a trainer under test's curve in the corpus study, carried
+            # to this corpus, predicts its first point here, so one already over the budget there is
+            # skipped at once rather than killed at the call timeout.
+            guesses = {
+                curve.name: runner.predict(curve, sizes.vocab_corpus_mb, None)
+                for curve in report.curves
+                if curve.study == "corpus: generated" and curve.metric == "train"
+            }
+            report.curves += _trainer_study(runner, study, "merges", points, peer_names, workers, targets, guesses)
         if "encode" in studies:
-            report.curves += _encoder_study(runner, sizes, encoders, workers)
+            report.curves += _encoder_study(runner, sizes, encoders, workers, targets)
     report.fits, report.interval = fit_curves(report.curves)
     report.seconds = time.perf_counter() - start
     return report
 
 
-def _encoder_study(runner: _Runner, sizes: Sizes, encoders: Sequence[str], workers: int | None) -> list[Curve]:
-    """Seconds against text size, and MB/s against cache size, for each encoder (trained vocab)."""
+def _encoder_study(
+    runner: _Runner, sizes: Sizes, encoders: Sequence[str], workers: int | None, targets: Targets
+) -> list[Curve]:
+    """Seconds against text size for each encoder and tokenizer under test, and MB/s against cache
+    size for each of ours (on a trained vocab)."""
     top = max(max(sizes.text_mb), sizes.cache_text_mb)
     corpus = default_corpus(max(int(top * 1e6), 1_000_000))
     vocab, merges = train_bpe(corpus, sizes.encode_vocab, SPECIALS, num_workers=workers, impl=DEFAULT_IMPL)
@@ -543,6 +853,10 @@ def _encoder_study(runner: _Runner, sizes: Sizes, encoders: Sequence[str], worke
     def text_of(mb: float) -> str:
         return data[: int(mb * 1e6)].decode("utf-8", errors="ignore")
 
+    def throughput(point: Point | None, mb: float) -> None:
+        if point is not None and point.seconds:
+            point.extra["mb_per_s"] = mb / point.seconds
+
     curves = []
     for name in encoders:
         curve = Curve("encode text", "encode", name, name not in ENCODERS, "text MB")
@@ -550,18 +864,34 @@ def _encoder_study(runner: _Runner, sizes: Sizes, encoders: Sequence[str], worke
             point = runner.point(
                 curve, mb, _encode_timed, name, vocab, merges, text_of(mb), 1 << 16, own_time=True, label=f"{mb:g} MB"
             )
-            if point is not None and point.seconds:
-                point.extra["mb_per_s"] = mb / point.seconds
+            throughput(point, mb)
         curves.append(curve)
+    timeout = targets.timeout(runner.budget)
+    for subject in _subjects(targets, targets.tokenizers, REFERENCE_TOKENIZER, "encode text", "encode", "text MB"):
+        for mb in sizes.text_mb:
+            # Best of fresh tokenizers within REPEAT_BELOW seconds, as our points are.
+            call = partial(
+                subjects.encode,
+                subject.ref,
+                vocab,
+                merges,
+                SPECIALS,
+                text_of(mb),
+                repeats=sizes.repeats,
+                budget=REPEAT_BELOW,
+                timeout=timeout,
+                python=subject.python,
+            )
+            throughput(runner.subject_point(subject.curve, mb, call, repeats=1, label=f"{mb:g} MB"), mb)
+        curves.append(subject.curve)
     text = text_of(sizes.cache_text_mb)
-    for name in ENCODERS:
+    for name in ENCODERS if targets.builtins else ():
         curve = Curve("encode cache", "encode", name, False, "cache entries")
         for cache in sizes.cache_sizes:
             point = runner.point(
                 curve, cache, _encode_timed, name, vocab, merges, text, cache, own_time=True, label=f"cache {cache}"
             )
-            if point is not None and point.seconds:
-                point.extra["mb_per_s"] = sizes.cache_text_mb / point.seconds
+            throughput(point, sizes.cache_text_mb)
         curves.append(curve)
     return curves
 
@@ -677,6 +1007,10 @@ def format_scaling(report: ScalingReport) -> str:
         )
     for study, slope in heaps_exponents(report.curves).items():
         out.append(f"{study}: distinct pre-token bytes grow as corpus MB^{_cell(slope)} (Heaps' law)")
+    told = [fit for fit in report.fits if fit.sentence]
+    if told:
+        out += ["", "yours, in words (end to end for a trainer, encode for a tokenizer):"]
+        out += [f"  {fit.name}, {fit.study}: {fit.sentence}" for fit in told]
     stats = stats_rows(report)
     if stats:
         out += ["", f"per-merge statistics of {stats_note(report)}"]
