@@ -50,7 +50,7 @@ def test_the_card_holds_each_verdict_and_their_rows_beside_ours(card):
 
 
 def test_the_card_renders_offline_in_a_browser(card):
-    assert_renders(card[0], least_figures=1)  # compare's bars
+    assert_renders(card[0], least_figures=2)  # compare's bars, scaling's curves
 
 
 def test_options_that_do_not_apply_are_refused_in_one_line(tmp_path, capsys):
@@ -59,3 +59,12 @@ def test_options_that_do_not_apply_are_refused_in_one_line(tmp_path, capsys):
     assert cli.main(["report", str(tmp_path / "b"), "--json", str(tmp_path / "x.json"), "--no-run"]) == 1
     assert "--json goes with a report card" in capsys.readouterr().err
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+def test_the_card_shows_how_their_cost_grows(card):
+    page, data = card
+    curves = {curve["name"] for curve in data["scaling"]["curves"]}
+    assert TRAINER in curves and TOKENIZER in curves  # beside native's, measured as theirs are
+    told = [fit for fit in data["scaling"]["fits"] if fit["sentence"]]
+    assert told and all(fit["name"] in (TRAINER, TOKENIZER) for fit in told)
+    assert told[0]["sentence"] in page.read_text(encoding="utf-8").replace("&#x27;", "'")

@@ -10,7 +10,8 @@ answers each with the harness's own tools, run on the implementation in its isol
    (cs336.py);
 3. `bpe compare`: train end to end and encode beside this project's own (and the peers' with
    `peers`), the implementation's rows highlighted (compare.py);
-4. `bpe scaling`: its curves and fitted slopes beside ours (scaling.py), when present;
+4. `bpe scaling`: its curves and fitted slopes beside native's, with a sentence on what each slope
+   means (scaling.py; QUICK's sizes with `quick`);
 5. memray: where its peak memory is held (compare.py's --memray), where memray is installed;
 6. the machine and the versions.
 
@@ -33,7 +34,7 @@ from typing import Any
 
 from ..base.atomic import atomic_write
 from ..base.errors import ConfigError
-from . import compare, report
+from . import compare, report, scaling
 from .cs336 import CS336Report, run_cs336_for
 from .fixtures import missing_text, real_text
 from .machine import describe_machine
@@ -56,6 +57,7 @@ class Card:
     verdicts: list[dict[str, Any]] = field(default_factory=list)
     compare: compare.Report | None = None
     cs336: list[CS336Report] = field(default_factory=list)
+    scaling: scaling.ScalingReport | None = None
     machine: dict[str, Any] = field(default_factory=dict)
 
 
@@ -124,6 +126,8 @@ def run_card(
             memray_dir=memray_dir,
         )
         card.compare.corpus = described  # (not the temporary file's path)
+    targets = scaling.Targets(tuple(trainers), tuple(tokenizers), builtins=False, call_timeout=timeout, python=python)
+    card.scaling = scaling.run_scaling(scaling.sizes_for(targets, quick), targets=targets, log=log)
     return card
 
 
@@ -192,6 +196,8 @@ def _summary(card: Card) -> str:
             verdict["status"], f"diverged in {failed} of {len(verdict['clauses'])} clauses"
         )
         lines.append(f"{refs}: {state}")
+    if card.scaling is not None:
+        lines += [f"{fit.name}, {fit.study}: {fit.sentence}" for fit in card.scaling.fits if fit.sentence]
     for checked in card.cs336:
         lines += [
             f"CS336 {c.name} ({c.subject}): {c.verdict}, {c.figure} against {c.threshold}"
@@ -230,8 +236,10 @@ def render_card(card: Card) -> str:
     ]
     if card.compare is not None:
         sections += ["<h2>How fast and lean, beside ours</h2>", report.compare_section(card.compare)]
-        if card.compare.memory:
-            sections += ["<h2>Where its memory is held (memray)</h2>", report.memory_section(card.compare.memory)]
+    if card.scaling is not None:
+        sections += ["<h2>How its cost grows</h2>", report.scaling_section(card.scaling)]
+    if card.compare is not None and card.compare.memory:
+        sections += ["<h2>Where its memory is held (memray)</h2>", report.memory_section(card.compare.memory)]
     sections += ["<h2>Machine and versions</h2>", report.machine_section(card.machine)]
     return report.html_page(f"report card: {names}", sections, card_json(card))
 

@@ -166,6 +166,11 @@ def scaling_section(report: scaling.ScalingReport) -> str:
         "machine is shared, so single points are noisy.</p>",
         html_table(scaling.EXPONENT_HEADER, scaling.exponent_rows(report), text_columns=(0, 1, 2, 7, 8)),
     ]
+    parts += [
+        f"<p><b>{html.escape(fit.name)}</b>, {html.escape(fit.study)}: {html.escape(fit.sentence)}</p>"
+        for fit in report.fits
+        if fit.sentence
+    ]
     if any(fit.too_few for fit in report.fits):
         parts.append(
             f'<p class="note">Greyed, in parentheses: a slope from fewer than {scaling.MIN_FIT_POINTS} '
