@@ -184,25 +184,21 @@ def skip(reason: str) -> NoReturn:
 
 def corpus_path(name: str) -> Path:
     """A generated corpus ("tinystories-4MB", "web-16MB"), or a shared fixture's path via
-    bpe_impls.harness.fixtures (the one locator); skips if it is absent. The small CS336 fixtures
-    (corpus.en, tinystories_sample.txt) are also bundled with the package byte for byte, so where
-    the shared ones are absent the bundled copies are the same text and the same measurement;
-    kjv.txt is only ever the whole shared file (its bundled sample is another corpus)."""
+    bpe_impls.harness.fixtures (the one locator); skips if it is absent. A timed suite measures only
+    the whole shared file: a bundled sample (corpus_en_sample.txt, kjv_sample.txt, ...) is another
+    corpus, and its times would not compare with the shared file's."""
     generated = _GENERATED.fullmatch(name)
     if generated:
         return _generated_path(generated[1], int(generated[2]) * 1_000_000)
     try:
-        from bpe_impls.harness.fixtures import fixture_path
+        from bpe_impls.harness.fixtures import fixture_path, fixtures_dir
     except ImportError:  # commits before bpe_impls.harness.fixtures: same rule, env var only
-        candidate = Path(os.environ["BPE_FIXTURES"]) / name
-        path = candidate if candidate.is_file() else None
+        folder = Path(os.environ["BPE_FIXTURES"])
+        path = folder / name if (folder / name).is_file() else None
     else:
-        path = fixture_path(name)
+        folder, path = fixtures_dir(), fixture_path(name)
     if path is None:
-        found = _bundled(name)
-        path = found.path if found is not None and not found.sample else None
-    if path is None:
-        skip(f"fixture {name} not found (set BPE_FIXTURES)")
+        skip(f"fixture {name} not found in {folder} (set BPE_FIXTURES to the folder that has it)")
     return path
 
 

@@ -1,5 +1,9 @@
 """Shared test fixtures: real text (../shared/fixtures, and the samples bundled in fixtures/) and
-the Hypothesis profiles."""
+the Hypothesis profiles.
+
+A test that needs one exact shared file asks require_fixture (or the corpus_en, tinystories_sample
+and kjv fixtures); one that needs real text of a kind asks require_text or fixture_text, which
+fall back to the bundled samples."""
 
 from __future__ import annotations
 
@@ -16,8 +20,10 @@ from hypothesis import HealthCheck, settings
 from bpe_impls import Tokenizer
 from bpe_impls.base import compiled
 from bpe_impls.harness.fixtures import (
+    FIXTURES_ENV,
     OPENAI_PATTERNS,
     OPENAI_SPECIALS,
+    fixture_path,
     fixtures_dir,
     gpt2_files,
     missing_text,
@@ -54,19 +60,29 @@ def _missing(message: str) -> None:
     pytest.skip(message)
 
 
+def require_shared_fixtures() -> Path:
+    """The shared fixtures folder; skips the test if it is absent (fails under CI=true)."""
+    folder = fixtures_dir()
+    if not folder.is_dir():
+        _missing(f"the shared fixtures folder {folder} is absent (set env {FIXTURES_ENV} to the folder that has them)")
+    return folder
+
+
 def require_fixture(name: str) -> Path:
-    """The whole fixture file: the shared one, or for the small CS336 fixtures (corpus.en, ...) the
-    byte-identical copy bundled in fixtures/. For kjv.txt and udhr.txt only the shared file will
-    do: skips the test if it is absent (fails under CI=true, where it must exist)."""
-    text = real_text(name)
-    if text is None or text.sample:
-        _missing(f"shared fixture {name!r} not found in {fixtures_dir()} (set BPE_FIXTURES)")
-    return text.path
+    """The shared fixture file `name`, whole, for a test that needs that exact file (its recorded
+    counts, its size); never a sample bundled in fixtures/. Skips the test if it is absent (fails
+    under CI=true, where it must exist)."""
+    path = fixture_path(name)
+    if path is None:
+        _missing(
+            f"shared fixture {name!r} not found in {fixtures_dir()} (set env {FIXTURES_ENV} to the folder that has it)"
+        )
+    return path
 
 
 def require_text(name: str) -> Path:
     """Real text of the kind `name` is, for a test that any amount of it serves: the shared fixture
-    when present, else the copy or sample bundled in fixtures/ (kjv_sample.txt for kjv.txt)."""
+    when present, else its sample bundled in fixtures/ (kjv_sample.txt for kjv.txt)."""
     text = real_text(name)
     if text is None:
         _missing(missing_text(name))
@@ -74,8 +90,8 @@ def require_text(name: str) -> Path:
 
 
 def fixture_text(name: str) -> str:
-    """A whole fixture's text (require_fixture: skips or fails where it is absent)."""
-    return require_fixture(name).read_text(encoding="utf-8")
+    """The text of require_text(name): the shared fixture, else its bundled sample."""
+    return require_text(name).read_text(encoding="utf-8")
 
 
 def require_gpt2_files() -> tuple[Path, Path]:
@@ -122,6 +138,8 @@ def load_gpt2(special_tokens: Sequence[str] = ("<|endoftext|>",), **options: obj
     return Tokenizer.load(encoder, merges_path=merges, special_tokens=list(special_tokens), **options)
 
 
+# The whole shared files, never a sample: tests that take these check recorded counts of the file
+# or need its size (several workers' chunks).
 @pytest.fixture
 def corpus_en() -> Path:
     return require_fixture("corpus.en")

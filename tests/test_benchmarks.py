@@ -151,14 +151,20 @@ def test_benchmark_module_imports_without_optional_packages(module: str) -> None
     assert result.returncode == 0, result.stderr.strip().splitlines()[-1:]
 
 
-def test_without_the_shared_fixtures_the_small_ones_are_the_bundled_copies_and_kjv_skips(tmp_path, monkeypatch):
-    """A timed suite on corpus.en measures the same bytes from the bundled copy; one on kjv.txt
-    never silently runs on the 94 KB sample (it skips); a quick run takes the sample and says so."""
+@pytest.mark.parametrize("name", ["corpus.en", "tinystories_sample.txt", "kjv.txt"])
+def test_without_the_shared_fixtures_a_timed_suite_skips(tmp_path, monkeypatch, name):
+    """A timed suite never silently runs on a bundled sample (another corpus): it skips, saying
+    where it looked."""
+    monkeypatch.setenv("BPE_FIXTURES", str(tmp_path))  # an empty folder
+    with pytest.raises(
+        NotImplementedError, match=rf"fixture {re.escape(name)} not found in {re.escape(str(tmp_path))}"
+    ):
+        _common().corpus_path(name)
+
+
+def test_without_the_shared_fixtures_a_quick_run_takes_the_sample_and_says_so(tmp_path, monkeypatch):
     common = _common()
     monkeypatch.setenv("BPE_FIXTURES", str(tmp_path))  # an empty folder
-    assert common.corpus_path("corpus.en") == REPO / "fixtures" / "corpus.en"
-    with pytest.raises(NotImplementedError, match=r"fixture kjv.txt not found"):
-        common.corpus_path("kjv.txt")
     assert common.quick_text("kjv.txt") == (
         REPO / "fixtures" / "kjv_sample.txt",
         "kjv_sample.txt (bundled sample of kjv.txt)",

@@ -18,7 +18,7 @@ import functools
 import random
 
 import pytest
-from conftest import examples, fixture_text, require_compiled_core, require_fixture, while_running
+from conftest import examples, fixture_text, require_compiled_core, require_text, while_running
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -242,7 +242,7 @@ def test_using_either_counter_during_a_threaded_merge_is_refused_or_sees_before_
 @pytest.mark.parametrize("fixture", ["kjv.txt", "german.txt"])
 def test_count_pretokens_on_threads_equals_one_worker(fixture):
     """End to end: the local backend merges its threads' tables on as many threads."""
-    path = require_fixture(fixture)
+    path = require_text(fixture)
     one = count_pretokens(path, ["<|endoftext|>"], 1)
     for workers in (2, 3, 4):
         assert count_pretokens(path, ["<|endoftext|>"], workers) == one

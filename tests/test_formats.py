@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import fixture_text, load_gpt2, require_fixture, require_gpt2_files
+from conftest import fixture_text, load_gpt2, require_gpt2_files, require_text
 from hypothesis import given
 from hypothesis import strategies as st
 from test_cli import assert_one_line_error, run
@@ -61,7 +61,7 @@ def text() -> str:
 
 @functools.cache
 def train(pattern: str) -> Tokenizer:
-    vocab, merges = train_bpe(require_fixture("corpus.en"), 1000, [EOT, PAD], pattern=pattern, num_workers=1)
+    vocab, merges = train_bpe(require_text("corpus.en"), 1000, [EOT, PAD], pattern=pattern, num_workers=1)
     return Tokenizer(vocab, merges, [EOT, PAD], pattern=pattern)
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import fixture_text, require_fixture
+from conftest import fixture_text, require_text
 
 from bpe_impls import Tokenizer, TokenizerFileError, train_bpe
 from bpe_impls.base import compiled
@@ -26,7 +26,7 @@ SAMPLE = f"Hello, they'll say 'WE'VE won'.\r\n  x  {PAD}Ünïcödé 😀 日本�
 
 @pytest.fixture(scope="module", params=["gpt2", "o200k"])
 def trained(request) -> Tokenizer:
-    vocab, merges = train_bpe(require_fixture("corpus.en"), 600, [EOT, PAD], pattern=request.param, num_workers=1)
+    vocab, merges = train_bpe(require_text("corpus.en"), 600, [EOT, PAD], pattern=request.param, num_workers=1)
     return Tokenizer(vocab, merges, [EOT, PAD], pattern=request.param)
 
 
@@ -217,7 +217,7 @@ def test_an_unwritable_cache_folder_only_costs_time(trained, tmp_path, monkeypat
 
 def test_a_pattern_the_compiled_encoder_does_not_scan_is_not_kept(tmp_path, cache):
     vocab, merges = train_bpe(
-        require_fixture("corpus.en"), 300, [EOT], pattern=r"\s?\p{L}+|\p{N}|[^\s\p{L}\p{N}]+|\s+", num_workers=1
+        require_text("corpus.en"), 300, [EOT], pattern=r"\s?\p{L}+|\p{N}|[^\s\p{L}\p{N}]+|\s+", num_workers=1
     )
     tok = Tokenizer(vocab, merges, [EOT], pattern=r"\s?\p{L}+|\p{N}|[^\s\p{L}\p{N}]+|\s+")
     tok.save(tmp_path / "saved", "gpt2")

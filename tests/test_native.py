@@ -25,7 +25,7 @@ from collections import Counter
 
 import pytest
 import regex
-from conftest import examples, require_compiled_core, require_fixture, require_text
+from conftest import examples, require_compiled_core, require_text
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -43,7 +43,7 @@ require_compiled_core()
 
 core = compiled.core()
 EOT = "<|endoftext|>"
-# Read with require_text: kjv.txt's bundled sample stands in where the shared file is absent.
+# Read with require_text: where the shared file is absent, its bundled sample stands in.
 FIXTURES = ["address.txt", "german.txt", "tinystories_sample.txt", "corpus.en", "kjv.txt"]
 
 # Text built from the pieces where the pattern's alternatives meet: spaces before each class,
@@ -304,7 +304,7 @@ def test_counter_counts_beyond_32_bits_of_text_positions_are_not_truncated():
 @pytest.fixture(scope="module")
 def small_tokenizer_parts():
     """A vocab trained on real text, so merges are plentiful and realistic."""
-    path = require_fixture("tinystories_sample.txt")
+    path = require_text("tinystories_sample.txt")
     vocab, merges = train_bpe(path, 600, [EOT], num_workers=1)
     return vocab, merges
 
@@ -386,7 +386,7 @@ print("ok")
 
 
 def test_threads_and_processes_and_one_worker_count_the_same(tmp_path):
-    path = require_fixture("corpus.en")
+    path = require_text("corpus.en")
     one = count_pretokens(path, [EOT], 1)
     assert count_pretokens(path, [EOT], 2) == one  # threads, with the core
     assert count_pretokens(path, [EOT], 3) == one
@@ -400,7 +400,7 @@ def _run_pure(code: str) -> dict:
 
 
 def test_without_the_core_everything_falls_back_to_pure_python_with_identical_results():
-    path = require_fixture("tinystories_sample.txt")
+    path = require_text("tinystories_sample.txt")
     code = f"""
 import json
 from bpe_impls import train_bpe, Tokenizer
@@ -453,7 +453,7 @@ def test_native_trainer_is_the_default_where_built():
 def test_counts_come_out_in_first_seen_order_as_a_counter_gives_them():
     # Not a correctness matter (every trainer is order-blind, as the equivalence suite shows), but
     # the pure-Python trainers run up to 1.8x slower on counts in hash order; asv caught it.
-    text = require_fixture("corpus.en").read_text(encoding="utf-8")
+    text = require_text("corpus.en").read_text(encoding="utf-8")
     assert list(count_text(text, (EOT,), compiled=True)) == list(count_text(text, (EOT,), compiled=False))
 
 
@@ -720,7 +720,7 @@ def test_scanner_on_real_text(name, fixture):
 @pytest.mark.parametrize("kind", ["\xe9", "\u0100", "\U0001f642"])
 def test_scanner_on_each_str_kind(name, kind):
     # The same text as a str of 1, 2 and 4 bytes a character (each has its own compiled loop).
-    text = require_fixture("corpus.en").read_text(encoding="utf-8")[:20000] + kind
+    text = require_text("corpus.en").read_text(encoding="utf-8")[:20000] + kind
     assert core.pretokenize(text, name) == regex_pieces(name, text)
 
 
@@ -796,7 +796,7 @@ def test_counter_on_real_text_for_every_preset(name, fixture):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_count_pretokens_uses_the_compiled_counter_with_the_same_counts(name, monkeypatch):
-    path = require_fixture("corpus.en")
+    path = require_text("corpus.en")
     assert has_compiled_counter(PRESETS[name])
     fast = count_pretokens(path, [EOT], 1, pattern=name)
     assert count_pretokens(path, [EOT], 2, pattern=name) == fast  # threads, each its own counter
@@ -830,7 +830,7 @@ def test_custom_patterns_keep_the_regex_path():
 @pytest.fixture(scope="module")
 def tokenizer_parts():
     """A vocab trained under each pattern on real text, so merges are plentiful and realistic."""
-    path = require_fixture("tinystories_sample.txt")
+    path = require_text("tinystories_sample.txt")
     return {name: train_bpe(path, 600, [EOT], num_workers=1, pattern=name) for name in NAMES}
 
 
@@ -888,7 +888,7 @@ def test_native_encode_iterable_matches_encode(tokenizer_parts, name, text):
 @pytest.mark.parametrize("name", NAMES)
 def test_native_encoder_on_real_text(tokenizer_parts, name):
     vocab, merges = tokenizer_parts[name]
-    text = require_fixture("corpus.en").read_text(encoding="utf-8")
+    text = require_text("corpus.en").read_text(encoding="utf-8")
     fast = Tokenizer(vocab, merges, [EOT], encoder="native", pattern=name)
     slow = Tokenizer(vocab, merges, [EOT], encoder="hybrid", pattern=name)
     assert fast.encode(text) == slow.encode(text)

@@ -73,9 +73,7 @@ texts = st.one_of(
 @pytest.fixture(scope="module")
 def tables():
     """byte ids and a rank table trained on real text (a 600-token vocab: every id fits 2 bytes)."""
-    from conftest import require_fixture
-
-    vocab, merges = train_bpe(require_fixture("tinystories_sample.txt"), 600, [EOT], num_workers=1)
+    vocab, merges = train_bpe(require_text("tinystories_sample.txt"), 600, [EOT], num_workers=1)
     by_bytes = {token: token_id for token_id, token in vocab.items()}
     byte_ids = [by_bytes[bytes([b])] for b in range(256)]
     ranks = {

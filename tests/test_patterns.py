@@ -11,7 +11,7 @@ import random
 from collections import Counter
 
 import pytest
-from conftest import examples, fixture_text, require_fixture
+from conftest import examples, fixture_text, require_text
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -184,7 +184,7 @@ def test_every_trainer_equals_naive_under_every_pattern(text, extra):
 
 
 def test_train_bpe_records_the_pattern_it_was_given(tmp_path):
-    path = require_fixture("tinystories_sample.txt")
+    path = require_text("tinystories_sample.txt")
     for name in PATTERNS:
         vocab, merges = train_bpe(path, 400, [EOT], pattern=PATTERNS[name].regex, num_workers=1)
         assert (vocab, merges) == naive.train(count_pretokens(path, [EOT], 1, pattern=PATTERNS[name]), 400, [EOT])
@@ -196,7 +196,7 @@ def test_train_bpe_records_the_pattern_it_was_given(tmp_path):
 @pytest.fixture(scope="module")
 def trained() -> dict[str, tuple[dict[int, bytes], list[tuple[bytes, bytes]]]]:
     """A 1000-token vocab trained on real text under each pattern."""
-    path = require_fixture("corpus.en")
+    path = require_text("corpus.en")
     return {name: train_bpe(path, 1000, [EOT], pattern=p, num_workers=1) for name, p in PATTERNS.items()}
 
 
@@ -318,7 +318,7 @@ def test_a_pattern_file_naming_a_preset_with_another_regex_is_refused(tmp_path):
 def test_cli_train_and_encode_use_the_pattern(tmp_path):
     import numpy as np
 
-    corpus = require_fixture("corpus.en")
+    corpus = require_text("corpus.en")
     out = tmp_path / "tok"
     assert (
         cli.main(["train", str(corpus), "--vocab-size", "500", "--pattern", "o200k", "--out", str(out), "--quiet"]) == 0

@@ -16,7 +16,7 @@ import itertools
 from collections import Counter
 
 import pytest
-from conftest import examples, require_compiled_core, require_fixture
+from conftest import examples, require_compiled_core, require_text
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -152,7 +152,7 @@ def encoder(name):
 @pytest.fixture(scope="module")
 def tokenizers(name):
     """A vocab trained under the preset on real text: the compiled encoder and the pure-Python one."""
-    vocab, merges = train_bpe(require_fixture("tinystories_sample.txt"), 600, [EOT], num_workers=1, pattern=name)
+    vocab, merges = train_bpe(require_text("tinystories_sample.txt"), 600, [EOT], num_workers=1, pattern=name)
     return (
         Tokenizer(vocab, merges, [EOT], encoder="native", pattern=name),
         Tokenizer(vocab, merges, [EOT], encoder="hybrid", pattern=name),
@@ -236,7 +236,7 @@ def test_every_end_of_the_ascii_triples_splits_as_the_regex_does(name, encoder):
 
 @pytest.mark.parametrize("fixture", ["kjv.txt", "tinystories_sample.txt", "corpus.en", "address.txt", "german.txt"])
 def test_real_text_splits_as_the_regex_does(name, encoder, fixture):
-    assert_splits_as_regex(name, encoder, require_fixture(fixture).read_text(encoding="utf-8"))
+    assert_splits_as_regex(name, encoder, require_text(fixture).read_text(encoding="utf-8"))
 
 
 def test_split_refuses_invalid_utf8(encoder):

@@ -12,7 +12,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from conftest import fixture_text, require_fixture
+from conftest import fixture_text, require_text
 
 from bpe_impls.harness import subjects
 from bpe_impls.harness.generators.tinystories import write_corpus
@@ -26,7 +26,7 @@ SPECIALS = ["<|endoftext|>"]
 
 @pytest.fixture(scope="module")
 def corpus_en() -> str:
-    return str(require_fixture("corpus.en"))
+    return str(require_text("corpus.en"))
 
 
 @pytest.fixture(scope="module")

@@ -286,7 +286,7 @@ def test_the_pytest_plugin_runs_one_test_per_clause_and_fails_with_the_counterex
 
 def test_without_the_shared_fixtures_the_real_text_is_the_bundled_sample(tmp_path):
     """A fresh clone or an installed package has no ../shared/fixtures: the real-text stage runs on
-    the copy bundled with the package, and says so."""
+    the sample bundled with the package, and says so."""
     empty = tmp_path / "no-fixtures"
     empty.mkdir()
     out = tmp_path / "verdict.json"
@@ -302,8 +302,9 @@ def test_without_the_shared_fixtures_the_real_text_is_the_bundled_sample(tmp_pat
     assert done.returncode == 0, done.stdout + done.stderr
     checked = json.loads(out.read_text())["checked"]
     assert checked["real_text_cases"] > 0 and checked["real_text_skipped"] == []
-    assert checked["real_corpora"] == ["tinystories_sample.txt (bundled copy) at vocab 500"]
-    assert "real corpora: tinystories_sample.txt (bundled copy) at vocab 500" in done.stdout
+    described = "tinystories_3_stories.txt (bundled sample of tinystories_sample.txt) at vocab 500"
+    assert checked["real_corpora"] == [described]
+    assert f"real corpora: {described}" in done.stdout
 
 
 def test_with_no_real_text_at_all_the_output_says_it_was_skipped(monkeypatch, capsys, tmp_path):

