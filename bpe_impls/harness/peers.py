@@ -30,8 +30,9 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from ..base.patterns import GPT2, SplitPattern, special_token_regex
+from ..base.patterns import GPT2, PRESETS, SplitPattern, special_token_regex
 from ..encoding.formats.gpt2 import token_to_str
+from ..encoding.formats.hf import hf_regex
 from ..encoding.formats.tiktoken_file import ranks_text
 
 Vocab = Mapping[int, bytes]
@@ -61,14 +62,17 @@ def iter_documents(path: str, special_tokens: Sequence[str], block: int = 1 << 2
 
 
 def _hf_pre_tokenizer(pattern: SplitPattern) -> Any:
-    """GPT-2's: ByteLevel with its built-in regex; any other: Split by the pattern, then ByteLevel."""
+    """GPT-2's: ByteLevel with its built-in regex; any other: Split by the pattern, then ByteLevel.
+    A preset is given in the form our tokenizer.json writer gives it (hf_regex): Oniguruma reads
+    cl100k's own string otherwise (a run of digits as one piece); a custom pattern as it is."""
     from tokenizers import Regex, pre_tokenizers
 
     if pattern is GPT2:
         return pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    split = hf_regex(pattern) if PRESETS.get(pattern.name) == pattern else pattern.regex
     return pre_tokenizers.Sequence(
         [
-            pre_tokenizers.Split(Regex(pattern.regex), behavior="isolated"),
+            pre_tokenizers.Split(Regex(split), behavior="isolated"),
             pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
         ]
     )
@@ -185,25 +189,45 @@ def huggingface_tokenizer(
     return tokenizer
 
 
-# gigatoken's names for the split patterns it knows besides GPT-2's: it matches a tokenizer.json's
-# Split regex against its own strings, which are not ours (tiktoken's) for these.
+def first_taken(
+    library: str, ways: Mapping[str, Callable[[], Any]], refusals: tuple[type[Exception], ...] = (ValueError,)
+) -> Any:
+    """The library's tokenizer built the first of `ways` (what it is given -> how to build it) that
+    it takes; VocabRefused, naming each refusal, when it takes none."""
+    reasons = []
+    for way, build in ways.items():
+        try:
+            return build()
+        except refusals as refused:
+            first = " ".join(str(refused).split("\n\n")[0].split()).split(". ")[0]  # messages run to pages
+            reasons.append(f"as {way} ({first})")
+    raise VocabRefused(f"{library} refuses this vocab {' and '.join(reasons)}")
+
+
+# gigatoken's names for the split patterns it knows besides GPT-2's, for rank files.
 GIGATOKEN_PRETOKENIZERS = {"cl100k": "gpt4", "o200k": "o200k"}
 
 
 def gigatoken_tokenizer(
     vocab: Vocab, merges: Merges, special_tokens: Sequence[str], pattern: SplitPattern = GPT2
 ) -> Any:
-    """gigatoken's Tokenizer of our vocab and merges: built from the HF tokenizer above for GPT-2's
-    pattern, from our rank file (rank_file) with its own pretokenizer of that name for cl100k's and
-    o200k's. Its `encode(text)` gives numpy uint32 ids, special tokens encoded as specials;
-    `encode_batch` and `encode_batch_list` use its rayon pool when given parallel=True (it runs
-    serially by default in a worker process, such as `bpe compare`'s children)."""
+    """gigatoken's Tokenizer of our vocab and merges: for cl100k's and o200k's pattern, from our rank
+    file (rank_file) with its own pretokenizer of that name, which it takes only with dense ranks
+    from 0 (OpenAI's vocabs, not ours trained, special tokens first); else from the HF tokenizer
+    above, whose Split regex it matches against its own strings: GPT-2's ByteLevel and our o200k
+    string, not our cl100k one (measured, gigatoken 0.10); VocabRefused when both are refused. Its
+    `encode(text)` gives numpy uint32 ids, special tokens encoded as specials; `encode_batch` and
+    `encode_batch_list` use its rayon pool when given parallel=True (it runs serially by default in
+    a worker process, such as `bpe compare`'s children)."""
     import gigatoken
 
-    if pattern.name in GIGATOKEN_PRETOKENIZERS:
+    def from_ranks() -> Any:
         with rank_file(vocab, special_tokens) as (path, specials):
             return gigatoken.Tokenizer.from_tiktoken(str(path), GIGATOKEN_PRETOKENIZERS[pattern.name], specials)
-    return gigatoken.Tokenizer(huggingface_tokenizer(vocab, merges, special_tokens, pattern))
+
+    ways = {"a rank file": from_ranks} if pattern.name in GIGATOKEN_PRETOKENIZERS else {}
+    ways["an HF tokenizer"] = lambda: gigatoken.Tokenizer(huggingface_tokenizer(vocab, merges, special_tokens, pattern))
+    return first_taken("gigatoken", ways, (RuntimeError, ValueError))
 
 
 @contextmanager
@@ -260,17 +284,19 @@ def fastokens_tokenizer(
     pool (RAYON_NUM_THREADS)."""
     import fastokens
 
-    try:
+    def from_ranks() -> Any:
         with rank_file(vocab, special_tokens) as (path, specials):
             return fastokens.Tokenizer.from_tiktoken(str(path), pattern=pattern.regex, special_tokens=specials)
-    except ValueError as ranks_refused:
-        try:
-            return from_tokenizer_json(fastokens.Tokenizer.from_file, vocab, merges, special_tokens, pattern)
-        except ValueError as json_refused:
-            raise VocabRefused(
-                f"fastokens refuses this vocab as a rank file ({ranks_refused}) and as a "
-                f"tokenizer.json ({json_refused})"
-            ) from None
+
+    return first_taken(
+        "fastokens",
+        {
+            "a rank file": from_ranks,
+            "a tokenizer.json": lambda: from_tokenizer_json(
+                fastokens.Tokenizer.from_file, vocab, merges, special_tokens, pattern
+            ),
+        },
+    )
 
 
 # quicktok's built-in encodings by our pattern's name: the grammars it compiles by hand that our
@@ -321,8 +347,7 @@ def _quicktok_built_in(vocab: Vocab, specials: Mapping[str, int], pattern: Split
 
     if pattern.name not in QUICKTOK_BUILT_IN:
         raise VocabRefused(
-            f"quicktok has no built-in vocab with the {pattern.name!r} split pattern "
-            f"(only {', '.join(QUICKTOK_BUILT_IN.values())})"
+            f"no built-in vocab has the {pattern.name!r} split pattern: only {' and '.join(QUICKTOK_BUILT_IN.values())}"
         )
     name = QUICKTOK_BUILT_IN[pattern.name]
     load = partial(quicktok.Tokenizer, name, "")  # its get_encoding would hand out one shared object
@@ -336,9 +361,9 @@ def _quicktok_built_in(vocab: Vocab, specials: Mapping[str, int], pattern: Split
             return False
 
     if len(native.token_byte_values()) != len(ordinary) or not all(same(token, i) for token, i in ordinary.items()):
-        raise VocabRefused(f"quicktok's built-in {name} is not this vocab")
+        raise VocabRefused(f"{name} is another vocab")
     if not all(same(special, i) for special, i in specials.items()):
-        raise VocabRefused(f"quicktok's built-in {name} gives other ids to our special tokens")
+        raise VocabRefused(f"{name} gives other ids to our special tokens")
     return QuicktokEncoder(load, specials, native)
 
 
@@ -365,15 +390,15 @@ def quicktok_tokenizer(
     o200k vocab, refuses GPT-2's pattern and our cl100k string (tiktoken's current form, not the one
     it knows), and fails on the real o200k_base ("bad vocab file (rank out of range)")."""
     specials = special_ids(vocab, special_tokens)
-    try:
-        return _quicktok_built_in(vocab, specials, pattern)
-    except VocabRefused as not_built_in:
-        try:
-            load = partial(_quicktok_imported, vocab, merges, special_tokens, pattern)
-            return QuicktokEncoder(load, specials)
-        except (ValueError, RuntimeError) as refused:  # its ImportRefused is a ValueError
-            reason = " ".join(str(refused).split()).split(". ")[0]  # its first sentence, of several lines
-            raise VocabRefused(f"{not_built_in}, and it refuses this vocab as a tokenizer.json ({reason})") from None
+    imported = partial(_quicktok_imported, vocab, merges, special_tokens, pattern)
+    return first_taken(
+        "quicktok",
+        {
+            "one of its built-in vocabs": lambda: _quicktok_built_in(vocab, specials, pattern),
+            "a tokenizer.json": lambda: QuicktokEncoder(imported, specials),
+        },
+        (ValueError, RuntimeError),  # its ImportRefused is a ValueError
+    )
 
 
 def use_one_core() -> None:
