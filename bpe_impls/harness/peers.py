@@ -8,24 +8,31 @@ text). Their merges differ from ours
 by design (their own tie-breaks), so only time and memory are compared for training.
 
 Encoders are built from one of our (vocab, merges) pairs, offline, keeping our special tokens' ids,
-so their ids can be compared with ours; quicktok, which loads only its built-in vocabs, is used
-where its built-in one equals ours (OpenAI's cl100k_base and o200k_base). None of the peers is
-required by the package: each is imported only when used, and `installed` says which are there.
+so their ids can be compared with ours (quicktok takes only some vocabs: quicktok_tokenizer says
+which). PEER_ENCODERS is the one list of them: how each is built and called, one text or a batch,
+read by `bpe compare` and `bpe verify`'s `peer:NAME`; TRAIN_PEERS is the trainers'. None of the
+peers is required by the package: each is imported only when used, and `installed` says which are
+there.
 """
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
+import operator
 import os
 import sys
 import tempfile
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-from ..base.patterns import GPT2, SplitPattern, special_token_regex
+from ..base.patterns import GPT2, PRESETS, SplitPattern, special_token_regex
 from ..encoding.formats.gpt2 import token_to_str
+from ..encoding.formats.hf import hf_regex
 from ..encoding.formats.tiktoken_file import ranks_text
 
 Vocab = Mapping[int, bytes]
@@ -55,14 +62,17 @@ def iter_documents(path: str, special_tokens: Sequence[str], block: int = 1 << 2
 
 
 def _hf_pre_tokenizer(pattern: SplitPattern) -> Any:
-    """GPT-2's: ByteLevel with its built-in regex; any other: Split by the pattern, then ByteLevel."""
+    """GPT-2's: ByteLevel with its built-in regex; any other: Split by the pattern, then ByteLevel.
+    A preset is given in the form our tokenizer.json writer gives it (hf_regex): Oniguruma reads
+    cl100k's own string otherwise (a run of digits as one piece); a custom pattern as it is."""
     from tokenizers import Regex, pre_tokenizers
 
     if pattern is GPT2:
         return pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    split = hf_regex(pattern) if PRESETS.get(pattern.name) == pattern else pattern.regex
     return pre_tokenizers.Sequence(
         [
-            pre_tokenizers.Split(Regex(pattern.regex), behavior="isolated"),
+            pre_tokenizers.Split(Regex(split), behavior="isolated"),
             pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
         ]
     )
@@ -179,25 +189,45 @@ def huggingface_tokenizer(
     return tokenizer
 
 
-# gigatoken's names for the split patterns it knows besides GPT-2's: it matches a tokenizer.json's
-# Split regex against its own strings, which are not ours (tiktoken's) for these.
+def first_taken(
+    library: str, ways: Mapping[str, Callable[[], Any]], refusals: tuple[type[Exception], ...] = (ValueError,)
+) -> Any:
+    """The library's tokenizer built the first of `ways` (what it is given -> how to build it) that
+    it takes; VocabRefused, naming each refusal, when it takes none."""
+    reasons = []
+    for way, build in ways.items():
+        try:
+            return build()
+        except refusals as refused:
+            first = " ".join(str(refused).split("\n\n")[0].split()).split(". ")[0]  # messages run to pages
+            reasons.append(f"as {way} ({first})")
+    raise VocabRefused(f"{library} refuses this vocab {' and '.join(reasons)}")
+
+
+# gigatoken's names for the split patterns it knows besides GPT-2's, for rank files.
 GIGATOKEN_PRETOKENIZERS = {"cl100k": "gpt4", "o200k": "o200k"}
 
 
 def gigatoken_tokenizer(
     vocab: Vocab, merges: Merges, special_tokens: Sequence[str], pattern: SplitPattern = GPT2
 ) -> Any:
-    """gigatoken's Tokenizer of our vocab and merges: built from the HF tokenizer above for GPT-2's
-    pattern, from our rank file (rank_file) with its own pretokenizer of that name for cl100k's and
-    o200k's. Its `encode(text)` gives numpy uint32 ids, special tokens encoded as specials;
-    `encode_batch` and `encode_batch_list` use its rayon pool when given parallel=True (it runs
-    serially by default in a worker process, such as `bpe compare`'s children)."""
+    """gigatoken's Tokenizer of our vocab and merges: for cl100k's and o200k's pattern, from our rank
+    file (rank_file) with its own pretokenizer of that name, which it takes only with dense ranks
+    from 0 (OpenAI's vocabs, not ours trained, special tokens first); else from the HF tokenizer
+    above, whose Split regex it matches against its own strings: GPT-2's ByteLevel and our o200k
+    string, not our cl100k one (measured, gigatoken 0.10); VocabRefused when both are refused. Its
+    `encode(text)` gives numpy uint32 ids, special tokens encoded as specials; `encode_batch` and
+    `encode_batch_list` use its rayon pool when given parallel=True (it runs serially by default in
+    a worker process, such as `bpe compare`'s children)."""
     import gigatoken
 
-    if pattern.name in GIGATOKEN_PRETOKENIZERS:
+    def from_ranks() -> Any:
         with rank_file(vocab, special_tokens) as (path, specials):
             return gigatoken.Tokenizer.from_tiktoken(str(path), GIGATOKEN_PRETOKENIZERS[pattern.name], specials)
-    return gigatoken.Tokenizer(huggingface_tokenizer(vocab, merges, special_tokens, pattern))
+
+    ways = {"a rank file": from_ranks} if pattern.name in GIGATOKEN_PRETOKENIZERS else {}
+    ways["an HF tokenizer"] = lambda: gigatoken.Tokenizer(huggingface_tokenizer(vocab, merges, special_tokens, pattern))
+    return first_taken("gigatoken", ways, (RuntimeError, ValueError))
 
 
 @contextmanager
@@ -228,11 +258,18 @@ def from_tokenizer_json(
         return load(str(path))
 
 
-def tokie_tokenizer(vocab: Vocab, merges: Merges, special_tokens: Sequence[str], pattern: SplitPattern = GPT2) -> Any:
-    """tokie's Tokenizer of our vocab and merges, from our tokenizer.json (from_tokenizer_json)."""
-    import tokie
+def from_json_file(module: str, loader: str) -> Callable[..., Any]:
+    """The builder of a library that reads only tokenizer.json files: module.loader(path) of ours
+    (from_tokenizer_json), the module imported when first built."""
 
-    return from_tokenizer_json(tokie.Tokenizer.from_json, vocab, merges, special_tokens, pattern)
+    def build(vocab: Vocab, merges: Merges, special_tokens: Sequence[str], pattern: SplitPattern = GPT2) -> Any:
+        load = operator.attrgetter(loader)(importlib.import_module(module))
+        return from_tokenizer_json(load, vocab, merges, special_tokens, pattern)
+
+    return build
+
+
+tokie_tokenizer = from_json_file("tokie", "Tokenizer.from_json")
 
 
 def fastokens_tokenizer(
@@ -247,39 +284,43 @@ def fastokens_tokenizer(
     pool (RAYON_NUM_THREADS)."""
     import fastokens
 
-    try:
+    def from_ranks() -> Any:
         with rank_file(vocab, special_tokens) as (path, specials):
             return fastokens.Tokenizer.from_tiktoken(str(path), pattern=pattern.regex, special_tokens=specials)
-    except ValueError as ranks_refused:
-        try:
-            return from_tokenizer_json(fastokens.Tokenizer.from_file, vocab, merges, special_tokens, pattern)
-        except ValueError as json_refused:
-            raise VocabRefused(
-                f"fastokens refuses this vocab as a rank file ({ranks_refused}) and as a "
-                f"tokenizer.json ({json_refused})"
-            ) from None
+
+    return first_taken(
+        "fastokens",
+        {
+            "a rank file": from_ranks,
+            "a tokenizer.json": lambda: from_tokenizer_json(
+                fastokens.Tokenizer.from_file, vocab, merges, special_tokens, pattern
+            ),
+        },
+    )
 
 
-# quicktok's built-in encodings by our pattern's name: it compiles each split pattern by hand and
-# refuses any other (GPT-2's included).
+# quicktok's built-in encodings by our pattern's name: the grammars it compiles by hand that our
+# presets share (GPT-2's is not one).
 QUICKTOK_BUILT_IN = {"cl100k": "cl100k_base", "o200k": "o200k_base"}
 
 
 class QuicktokEncoder:
-    """quicktok over one of its built-in vocabs, with tiktoken's `encode(text, allowed_special=
-    "all")` ids: the text is split at our special tokens and each piece goes to its
-    `encode_ordinary`, the specials' ids between them. Its own special-token path gives the same ids
-    but is superlinear (about 3x the time per doubling of a text with special tokens), so whole
-    texts go through encode_ordinary, as the issue's measurement did."""
+    """quicktok with tiktoken's `encode(text, allowed_special="all")` ids: the text is split at our
+    special tokens and each piece goes to its `encode_ordinary`, the specials' ids between them.
+    Its own special-token paths give the same ids but are superlinear in the text's length
+    (measured on corpus.en cut into 800-character documents, 0.14 to 4.3 MB: encode(text,
+    allowed_special="all") 15 ms to 3.7 s, about 3.5x per doubling at the end, and
+    encode_with_special_tokens 0.09 s to 50 s; encode_ordinary between the specials 4 to 300 ms)."""
 
-    def __init__(self, native: Any, special_tokens: Mapping[str, int]) -> None:
-        self.native = native
+    def __init__(self, load: Callable[[], Any], special_tokens: Mapping[str, int], native: Any = None) -> None:
+        self._load = load
+        self.native = load() if native is None else native
         self._specials = dict(special_tokens)
         self._splitter = special_token_regex(tuple(special_tokens))
 
     def fresh(self) -> QuicktokEncoder:
-        """A new encoder over a newly loaded copy of the same built-in vocab (already checked)."""
-        return QuicktokEncoder(type(self.native)(self.native.name, ""), self._specials)
+        """A new encoder over a newly loaded copy of the same vocab (already checked)."""
+        return QuicktokEncoder(self._load, self._specials)
 
     def encode(self, text: str) -> list[int]:
         if self._splitter is None:
@@ -294,27 +335,23 @@ class QuicktokEncoder:
         return ids
 
     def encode_batch(self, texts: list[str], threads: int) -> tuple[Any, Any]:
-        """(uint32 ids, int64 offsets) of every text, special tokens as specials, on `threads` threads."""
+        """(uint32 ids, int64 offsets) of every text, special tokens as specials, on `threads` threads
+        (texts are lines here, each with few special tokens, if any)."""
         return self.native.encode_batch(texts, threads, True)
 
 
-def quicktok_tokenizer(
-    vocab: Vocab, merges: Merges, special_tokens: Sequence[str], pattern: SplitPattern = GPT2
-) -> QuicktokEncoder:
-    """quicktok (package quicktok-v1) knows only its built-in vocabs (OpenAI's real cl100k_base and
-    o200k_base here), not ours: the built-in one for our pattern, used only if its tokens and ranks
-    equal our vocab and its special tokens include ours with the same ids; VocabRefused otherwise
-    (GPT-2's vocab, a trained one)."""
+def _quicktok_built_in(vocab: Vocab, specials: Mapping[str, int], pattern: SplitPattern) -> QuicktokEncoder:
+    """quicktok's built-in vocab for our pattern, if it is ours (tokens, ranks and special tokens'
+    ids); VocabRefused otherwise."""
     import quicktok
 
     if pattern.name not in QUICKTOK_BUILT_IN:
         raise VocabRefused(
-            f"quicktok has no built-in vocab with the {pattern.name!r} split pattern "
-            f"(only {', '.join(QUICKTOK_BUILT_IN.values())})"
+            f"no built-in vocab has the {pattern.name!r} split pattern: only {' and '.join(QUICKTOK_BUILT_IN.values())}"
         )
     name = QUICKTOK_BUILT_IN[pattern.name]
-    native = quicktok.Tokenizer(name, "")  # its get_encoding would hand out one shared object
-    specials = special_ids(vocab, special_tokens)
+    load = partial(quicktok.Tokenizer, name, "")  # its get_encoding would hand out one shared object
+    native = load()
     ordinary = {token: i for i, token in vocab.items() if i not in specials.values()}
 
     def same(token: bytes | str, i: int) -> bool:
@@ -324,10 +361,44 @@ def quicktok_tokenizer(
             return False
 
     if len(native.token_byte_values()) != len(ordinary) or not all(same(token, i) for token, i in ordinary.items()):
-        raise VocabRefused(f"quicktok's built-in {name} is not this vocab (it loads no other)")
+        raise VocabRefused(f"{name} is another vocab")
     if not all(same(special, i) for special, i in specials.items()):
-        raise VocabRefused(f"quicktok's built-in {name} gives other ids to our special tokens")
-    return QuicktokEncoder(native, specials)
+        raise VocabRefused(f"{name} gives other ids to our special tokens")
+    return QuicktokEncoder(load, specials, native)
+
+
+def _quicktok_imported(vocab: Vocab, merges: Merges, special_tokens: Sequence[str], pattern: SplitPattern) -> Any:
+    """quicktok's import_tokenizer of our tokenizer.json (it checks its ids against HF tokenizers'
+    on its own test texts), into a temporary folder it is loaded from whole."""
+    import quicktok
+
+    with tempfile.TemporaryDirectory(prefix="bpe_impls_peer_") as folder, quiet_stdio():  # it prints its checks
+        from_tokenizer_json(
+            partial(quicktok.import_tokenizer, name="ours", data_dir=folder), vocab, merges, special_tokens, pattern
+        )
+        return quicktok.Tokenizer("ours", folder)
+
+
+def quicktok_tokenizer(
+    vocab: Vocab, merges: Merges, special_tokens: Sequence[str], pattern: SplitPattern = GPT2
+) -> QuicktokEncoder:
+    """quicktok (package quicktok-v1) over our vocab, special tokens keeping our ids; VocabRefused
+    when it takes the vocab neither way it loads one, each taking what the other refuses (measured
+    with quicktok-v1 0.4): its built-in vocab for our pattern, when that is ours (OpenAI's real
+    cl100k_base and o200k_base); else import_tokenizer of our tokenizer.json, which knows a split
+    pattern only by its exact string among the grammars it compiles by hand, so it takes a trained
+    o200k vocab, refuses GPT-2's pattern and our cl100k string (tiktoken's current form, not the one
+    it knows), and fails on the real o200k_base ("bad vocab file (rank out of range)")."""
+    specials = special_ids(vocab, special_tokens)
+    imported = partial(_quicktok_imported, vocab, merges, special_tokens, pattern)
+    return first_taken(
+        "quicktok",
+        {
+            "one of its built-in vocabs": lambda: _quicktok_built_in(vocab, specials, pattern),
+            "a tokenizer.json": lambda: QuicktokEncoder(imported, specials),
+        },
+        (ValueError, RuntimeError),  # its ImportRefused is a ValueError
+    )
 
 
 def use_one_core() -> None:
@@ -339,6 +410,137 @@ def use_one_core() -> None:
     os.environ["TOKENIZERS_PARALLELISM"] = "false"
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+
+
+def flat(batch_ids: Iterable[Iterable[int]]) -> list[int]:
+    """One list of every text's ids, in order."""
+    return [token for ids in batch_ids for token in ids]
+
+
+def _refuse_bpe_openai(vocab: Vocab, merges: Merges, special_tokens: Sequence[str], pattern: SplitPattern) -> Any:
+    raise VocabRefused(
+        "bpe-openai builds only OpenAI's named encodings, which it downloads; it cannot load a given vocab"
+    )
+
+
+@dataclass(frozen=True)
+class EncoderAdapter:
+    """How one encoder is built over our (vocab, merges) and called, so that every command sets each
+    library up one way and times only its own call: `encode` and `batch` give the library's own ids
+    (a list, numpy, bytes), `to_list` and `batch_to_list` turn them into one list of ints afterwards.
+    Special tokens are encoded as specials. `batch` is None where a library has no batch method;
+    `batch_label` names its row ("NAME encode_batch"). `verify_only`: `bpe verify` checks it, `bpe
+    compare` does not measure it."""
+
+    module: str  # what is imported (`installed`)
+    build: Callable[[Vocab, Merges, Sequence[str], SplitPattern], Any]
+    encode: Callable[[Any, str], Any]
+    to_list: Callable[[Any], list[int]] = list
+    batch: Callable[[Any, list[str], int], Any] | None = None
+    batch_to_list: Callable[[Any], list[int]] = flat
+    batch_label: str = "encode_batch"
+    verify_only: bool = False
+    package: str = ""  # what pip installs, where that is not the module's name
+
+    @property
+    def pip_name(self) -> str:
+        return self.package or self.module
+
+    def ids(self, native: Any, text: str) -> list[int]:
+        """encode's ids as plain ints."""
+        return [int(i) for i in self.to_list(self.encode(native, text))]
+
+
+_numpy_list = operator.methodcaller("tolist")
+
+
+def _encoding_ids(tokenizer: Any, text: str) -> Any:
+    """encode(text).ids: HF tokenizers' Encoding, and the libraries that copy its shape."""
+    return tokenizer.encode(text).ids
+
+
+def _batch_flat(tokenizer: Any, texts: list[str], threads: int) -> Any:
+    """The ids of encode_batch_flat(texts) (tokie's, fastokens'), on its rayon pool (RAYON_NUM_THREADS)."""
+    return tokenizer.encode_batch_flat(texts)[0]
+
+
+def _fastokens_flat_ids(ids: bytes) -> list[int]:
+    import numpy as np
+
+    return np.frombuffer(ids, "<u4").tolist()  # little-endian uint32 bytes
+
+
+# Every peer encoder, by the name commands show; the order rows and `bpe verify --encoder` list them in.
+PEER_ENCODERS: dict[str, EncoderAdapter] = {
+    "tiktoken": EncoderAdapter(
+        "tiktoken",
+        lambda vocab, merges, specials, pattern: tiktoken_encoding(vocab, specials, pattern=pattern),
+        lambda encoding, text: encoding.encode(text, allowed_special="all"),
+        batch=lambda encoding, texts, threads: encoding.encode_batch(texts, num_threads=threads, allowed_special="all"),
+    ),
+    "huggingface": EncoderAdapter(
+        "tokenizers",
+        huggingface_tokenizer,
+        _encoding_ids,
+        batch=lambda tokenizer, texts, threads: tokenizer.encode_batch(texts),  # rayon: RAYON_NUM_THREADS
+        batch_to_list=lambda encodings: flat(encoding.ids for encoding in encodings),
+    ),
+    "gigatoken": EncoderAdapter(
+        "gigatoken",
+        gigatoken_tokenizer,
+        lambda tokenizer, text: tokenizer.encode(text),  # numpy uint32, as our encode_to_numpy
+        _numpy_list,
+        # parallel: its rayon pool; by default it runs serially in a worker process, such as compare's children.
+        batch=lambda tokenizer, texts, threads: tokenizer.encode_batch(texts, parallel=threads > 1),
+        batch_to_list=lambda ids: flat(ids.tolist()),
+    ),
+    "tokie": EncoderAdapter(
+        "tokie",
+        tokie_tokenizer,
+        _encoding_ids,
+        batch=_batch_flat,
+        batch_to_list=_numpy_list,
+        batch_label="encode_batch_flat",
+    ),
+    "kitoken": EncoderAdapter(
+        "kitoken",
+        from_json_file("kitoken", "Kitoken.from_tokenizers_file"),
+        lambda tokenizer, text: tokenizer.encode(text, True),
+        verify_only=True,
+    ),
+    "fastokens": EncoderAdapter(
+        "fastokens",
+        fastokens_tokenizer,
+        _encoding_ids,
+        batch=_batch_flat,
+        batch_to_list=_fastokens_flat_ids,
+        batch_label="encode_batch_flat",
+    ),
+    "splintr": EncoderAdapter(
+        "splintr",
+        from_json_file("splintr", "from_json"),
+        lambda tokenizer, text: tokenizer.encode_with_special(text),
+        verify_only=True,
+        package="splintr-rs",
+    ),
+    "quicktok": EncoderAdapter(
+        "quicktok",
+        quicktok_tokenizer,
+        QuicktokEncoder.encode,
+        batch=lambda tokenizer, texts, threads: tokenizer.encode_batch(texts, threads)[0],
+        batch_to_list=_numpy_list,
+        package="quicktok-v1",
+    ),
+    "bpe-openai": EncoderAdapter(
+        "bpe_openai",
+        _refuse_bpe_openai,
+        lambda tokenizer, text: tokenizer.encode(text, allowed_special="all"),
+        verify_only=True,
+        package="bpe-openai",
+    ),
+}
+# The peer encoders `bpe compare` measures.
+COMPARED_ENCODERS = {name: peer for name, peer in PEER_ENCODERS.items() if not peer.verify_only}
 
 
 # Peer trainers by name: (module to import, train(path, vocab_size, special_tokens, workers) -> merges).
