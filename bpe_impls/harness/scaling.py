@@ -44,6 +44,7 @@ from typing import Any
 import numpy as np
 
 from ..base.atomic import atomic_write
+from ..base.patterns import GPT2
 from ..base.progress import progress_bar
 from ..corpus import count_pretokens
 from ..encoding import DEFAULT_ENCODER, ENCODERS, Tokenizer
@@ -58,7 +59,7 @@ from .measure import Measured, measure_in_child, measure_tree
 from .verify.refs import ImplementationNotLoaded, Isolated
 
 SPECIALS = [SEPARATOR]
-ENCODE_PEERS = {"tiktoken": "tiktoken", "huggingface": "tokenizers"}  # name -> module, as in `bpe compare`
+ENCODE_PEERS = ("tiktoken", "huggingface")  # the peers' encoders drawn beside ours (peers.PEER_ENCODERS)
 REPEAT_BELOW = 0.5  # a measurement faster than this many seconds is repeated (best of Sizes.repeats): noise
 # A call of an implementation under test is killed after this many budgets (at least the minimum):
 # a point predicted within the budget that runs far over it is a hang, not a wait of hours.
@@ -481,11 +482,9 @@ def _train_run(name: str, path: str, vocab_size: int, workers: int | None) -> in
 
 
 def _make_encoder(name: str, vocab, merges, cache_size: int):
-    if name == "tiktoken":
-        return peer_adapters.tiktoken_encoding(vocab, SPECIALS, "bpe_impls_scaling").encode_ordinary
-    if name == "huggingface":
-        tokenizer = peer_adapters.huggingface_tokenizer(vocab, merges, SPECIALS)
-        return lambda text: tokenizer.encode(text).ids
+    if name in peer_adapters.PEER_ENCODERS:
+        peer = peer_adapters.PEER_ENCODERS[name]
+        return partial(peer.encode, peer.build(vocab, merges, SPECIALS, GPT2))
     return Tokenizer(vocab, merges, SPECIALS, encoder=name, cache_size=cache_size).encode
 
 
@@ -803,7 +802,7 @@ def run_scaling(
     trainers = ours + len(peer_names) + len(targets.trainers)
     encoders = list(ENCODERS) if targets.builtins else []
     if peers:
-        encoders += [name for name, module in ENCODE_PEERS.items() if peer_adapters.installed(module)]
+        encoders += [name for name in ENCODE_PEERS if peer_adapters.installed(peer_adapters.PEER_ENCODERS[name].module)]
     tokenizers = len(encoders) + len(targets.tokenizers) + (not targets.builtins)
     total = 0
     if "corpus" in studies:
