@@ -487,7 +487,15 @@ def _profiles(
             ref, str(capture), timeout=timeout, python=None if ref.startswith("builtin:") else python, **job
         )
         if outcome.ok:
-            profiles.append(load_memray_profile(capture, name=f"{ref} ({what})"))
+            profile = load_memray_profile(capture, name=f"{ref} ({what})")
+            # What was profiled, not the worker's command line (the same for every reference).
+            corpus, vocab_size, _ = training
+            profile.command = (
+                f"train on {Path(corpus).name}, vocab {vocab_size}"
+                if what == "train"
+                else f"encode {Path(encoding[3]).name} (encode_iterable where it has one)"
+            )
+            profiles.append(profile)
         else:
             profiles.append(MemoryProfile(f"{ref} ({what})", 0, 0, f"failed: {outcome.error}"))
     return profiles
