@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import shutil
 import sys
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -34,7 +35,8 @@ from benchmarks import _isolated, _workloads, bench_heap  # noqa: E402
 from benchmarks._common import SPECIAL_TOKENS  # noqa: E402
 
 # route_a on corpus.en's counts at vocab 1000 (743 merges): each count under valgrind takes about
-# 9 s of CPU (5 of them the imports), where vocab 2000 took about 13.
+# 10 s of CPU, most of it starting Python and importing (vocab 500 took as long); the whole file
+# about 45 s of CPU.
 VOCAB = 1000
 
 _PLANT = """
@@ -69,6 +71,14 @@ def _planted(tmp_path: Path, plant: str) -> Path:
     return script
 
 
+def _real_twice_and_planted(measure: Callable[[Path], int], planted: Path) -> list[int]:
+    """measure(script) for the real workloads twice and the planted script once, concurrently: each
+    is a process of its own, and the figures of separate processes do not interact."""
+    scripts = [_isolated.WORKLOADS, _isolated.WORKLOADS, planted]
+    with ThreadPoolExecutor(len(scripts)) as pool:
+        return list(pool.map(measure, scripts))
+
+
 @pytest.fixture(scope="module")
 def merge_args(tmp_path_factory: pytest.TempPathFactory) -> list:
     require_fixture("corpus.en")  # skips (or fails under CI) with the locator's reason
@@ -89,19 +99,18 @@ def valgrind() -> str:
 
 
 def test_planted_work_is_caught_and_identical_code_is_quiet(valgrind, merge_args, tmp_path):
-    scripts = [_isolated.WORKLOADS, _isolated.WORKLOADS, _planted(tmp_path, "work")]
-    with ThreadPoolExecutor(len(scripts)) as pool:  # separate processes: concurrent counts do not interact
-        real, again, planted = pool.map(
-            lambda script: _isolated.work_instructions("merge", merge_args, script=script), scripts
-        )
+    real, again, planted = _real_twice_and_planted(
+        lambda script: _isolated.work_instructions("merge", merge_args, script=script), _planted(tmp_path, "work")
+    )
     assert abs(again - real) <= 0.005 * real, f"identical code: {real:,} then {again:,} instructions"
     assert planted > 1.05 * real, f"planted recount: {planted:,} against {real:,} instructions"
 
 
 def test_planted_memory_is_caught_and_identical_code_is_quiet(merge_args, tmp_path):
-    real = _isolated.peak_heap_bytes("merge", merge_args, "tracemalloc")
-    again = _isolated.peak_heap_bytes("merge", merge_args, "tracemalloc")
-    planted = _isolated.peak_heap_bytes("merge", merge_args, "tracemalloc", script=_planted(tmp_path, "memory"))
+    real, again, planted = _real_twice_and_planted(
+        lambda script: _isolated.peak_heap_bytes("merge", merge_args, "tracemalloc", script=script),
+        _planted(tmp_path, "memory"),
+    )
     assert again == real, f"identical code: {real:,} then {again:,} bytes"
     assert planted > 1.05 * real, f"planted words kept: {planted:,} against {real:,} bytes"
 
