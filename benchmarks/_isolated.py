@@ -264,7 +264,7 @@ def is_compiled(name: str) -> bool:
 class Deterministic:
     """The base of a measuring class: one run per commit. asv compares a track_ value by --factor
     alone (no samples, no test), and these figures repeat between runs of one commit (to within
-    0.0002% for instructions, to the byte for the heap), so a second round would add nothing."""
+    0.005% for instructions, to the byte for the heap), so a second round would add nothing."""
 
     rounds = 1
     repeat = 1

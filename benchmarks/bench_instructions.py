@@ -32,17 +32,23 @@ change that only adds cache misses does not show, and under valgrind the CPU has
 (the cached load's count is mostly sha256 at about 28 instructions a byte, though natively it is
 the faster load); the time suites see all of that.
 
-Measured on the 2-core host with other jobs running (load average 4-5): the set (21 combinations)
-run twice at one commit with `asv run --python=same -b Instructions`. Every count repeated to
-within 0.0002% (13 of 21 to the instruction; the largest difference 26 instructions of 14.3M, in
-EncodeFileInstructions), far inside 0.5%. Each run took 430 s and 399 s of wall time, 209 s and
-205 s of CPU time (one benchmark at a time, on one core: about the wall time on an idle host).
-The counts of the first run, for scale:
+Measured on the 2-core host with other jobs running, the set (21 combinations) run twice at one
+commit with `asv run --python=same --set-commit-hash` (two hashes of one tree) and compared with
+`asv compare --factor 1.1`: nothing changed. Every count repeated to within 0.005% (11 of 21 to
+the instruction; the largest difference 613 instructions of 14.34M, EncodeFileInstructions, whose
+work runs on a pool thread), a hundred times inside 0.5%. The set took 430 s and 399 s of wall time
+at load average 4-5 (205-209 s of CPU time: one benchmark at a time, on one core, so about the wall
+time on an idle host); with the heap set, 422 s at load 3-4.7 and 241 s at load 2-3. The counts,
+for scale:
 
-    count 47.07M; merge naive 1077.9M, route_a 780.9M, route_b 581.2M, bucket 593.6M, native 30.5M;
-    encode cold / warm: scan 949.0M / 168.9M, heap 1058.6M / 169.1M, hybrid 951.9M / 168.9M,
+    count 47.07M; merge naive 1077.9M, route_a 781.2M, route_b 581.2M, bucket 593.7M, native 30.46M;
+    encode cold / warm: scan 949.0M / 169.1M, heap 1058.5M / 169.3M, hybrid 951.9M / 169.1M,
     native 13.65M / 3.86M; encode_batch scan 959.7M, heap 1069.1M, hybrid 962.6M, native 22.58M;
     load parsed 109.9M, cached 182.9M; encode_file 14.34M.
+
+A planted change in route_a's merge (each rewritten word's pairs listed again, and a slice of it
+kept) recorded the same way was flagged by `asv compare --factor 1.1`: MergeInstructions route_a
+1.17x (781,174,301 to 915,447,046), and bench_heap's MergeHeapMemory route_a 1.24x.
 
 Skipped, with the reason, where valgrind is not installed.
 """
