@@ -1,126 +1,130 @@
-"""asv: instructions executed by the merge phase, counted by valgrind (cachegrind), per trainer.
+"""asv: instructions executed by each hot path, counted by valgrind (cachegrind). Every class is
+named *Instructions*, so `asv continuous -b Instructions BASE HEAD` runs this set alone.
 
-    track_merge_instructions   the merge phase from corpus.en's word counts at vocab 2000, in
-                               instructions (the run with the merge minus the same run without it)
+    CountInstructions.track_count_instructions          count_pretokens on corpus.en, one worker
+    MergeInstructions.track_merge_instructions          each trainer's merge phase from corpus.en's
+                                                        counts at vocab 2000 (naive: its first 16 KB
+                                                        at vocab 300)
+    EncodeInstructions.track_encode_instructions        Tokenizer.encode of corpus.en with GPT-2's
+                                                        vocab, each encoder: cold (a fresh
+                                                        tokenizer) and warm (the same text again)
+    EncodeBatchInstructions.track_encode_batch_instructions
+                                                        encode_batch of corpus.en's lines, one
+                                                        thread, each encoder (fresh tokenizer)
+    LoadInstructions.track_load_instructions            Tokenizer.load of GPT-2's encoder.json and
+                                                        vocab.bpe: parsed, and from the load cache
+    EncodeFileInstructions.track_encode_file_instructions
+                                                        `bpe encode corpus.en ids.npy --threads 1`'s
+                                                        work (bpe_impls.encoding.encode_file)
+
+Each figure is the work's own: a fresh interpreter under cachegrind prepares the inputs and forks,
+the child does the work, and the child's total minus the parent's is counted
+(benchmarks/_isolated.py, with the settings that make the count repeat; the work itself is in
+benchmarks/_workloads.py).
 
 Why a count beside the times: on a shared host the same merge takes 1.0x to 2.3x its best CPU time
 from one stretch of 5-50 s to the next (another tenant on the core's sibling; docs/performance.md),
-so the time suites need 8 rounds to tell a change from the host. The count of instructions a run
-executes does not depend on the machine's load at all: two runs of the same commit agree to 0.01%,
-so a change of 10% or more in the work the merge does (an extra pass, a lost shortcut) is flagged
-on the first run. It counts work, not time: busy work that made the compiled merge 1.2x slower
-added 6% here (cheap instructions, and at vocab 2000 the count includes loading the words and the
-first count of pairs), and a change that only adds cache misses does not show; the time suites
-see both.
+so the time suites need 8 rounds to tell a change from the host. The count of instructions does
+not depend on the host's load: asv compares a track_ value by --factor alone, so a change of 10% or
+more in the work (an extra pass, a lost shortcut) is flagged on the first run. It counts work, not
+time: busy work that made the compiled merge 1.2x slower added 6% here (cheap instructions), a
+change that only adds cache misses does not show, and under valgrind the CPU has no SHA extensions
+(the cached load's count is mostly sha256 at about 28 instructions a byte, though natively it is
+the faster load); the time suites see all of that.
 
-Each count runs a fresh interpreter under `valgrind --tool=cachegrind --cache-sim=no` twice,
-concurrently: once loading the word counts and the trainer, once doing the same and then the merge;
-the difference is the merge alone. Both run with PYTHONHASHSEED=0, so dict and set layouts are the
-same in every run, and with one thread: a second one (tqdm's monitor, once started even for a bar
-that is off; bpe_impls/base/progress.py) ran when the scheduler let it and moved the count by 2%.
-And without the working directory on sys.path (`python -P`): each import the merge makes lists the
-directories on sys.path again when one has changed, so files that other processes wrote into the
-working directory during the run (the test suite's, beside it) moved the count by 0.1-0.3%.
-About 10-25 s per combination (valgrind runs Python 30-50x slower); skipped, with the reason, where
-valgrind is not installed. naive is left out (tens of seconds here).
+Measured on the 2-core host with other jobs running, the set (21 combinations) run twice at one
+commit with `asv run --python=same --set-commit-hash` (two hashes of one tree) and compared with
+`asv compare --factor 1.1`: nothing changed. Every count repeated to within 0.005% (11 of 21 to
+the instruction; the largest difference 613 instructions of 14.34M, EncodeFileInstructions, whose
+work runs on a pool thread), a hundred times inside 0.5%. The set took 430 s and 399 s of wall time
+at load average 4-5 (205-209 s of CPU time: one benchmark at a time, on one core, so about the wall
+time on an idle host); with the heap set, 422 s at load 3-4.7 and 241 s at load 2-3. The counts,
+for scale:
+
+    count 47.07M; merge naive 1077.9M, route_a 781.2M, route_b 581.2M, bucket 593.7M, native 30.46M;
+    encode cold / warm: scan 949.0M / 169.1M, heap 1058.5M / 169.3M, hybrid 951.9M / 169.1M,
+    native 13.65M / 3.86M; encode_batch scan 959.7M, heap 1069.1M, hybrid 962.6M, native 22.58M;
+    load parsed 109.9M, cached 182.9M; encode_file 14.34M.
+
+A planted change in route_a's merge (each rewritten word's pairs listed again, and a slice of it
+kept) recorded the same way was flagged by `asv compare --factor 1.1`: MergeInstructions route_a
+1.17x (781,174,301 to 915,447,046), and bench_heap's MergeHeapMemory route_a 1.24x.
+
+Skipped, with the reason, where valgrind is not installed.
 """
 
 from __future__ import annotations
 
-import os
-import pickle
-import re
-import shutil
-import subprocess
-import sys
-from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
+from typing import Any
 
-from ._common import SPECIAL_TOKENS, TRAINERS, skip, trainer_or_skip, word_counts
-
-CORPUS = "corpus.en"
-VOCAB = 2000
-INSTRUCTION_TRAINERS = [name for name in TRAINERS if name != "naive"] or ["native"]
-
-# Run by the interpreter under valgrind: argv is the counts file, the trainer, the vocab size and
-# whether to merge. Everything but the merge is the same in both runs.
-_SCRIPT = f"""
-import pickle, sys
-from bpe_impls import IMPLEMENTATIONS
-with open(sys.argv[1], "rb") as counts_file:
-    counts = pickle.load(counts_file)
-train = IMPLEMENTATIONS[sys.argv[2]]
-if sys.argv[4] == "merge":
-    train(counts, int(sys.argv[3]), {SPECIAL_TOKENS!r})
-"""
-
-_TOTAL = re.compile(r"I\s+refs:\s+([\d,]+)")
+from ._isolated import (
+    CountSuite,
+    Deterministic,
+    EncodeInputs,
+    EncodeSuite,
+    MergeInputs,
+    MergeSuite,
+    valgrind_or_skip,
+    work_instructions,
+)
 
 
-def valgrind_or_skip() -> str:
-    valgrind = shutil.which("valgrind")
-    if valgrind is None:
-        skip("valgrind is not installed (instruction counts need it: apt install valgrind)")
-    return valgrind
-
-
-def instructions(valgrind: str, args: list[str]) -> int:
-    """Instructions executed by `python -c _SCRIPT args...` under cachegrind."""
-    command = [
-        valgrind,
-        "--tool=cachegrind",
-        "--cache-sim=no",
-        "--cachegrind-out-file=/dev/null",
-        sys.executable,
-        "-P",  # the working directory off sys.path: its listing changes as other processes write there
-        "-c",
-        _SCRIPT,
-        *args,
-    ]
-    env = {**os.environ, "PYTHONHASHSEED": "0"}
-    done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
-    total = _TOTAL.search(done.stderr)
-    if done.returncode != 0 or total is None:
-        # the interpreter's last word (a traceback's last line), not valgrind's summary after it
-        said = [line for line in done.stderr.splitlines() if line.strip() and not line.startswith(("==", "--"))]
-        raise RuntimeError(f"valgrind exited {done.returncode}: {said[-1] if said else 'no output'}")
-    return int(total[1].replace(",", ""))
-
-
-def merge_instructions(valgrind: str, counts_path: str, impl: str, vocab_size: int) -> int:
-    """Instructions of `impl`'s merge phase on the pickled counts: the run with the merge minus
-    the run without it."""
-    runs = [[counts_path, impl, str(vocab_size), step] for step in ("load", "merge")]
-    with ThreadPoolExecutor(2) as pool:  # independent processes: their counts do not interact
-        loaded, merged = pool.map(lambda args: instructions(valgrind, args), runs)
-    return merged - loaded
-
-
-class MergeInstructions:
-    params = (INSTRUCTION_TRAINERS,)
-    param_names = ["impl"]
+class _Instructions(Deterministic):
     unit = "instructions"
-    # One round: asv compares a track_ value by --factor alone (no samples, no test), and two
-    # runs of one commit agree to about 0.01%, so a second round would add nothing.
-    rounds = 1
     timeout = 600
+    args: Any
+    cache: str | None
 
-    def setup_cache(self) -> str | None:
-        # asv runs setup_cache and the benchmarks in one temporary directory: the counts are
-        # written there once per commit and round, for the interpreters under valgrind to load.
-        try:
-            counts = word_counts(CORPUS)
-        except NotImplementedError:
-            return None
-        path = Path(f"{CORPUS}.counts.pickle").resolve()
-        path.write_bytes(pickle.dumps(counts))
-        return str(path)
+    def ready(self, compiled: bool) -> None:
+        valgrind_or_skip()
 
-    def setup(self, counts_path: str | None, impl: str) -> None:
-        trainer_or_skip(impl)
-        if counts_path is None:
-            skip(f"fixture {CORPUS} not found")
-        self.valgrind = valgrind_or_skip()
+    def count(self, workload: str) -> int:
+        return work_instructions(workload, self.args, cache=self.cache)
 
-    def track_merge_instructions(self, counts_path: str, impl: str) -> int:
-        return merge_instructions(self.valgrind, counts_path, impl, VOCAB)
+
+class CountInstructions(_Instructions, CountSuite):
+    def track_count_instructions(self) -> int:
+        return self.count("count")
+
+
+class MergeInstructions(_Instructions, MergeSuite):
+    def track_merge_instructions(self, inputs: MergeInputs | None, impl: str) -> int:
+        return self.count("merge")
+
+
+class EncodeInstructions(_Instructions, EncodeSuite):
+    params = (EncodeSuite.params[0], ["cold", "warm"])
+    param_names = ["encoder", "cache"]
+
+    def track_encode_instructions(self, inputs: EncodeInputs | None, encoder: str, cache: str) -> int:
+        return self.count(f"encode_{cache}")
+
+
+class EncodeBatchInstructions(_Instructions, EncodeSuite):
+    def track_encode_batch_instructions(self, inputs: EncodeInputs | None, encoder: str) -> int:
+        return self.count("encode_batch")
+
+
+class LoadInstructions(_Instructions, EncodeSuite):
+    params = (["parsed", "cached"],)
+    param_names = ["source"]
+
+    def setup(self, inputs: EncodeInputs | None, source: str) -> None:
+        super().setup(inputs, None)  # the default encoder's tokenizer
+        self.args = self.args[:3]  # GPT-2's files, the special tokens, the encoder: no text
+        if source == "parsed":
+            self.cache = None  # the cache off: the files parsed and checked
+
+    def track_load_instructions(self, inputs: EncodeInputs | None, source: str) -> int:
+        return self.count("load")
+
+
+class EncodeFileInstructions(_Instructions, EncodeSuite):
+    params = ()
+    param_names = []
+
+    def setup(self, inputs: EncodeInputs | None) -> None:
+        super().setup(inputs, None)  # the default encoder, as `bpe encode` uses
+
+    def track_encode_file_instructions(self, inputs: EncodeInputs | None) -> int:
+        return self.count("encode_file")
