@@ -33,7 +33,7 @@ What each figure is:
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -179,6 +179,34 @@ def _best_of(
     return Outcome(ref, best["seconds"], best["peak_bytes"], best["value"], runs=runs)
 
 
+def _on_tokenizer(
+    ref: str,
+    vocab: Mapping[int, bytes],
+    merges: Sequence[tuple[bytes, bytes]],
+    special_tokens: Sequence[str],
+    method: str,
+    run: Callable[[Isolated, tuple], Outcome],
+    *,
+    cores: int = 1,
+    pattern: str | None,
+    timeout: float,
+    python: str | None,
+) -> Outcome:
+    """`run(worker, build)` on the tokenizer `ref` builds in a fresh worker; an Outcome with the
+    reason when it fails, or (not a failure) when the tokenizer has no optional `method`."""
+    try:
+        worker, build, methods = _tokenizer_worker(ref, vocab, merges, special_tokens, cores, pattern, timeout, python)
+    except ImplementationError as exc:
+        return _fail(ref, exc)
+    with worker:
+        if method != "encode" and method not in methods:
+            return Outcome(ref, error=f"has no {method} method", applicable=False)
+        try:
+            return run(worker, build)
+        except ImplementationError as exc:
+            return _fail(ref, exc)
+
+
 def encode(
     ref: str,
     vocab: Mapping[int, bytes],
@@ -193,15 +221,13 @@ def encode(
     python: str | None = None,
 ) -> Outcome:
     """`encode(text)` of the tokenizer `ref` builds, on one core: best seconds, (count, sha256)."""
-    try:
-        worker, build, _ = _tokenizer_worker(ref, vocab, merges, special_tokens, 1, pattern, timeout, python)
-    except ImplementationError as exc:
-        return _fail(ref, exc)
-    with worker:
-        try:
-            return _best_of(ref, worker, build, ("encode", text), repeats, budget)
-        except ImplementationError as exc:
-            return _fail(ref, exc)
+
+    def run(worker: Isolated, build: tuple) -> Outcome:
+        return _best_of(ref, worker, build, ("encode", text), repeats, budget)
+
+    return _on_tokenizer(
+        ref, vocab, merges, special_tokens, "encode", run, pattern=pattern, timeout=timeout, python=python
+    )
 
 
 def encode_iterable(
@@ -217,18 +243,14 @@ def encode_iterable(
 ) -> Outcome:
     """`encode_iterable` over the file at `path`, on one core, once: seconds, peak memory above the
     built tokenizer's, (count, sha256); an error where the tokenizer has no such method."""
-    try:
-        worker, _, methods = _tokenizer_worker(ref, vocab, merges, special_tokens, 1, pattern, timeout, python)
-    except ImplementationError as exc:
-        return _fail(ref, exc)
-    with worker:
-        if "encode_iterable" not in methods:
-            return Outcome(ref, error="has no encode_iterable method", applicable=False)
-        try:
-            reply = _measure(worker, ("encode_iterable_file", path), digest=True)
-        except ImplementationError as exc:
-            return _fail(ref, exc)
-    return Outcome(ref, reply["seconds"], reply["peak_bytes"], reply["value"], runs=1)
+
+    def run(worker: Isolated, build: tuple) -> Outcome:
+        reply = _measure(worker, ("encode_iterable_file", path), digest=True)
+        return Outcome(ref, reply["seconds"], reply["peak_bytes"], reply["value"], runs=1)
+
+    return _on_tokenizer(
+        ref, vocab, merges, special_tokens, "encode_iterable", run, pattern=pattern, timeout=timeout, python=python
+    )
 
 
 def encode_batch(
@@ -247,17 +269,22 @@ def encode_batch(
 ) -> Outcome:
     """`encode_batch(texts)` with `cores` threads: best seconds, (count, sha256) of the ids of
     every text in order; an error where the tokenizer has no such method."""
-    try:
-        worker, build, methods = _tokenizer_worker(ref, vocab, merges, special_tokens, cores, pattern, timeout, python)
-    except ImplementationError as exc:
-        return _fail(ref, exc)
-    with worker:
-        if "encode_batch" not in methods:
-            return Outcome(ref, error="has no encode_batch method", applicable=False)
-        try:
-            return _best_of(ref, worker, build, ("encode_batch", list(texts)), repeats, budget)
-        except ImplementationError as exc:
-            return _fail(ref, exc)
+
+    def run(worker: Isolated, build: tuple) -> Outcome:
+        return _best_of(ref, worker, build, ("encode_batch", list(texts)), repeats, budget)
+
+    return _on_tokenizer(
+        ref,
+        vocab,
+        merges,
+        special_tokens,
+        "encode_batch",
+        run,
+        cores=cores,
+        pattern=pattern,
+        timeout=timeout,
+        python=python,
+    )
 
 
 def same_tokens(
