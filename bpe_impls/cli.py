@@ -293,41 +293,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="skip a point predicted to take longer (default: 10, quick: 3)",
     )
     scale.add_argument("--workers", type=int, default=None, help="pre-tokenizer processes (default: all cores)")
-    scale.add_argument(
-        "--trainer",
-        dest="trainers",
-        action="append",
-        default=[],
-        metavar="REF",
-        help="your run_train_bpe(input_path, vocab_size, special_tokens), as bpe verify takes it "
-        "(module:function, path/file.py:function, builtin:NAME): its end-to-end curve in the corpus and "
-        "vocab studies, with a sentence on its slope; repeatable",
-    )
-    scale.add_argument(
-        "--tokenizer",
-        dest="tokenizers",
-        action="append",
-        default=[],
-        metavar="REF",
-        help="your get_tokenizer(vocab, merges, special_tokens=None): its encode curve in the text study; repeatable",
-    )
-    scale.add_argument(
-        "--no-builtins",
-        action="store_true",
-        help="measure only your --trainer/--tokenizer curves, beside native's for scale (a couple of minutes)",
-    )
-    scale.add_argument(
-        "--call-timeout",
-        type=float,
-        default=None,
-        metavar="SECONDS",
-        help="a call of your code that takes longer is killed, ending its curve (default: 4 x --budget, at least 30)",
-    )
-    scale.add_argument(
-        "--python",
-        default=None,
-        metavar="PATH",
-        help="run your code under this interpreter (your project's venv)",
+    _add_subject_options(
+        scale,
+        timeout_default=None,
+        timeout_help="a call of your code that takes longer is killed, ending its curve "
+        "(default: 4 x --budget, at least 30)",
     )
     scale.add_argument("--json", type=Path, default=None, help="write the curves and fits as JSON here")
     scale.add_argument("--plot", type=Path, default=None, metavar="DIR", help="draw each study as PNG and SVG here")
@@ -806,8 +776,15 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return 0 if identical else 1  # (the implementations under test: their rows say how they did)
 
 
-def _add_subject_options(parser: argparse.ArgumentParser, builtins_option: bool = True) -> None:
-    """Anyone's implementations, as `bpe verify` takes them, measured beside ours."""
+def _add_subject_options(
+    parser: argparse.ArgumentParser,
+    builtins_option: bool = True,
+    timeout_default: float | None = 600.0,
+    timeout_help: str = "one call to an implementation under test that takes longer is a hang: its row says so "
+    "(default 600)",
+) -> None:
+    """Anyone's implementations, as `bpe verify` takes them, measured beside ours (compare, scaling,
+    report)."""
     parser.add_argument(
         "--trainer",
         dest="trainers",
@@ -833,13 +810,7 @@ def _add_subject_options(parser: argparse.ArgumentParser, builtins_option: bool 
             action="store_false",
             help="measure only the --trainer and --tokenizer given, beside one row of ours for scale",
         )
-    parser.add_argument(
-        "--call-timeout",
-        type=float,
-        default=600.0,
-        metavar="SECONDS",
-        help="one call to an implementation under test that takes longer is a hang: its row says so (default 600)",
-    )
+    parser.add_argument("--call-timeout", type=float, default=timeout_default, metavar="SECONDS", help=timeout_help)
     parser.add_argument(
         "--python",
         default=None,
@@ -852,7 +823,7 @@ def _subject_usage(args: argparse.Namespace) -> None:
     """ConfigError naming what is wrong with the options _add_subject_options adds."""
     if not getattr(args, "builtins", True) and not (args.trainers or args.tokenizers):
         raise ConfigError("--no-builtins needs a --trainer or a --tokenizer to measure")
-    if not (np.isfinite(args.call_timeout) and args.call_timeout > 0):
+    if args.call_timeout is not None and not (np.isfinite(args.call_timeout) and args.call_timeout > 0):
         raise ConfigError(f"--call-timeout must be a finite number of seconds > 0, not {args.call_timeout}")
     if args.python is not None and shutil.which(args.python) is None:
         raise ConfigError(f"--python {args.python}: no such executable")
@@ -885,7 +856,7 @@ def cmd_scaling(args: argparse.Namespace) -> int:
     targets = scaling.Targets(
         tuple(dict.fromkeys(args.trainers)),
         tuple(dict.fromkeys(args.tokenizers)),
-        builtins=not args.no_builtins,
+        builtins=args.builtins,
         call_timeout=args.call_timeout,
         python=args.python,
     )
@@ -894,12 +865,7 @@ def cmd_scaling(args: argparse.Namespace) -> int:
         if not args.budget > 0:
             raise ConfigError(f"--budget must be a positive number of seconds, got {args.budget}")
         sizes = dataclasses.replace(sizes, budget=args.budget)
-    if args.no_builtins and not (targets.trainers or targets.tokenizers):
-        raise ConfigError("--no-builtins needs a --trainer or --tokenizer to measure")
-    if args.call_timeout is not None and not (np.isfinite(args.call_timeout) and args.call_timeout > 0):
-        raise ConfigError(f"--call-timeout must be a positive number of seconds, got {args.call_timeout}")
-    if args.python is not None and shutil.which(args.python) is None:
-        raise ConfigError(f"--python {args.python}: no such executable")
+    _subject_usage(args)
     # A typo in a reference is said now, not at its first point after minutes of ours.
     unloadable = scaling.unloadable([*targets.trainers, *targets.tokenizers], args.python)
     if unloadable is not None:

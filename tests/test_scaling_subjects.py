@@ -204,10 +204,10 @@ def test_cli_no_builtins_measures_only_the_users_curves_and_the_reference(tmp_pa
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["scaling", "--no-builtins"], "--no-builtins needs a --trainer or --tokenizer to measure"),
+        (["scaling", "--no-builtins"], "--no-builtins needs a --trainer or a --tokenizer to measure"),
         (
             ["scaling", "--trainer", "tests/verify_targets/reference.py:run_train", "--call-timeout", "0"],
-            "--call-timeout must be a positive number of seconds, got 0.0",
+            "--call-timeout must be a finite number of seconds > 0, not 0.0",
         ),
         (
             ["scaling", "--trainer", "/nonexistent/mine.py:run_train_bpe"],

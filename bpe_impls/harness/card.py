@@ -75,7 +75,12 @@ def _corpus(quick: bool, folder: Path) -> tuple[Path, str]:
 
 
 def _verify(
-    trainers: Sequence[str], tokenizers: Sequence[str], quick: bool, timeout: float, python: str | None, log
+    trainers: Sequence[str],
+    tokenizers: Sequence[str],
+    quick: bool,
+    timeout: float,
+    python: str | None,
+    log: Callable[[str], None],
 ) -> list[dict[str, Any]]:
     options = SearchSettings(max_examples=QUICK_EXAMPLES if quick else EXAMPLES, python=python)
     verdicts = []
@@ -100,7 +105,8 @@ def run_card(
     memray_dir: Path | None = None,
     log: Callable[[str], None] = lambda message: None,
 ) -> Card:
-    """Verify, compare (and profile, into `memray_dir`) the implementations named."""
+    """Verify, check by CS336's tests, compare (and profile, into `memray_dir`) and scale the
+    implementations named; `timeout`: seconds one call may take (verify's calls: at most 60)."""
     if not (trainers or tokenizers):
         raise ConfigError("a report card needs a --trainer or a --tokenizer")
     with tempfile.TemporaryDirectory(prefix="bpe_card_") as folder:
@@ -126,7 +132,8 @@ def run_card(
             memray_dir=memray_dir,
         )
         card.compare.corpus = described  # (not the temporary file's path)
-    targets = scaling.Targets(tuple(trainers), tuple(tokenizers), builtins=False, call_timeout=timeout, python=python)
+    # (each point's timeout from the study's budget, not `timeout`: a point far over it is cut short)
+    targets = scaling.Targets(tuple(trainers), tuple(tokenizers), builtins=False, python=python)
     card.scaling = scaling.run_scaling(scaling.sizes_for(targets, quick), targets=targets, log=log)
     return card
 

@@ -22,12 +22,13 @@ What each figure is:
   seconds are spent), each by a freshly built tokenizer, so every run starts with a cold cache as
   a first encode of a corpus does. The ids come back as (count, sha256), compared with ours.
 - `encode_iterable`: the seconds of consuming `encode_iterable` over a file opened as text (UTF-8,
-  newline="": the lines are the file's bytes, as `encode` of its text sees them), and the high-water mark of the worker's resident memory above where it was when the
-  tokenizer was built: what the encoder held while it streamed (the ids are hashed as they come).
-- `profile`: where memory is held (memray's capture of the trainer's call, or of `encode_iterable`
-  over a file when the tokenizer has it, else `encode` of the file's text), for `bpe compare --memray`.
+  newline="": the lines are the file's bytes, as `encode` of its text sees them), and the
+  high-water mark of the worker's resident memory above where it was when the tokenizer was built:
+  what the encoder held while it streamed (the ids are hashed as they come, 4,096 at a time).
 - `encode_batch`: the best seconds of `encode_batch(texts)` on `cores` threads (RAYON_NUM_THREADS
   for Rust pools), where the object has the method.
+- `profile`: where memory is held (memray's capture of the trainer's call, or of `encode_iterable`
+  over a file when the tokenizer has it, else `encode` of the file's text), for `--memray`.
 """
 
 from __future__ import annotations
@@ -43,7 +44,17 @@ from .measure import tree_rss
 from .verify.protocol import ids_digest
 from .verify.refs import ImplementationError, Isolated
 
-__all__ = ["DEFAULT_TIMEOUT", "Outcome", "encode", "encode_batch", "encode_iterable", "ids_digest", "train"]
+__all__ = [
+    "DEFAULT_TIMEOUT",
+    "Outcome",
+    "encode",
+    "encode_batch",
+    "encode_iterable",
+    "ids_digest",
+    "profile",
+    "same_tokens",
+    "train",
+]
 
 DEFAULT_TIMEOUT = 600.0  # seconds one call may take before the worker is killed (--call-timeout)
 _SAMPLE_EVERY = 0.01  # seconds between samples of the process tree's memory

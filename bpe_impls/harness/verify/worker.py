@@ -22,8 +22,9 @@ replies with {"value", "seconds", "peak_bytes"}: the seconds of the implementati
 the checks around it), the high-water mark of this process's resident memory above where it was
 when the request arrived (None where /proc cannot say), and the value, or only (count, sha256) of
 the ids when `digest` is true. ("memray", capture, request) runs the request under memray's
-Tracker writing the capture file (memray must be importable by this interpreter). ("cores", n) sets this process's threads before an implementation
-starts its pools: n == 1 pins it, and every thread it starts, to one core. A reply is ("ok", value),
+Tracker writing the capture file (memray must be importable by this interpreter). ("cores", n)
+sets this process's threads before an implementation starts its pools: n == 1 pins it, and every
+thread it starts, to one core. A reply is ("ok", value),
 ("raised", exception type name, one line naming the exception) or ("bad", one line): the result is
 not of the contract's types (an id that is a float, a str or a bool; a token that is not bytes), or
 is far larger than any right answer could be (refused before the rest of it is read).
