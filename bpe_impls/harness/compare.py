@@ -61,7 +61,7 @@ from ..corpus import count_pretokens
 from ..encoding import Tokenizer
 from ..encoding.encode_file import encode_file
 from ..encoding.formats.gpt2 import load_tokenizer_files
-from ..trainers import DEFAULT_IMPL, IMPLEMENTATIONS, train_bpe
+from ..trainers import DEFAULT_IMPL, IMPLEMENTATIONS
 from . import peers as peer_adapters
 from . import subjects
 from .fixtures import gpt2_files
@@ -118,13 +118,6 @@ class Report:
 
 def _train_from_counts(name: str, word_counts, vocab_size: int, special_tokens: list[str]):
     return IMPLEMENTATIONS[name](word_counts, vocab_size, special_tokens)
-
-
-def _train_ours(
-    path: str, vocab_size: int, special_tokens: list[str], workers: int | None, pattern: SplitPattern = GPT2
-) -> int:
-    _, merges = train_bpe(path, vocab_size, special_tokens, num_workers=workers, pattern=pattern)
-    return len(merges)
 
 
 def _corpus_sample(path: str) -> str:
