@@ -130,7 +130,7 @@ def test_a_target_that_fails_is_an_outcome_with_the_reason(tmp_path, trained):
     bad = subjects.train(f"{HOSTILE}:run_train_bpe", str(command), 300, [])
     assert not bad.ok and "a str as the token of vocab id 256" in bad.error
     hung = subjects.encode(f"{HOSTILE}:get_tokenizer", *trained, [], "hang", timeout=2.0)
-    assert not hung.ok and "no answer within 2 s" in hung.error
+    assert not hung.ok and "no answer within 2 s" in hung.error and hung.hung and not bad.hung
     missing = subjects.encode_batch(f"{REFERENCE}:get_tokenizer", *trained, SPECIALS, ["a b"], cores=1)
     assert missing.error == "has no encode_batch method" and not missing.applicable
     unloadable = subjects.train(f"{tmp_path}/nothing.py:run_train_bpe", str(command), 300, [])

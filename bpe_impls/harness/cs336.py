@@ -107,7 +107,6 @@ TINYSTORIES_QUICK_SIZE = 5 * MB
 # also bounds loading the trainer (an adapter that imports torch, say) and the transfer of its
 # result, which the call's own seconds leave out.
 STOP_GRACE = 5.0
-_HUNG = "no answer within"  # how an Outcome's error begins when the worker's timeout ended the call (refs.py)
 
 
 @dataclass
@@ -119,6 +118,7 @@ class Figures:
     peak_bytes: int | None = None
     error: str | None = None
     times: list[float] = field(default_factory=list)  # every run's seconds, the best of which is `seconds`
+    hung: bool = False  # killed at its timeout (check 3 stops a run whose projection has already failed)
 
     @property
     def ok(self) -> bool:
@@ -263,7 +263,7 @@ TINYSTORIES = _Upstream(
 
 def _figures(outcome: subjects.Outcome) -> Figures:
     if not outcome.ok:
-        return Figures(outcome.ref, error=outcome.error)
+        return Figures(outcome.ref, error=outcome.error, hung=outcome.hung)
     return Figures(outcome.ref, outcome.seconds, outcome.peak_bytes, times=[outcome.seconds or 0.0])
 
 
@@ -502,7 +502,7 @@ def _tinystories_check(
         return TINYSTORIES.judged(
             trainer, f"{_seconds(seconds)}, {_bytes(peak)}", passed, f"{how} {measured}.{scale}", figures
         )
-    if (theirs.error or "").startswith(_HUNG) and stop >= budget:
+    if theirs.hung and stop >= budget:
         # Still running at the seconds whose projection is 30 minutes: the verdict is known already.
         stopped = (
             f"{how} {trainer} was stopped after {stop:.1f} s, past the {budget:.1f} s that project to "

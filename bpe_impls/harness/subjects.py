@@ -42,7 +42,7 @@ import psutil
 
 from .measure import tree_rss
 from .verify.protocol import ids_digest
-from .verify.refs import ImplementationError, Isolated
+from .verify.refs import ImplementationError, ImplementationHung, Isolated
 
 __all__ = [
     "DEFAULT_TIMEOUT",
@@ -71,6 +71,7 @@ class Outcome:
     error: str | None = None
     runs: int = 0
     applicable: bool = True  # False: the tokenizer has no such method (an optional one), not a failure
+    hung: bool = False  # the call was killed at its timeout (error says after how long)
 
     @property
     def ok(self) -> bool:
@@ -111,7 +112,7 @@ def _builtin_options(ref: str, **options: Any) -> dict[str, Any]:
 
 
 def _fail(ref: str, exc: ImplementationError) -> Outcome:
-    return Outcome(ref, error=str(exc))
+    return Outcome(ref, error=str(exc), hung=isinstance(exc, ImplementationHung))
 
 
 def _measure(worker: Isolated, request: tuple, digest: bool = False) -> dict[str, Any]:
