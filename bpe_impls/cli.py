@@ -452,6 +452,41 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_argument("--json", type=Path, default=None, metavar="FILE", help="write the verdict as JSON")
     verify.add_argument("--quiet", action="store_true", help="no progress on stderr")
 
+    regress = commands.add_parser(
+        "regress",
+        help="the deterministic benchmarks (instruction counts, peak heap) at two commits through asv; "
+        "what moved, and exit 1 if anything got worse",
+        description="Runs `asv continuous` over BASE and HEAD for the benchmarks -b selects (by default "
+        "the instruction counts and peak heap bytes, which repeat to 0.005% and to the byte whatever the "
+        "host is doing), then judges each HEAD against BASE by the rule `bpe report --asv-results` uses. "
+        "About 4-8 minutes a commit for the whole default set on 2 cores, plus building each commit. "
+        "Run it in a clone with asv.conf.json; needs the bench extra and valgrind.",
+    )
+    regress.add_argument("base", help="the commit to compare against (a hash, branch, tag, HEAD~1, ...)")
+    regress.add_argument("head", help="the commit judged")
+    regress.add_argument(
+        "-b",
+        "--bench",
+        default=None,
+        metavar="REGEX",
+        help="asv's -b: a regular expression searched in NAME(PARAMS) (default: 'Instructions|HeapMemory')",
+    )
+    regress.add_argument(
+        "--factor",
+        type=float,
+        default=None,
+        help="a change beyond this ratio is reported (default 1.05: the counts repeat to 0.005%%)",
+    )
+    regress.add_argument(
+        "--config", type=Path, default=Path("asv.conf.json"), help="asv's configuration (default: ./asv.conf.json)"
+    )
+    regress.add_argument(
+        "--no-run", action="store_true", help="judge asv's saved results of BASE and HEAD; run nothing"
+    )
+    regress.add_argument("--all", action="store_true", help="list every benchmark, not only those that moved")
+    regress.add_argument("--json", type=Path, default=None, metavar="FILE", help="write the verdict as JSON")
+    _add_common(regress)
+
     generate = commands.add_parser(
         "gen-corpus", help="write a seeded corpus of any size (TinyStories, web or intl style)"
     )
@@ -482,6 +517,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "scaling": cmd_scaling,
         "report": cmd_report,
         "verify": cmd_verify,
+        "regress": cmd_regress,
     }[args.command]
     previous: dict[int, _Handler] = {}
     try:
@@ -1102,6 +1138,26 @@ def cmd_verify(args: argparse.Namespace) -> int:
     if errors:
         return 2
     return 1 if merged.divergence else 0
+
+
+def cmd_regress(args: argparse.Namespace) -> int:
+    from .harness import regress
+
+    verdict = regress.regress(
+        args.base,
+        args.head,
+        bench=args.bench or regress.DEFAULT_BENCH,
+        factor=args.factor or regress.DEFAULT_FACTOR,
+        config=args.config,
+        run=not args.no_run,
+        quiet=args.quiet,
+        log=_logger(args),
+    )
+    print(regress.format_verdict(verdict, show_all=args.all))
+    if args.json is not None:
+        with atomic_write(args.json, "w", encoding="utf-8") as out:
+            json.dump(dataclasses.asdict(verdict), out, indent=1)
+    return 1 if verdict.worse else 0
 
 
 def cmd_gen_corpus(args: argparse.Namespace) -> int:

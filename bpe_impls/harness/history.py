@@ -87,10 +87,16 @@ def _param_labels(params: list[list[str]]) -> list[str]:
     return [", ".join(combo) for combo in itertools.product(*params)] if params else [""]
 
 
-FACTOR_RULE = f"worse by {REGRESSION_THRESHOLD:.0%} or more (asv's rule where it keeps no samples)"
-SIGNIFICANT_RULE = (
-    f"worse by {REGRESSION_THRESHOLD:.0%} or more and a significant difference of the samples (asv compare's rule)"
-)
+def factor_rule(threshold: float = REGRESSION_THRESHOLD) -> str:
+    return f"worse by {threshold:.0%} or more (asv's rule where it keeps no samples)"
+
+
+def significant_rule(threshold: float = REGRESSION_THRESHOLD) -> str:
+    return f"worse by {threshold:.0%} or more and a significant difference of the samples (asv compare's rule)"
+
+
+FACTOR_RULE = factor_rule()
+SIGNIFICANT_RULE = significant_rule()
 
 
 def _spread(stats: dict | None) -> str:
@@ -99,37 +105,38 @@ def _spread(stats: dict | None) -> str:
     return f"{stats['q_25']:.4g}-{stats['q_75']:.4g}"
 
 
-def find_regressions(series: Series, threshold: float = REGRESSION_THRESHOLD) -> list[Regression]:
-    """Each commit worse than the one before it by asv's own rule (`asv compare`'s
-    `_is_result_better`: the factor, and the significance of the samples where asv kept them);
-    lower is better, as asv takes every benchmark."""
+def judge(series: Series, before: int, after: int, threshold: float = REGRESSION_THRESHOLD) -> Regression | None:
+    """Commit `after` of the series against commit `before` by asv's own rule (`asv compare`'s
+    `_is_result_better`: worse by the factor, and a significant difference of the samples where asv
+    kept them): the Regression, or None where it is not worse (or a value is missing). Lower is
+    better, as asv takes every benchmark."""
     _asv()
     from asv.commands.compare import _is_result_better  # asv's rule itself, not a copy of it
 
-    found = []
+    old, new = series.values[before], series.values[after]
+    if old is None or new is None:
+        return None
+    stats = (series.stats[before], series.stats[after]) if series.stats else (None, None)
+    samples = (series.samples[before], series.samples[after]) if series.samples else (None, None)
+    if not _is_result_better(old, new, (stats[0], samples[0]), (stats[1], samples[1]), 1 + threshold):
+        return None
+    with_stats = bool(stats[0] and stats[1] and stats[0].get("repeat", 0) != 1 and stats[1].get("repeat", 0) != 1)
+    return Regression(
+        series.commits[before],
+        series.commits[after],
+        old,
+        new,
+        (significant_rule if with_stats else factor_rule)(threshold),
+        _spread(stats[0]),
+        _spread(stats[1]),
+    )
+
+
+def find_regressions(series: Series, threshold: float = REGRESSION_THRESHOLD) -> list[Regression]:
+    """Each commit worse than the one before it (the one before it that has a value) by `judge`."""
     kept = [i for i, value in enumerate(series.values) if value is not None]
-    for before, after in zip(kept, kept[1:]):
-        old, new = series.values[before], series.values[after]
-        assert old is not None and new is not None
-        stats = (series.stats[before], series.stats[after]) if series.stats else (None, None)
-        samples = (series.samples[before], series.samples[after]) if series.samples else (None, None)
-        old_ss, new_ss = (stats[0], samples[0]), (stats[1], samples[1])
-        if _is_result_better(old, new, old_ss, new_ss, 1 + threshold):
-            with_stats = bool(
-                stats[0] and stats[1] and stats[0].get("repeat", 0) != 1 and stats[1].get("repeat", 0) != 1
-            )
-            found.append(
-                Regression(
-                    series.commits[before],
-                    series.commits[after],
-                    old,
-                    new,
-                    SIGNIFICANT_RULE if with_stats else FACTOR_RULE,
-                    _spread(stats[0]),
-                    _spread(stats[1]),
-                )
-            )
-    return found
+    found = (judge(series, before, after, threshold) for before, after in zip(kept, kept[1:]))
+    return [regression for regression in found if regression is not None]
 
 
 def load_asv_history(results_dir: str | Path) -> list[Series]:
