@@ -112,10 +112,11 @@ except ImportError:
         ENCODERS = {}
 
 
-def _registry_keys(relative_path: str, name: str) -> list[str]:
+def _registry_keys(relative_path: str, name: str, unless: str = "") -> list[str]:
     """The string keys of the dict literal assigned to `name` in this checkout's source file, plus
     keys added at module level by `name["key"] = ...` (also inside an `if`, for optional ones such
-    as the compiled "native" entries).
+    as the compiled "native" entries); with `unless`, not the entries of the literal whose value is
+    a call given `unless=True` (the peers' `verify_only=True`).
 
     asv discovers the suite once, then re-imports this module in every commit's environment and
     picks a parameter combination by its index in the grid, so the grid must be the same at every
@@ -142,7 +143,9 @@ def _registry_keys(relative_path: str, name: str) -> list[str]:
             continue
         if isinstance(target, ast.Name) and target.id == name and isinstance(node.value, ast.Dict):
             keys += [
-                key.value for key in node.value.keys if isinstance(key, ast.Constant) and isinstance(key.value, str)
+                key.value
+                for key, value in zip(node.value.keys, node.value.values)
+                if isinstance(key, ast.Constant) and isinstance(key.value, str) and not _given(value, unless)
             ]
         elif (
             isinstance(target, ast.Subscript)
@@ -155,6 +158,13 @@ def _registry_keys(relative_path: str, name: str) -> list[str]:
     return list(dict.fromkeys(keys))
 
 
+def _given(value: ast.expr, keyword: str) -> bool:
+    """Whether `value` is a call with `keyword=True` among its arguments."""
+    return isinstance(value, ast.Call) and any(
+        k.arg == keyword and isinstance(k.value, ast.Constant) and k.value.value is True for k in value.keywords
+    )
+
+
 # Every trainer and encoder in the working tree (so a new one is benchmarked without edits); a
 # commit that lacks one skips it. The installed names are the fallback when the source is not
 # beside this file. Never empty: asv rejects an empty parameter list.
@@ -162,19 +172,12 @@ TRAINERS: list[str] = (
     _registry_keys("bpe_impls/trainers/registry.py", "IMPLEMENTATIONS") or list(IMPLEMENTATIONS) or ["naive"]
 )
 ENCODER_NAMES: list[str] = _registry_keys("bpe_impls/encoding/encoders.py", "ENCODERS") or list(ENCODERS) or ["hybrid"]
-# Peers have fixed names, so the grid (and asv's result history) does not depend on what is
-# installed; a peer that is not importable is skipped.
-PEER_TRAINERS = ["hf_tokenizers", "rustbpe", "gigatoken"]
-PEER_ENCODERS = ["tiktoken", "gigatoken", "tokie", "fastokens", "quicktok"]
-_PEER_MODULES = {
-    "hf_tokenizers": "tokenizers",
-    "rustbpe": "rustbpe",
-    "tiktoken": "tiktoken",
-    "gigatoken": "gigatoken",
-    "tokie": "tokie",
-    "fastokens": "fastokens",
-    "quicktok": "quicktok",
-}
+# The peers, from the one table of them (bpe_impls/harness/peers.py: TRAIN_PEERS, and the
+# PEER_ENCODERS `bpe compare` measures, not the verify_only ones), read from the working tree's source
+# as the trainers and encoders are, so the grid is the same at every commit; a peer that is not
+# importable, or has no adapter at a commit, is skipped.
+PEER_TRAINERS: list[str] = _registry_keys("bpe_impls/harness/peers.py", "TRAIN_PEERS")
+PEER_ENCODERS: list[str] = _registry_keys("bpe_impls/harness/peers.py", "PEER_ENCODERS", unless="verify_only")
 
 
 def skip(reason: str) -> NoReturn:
@@ -287,11 +290,6 @@ def trainer_or_skip(impl: str) -> Any:
     return IMPLEMENTATIONS[impl]
 
 
-def peer_or_skip(name: str) -> None:
-    if importlib.util.find_spec(_PEER_MODULES[name]) is None:
-        skip(f"peer {name} is not installed ({_PEER_MODULES[name]})")
-
-
 def tokenizer_class_or_skip() -> Any:
     """bpe_impls.Tokenizer, or skip at commits where it was still a placeholder."""
     from bpe_impls import Tokenizer
@@ -308,9 +306,6 @@ try:  # the one set of peer adapters, shared with `bpe compare` (absent at older
 except ImportError:
     _peers = None
 
-# Benchmark names (fixed, so asv's history keeps them) -> the adapters' names.
-_PEER_TRAINER_NAMES = {"hf_tokenizers": "huggingface", "rustbpe": "rustbpe", "gigatoken": "gigatoken"}
-
 
 def _peers_or_skip() -> Any:
     if _peers is None:
@@ -318,12 +313,26 @@ def _peers_or_skip() -> Any:
     return _peers
 
 
+def _adapter_or_skip(table: str, name: str) -> Any:
+    """The peer's entry in this commit's peers.TRAIN_PEERS or PEER_ENCODERS; skips where it has
+    none, or where its library is not installed."""
+    entry = getattr(_peers_or_skip(), table, {}).get(name)
+    if entry is None:
+        skip(f"no {table} entry for {name} in this commit's peers")
+    module = entry[0] if isinstance(entry, tuple) else entry.module
+    if importlib.util.find_spec(module) is None:
+        skip(f"peer {name} is not installed ({module})")
+    return entry
+
+
+def peer_or_skip(name: str) -> None:
+    """Skip where peer trainer `name` has no adapter at this commit or is not installed."""
+    _adapter_or_skip("TRAIN_PEERS", name)
+
+
 def train_peer(name: str, path: Path, vocab_size: int) -> None:
     """Train a peer end to end (reading the file itself) to the same vocab size, as `bpe compare` does."""
-    peers = _peers_or_skip()
-    if _PEER_TRAINER_NAMES[name] not in peers.TRAIN_PEERS:
-        skip(f"no trainer adapter for {name} in this commit's peers")
-    _, train = peers.TRAIN_PEERS[_PEER_TRAINER_NAMES[name]]
+    _, train = _adapter_or_skip("TRAIN_PEERS", name)
     train(str(path), vocab_size, SPECIAL_TOKENS)
 
 
@@ -332,17 +341,18 @@ def tiktoken_encoding(vocab: dict[int, bytes], special_tokens: list[str] = SPECI
     return _peers_or_skip().tiktoken_encoding(vocab, special_tokens, "bpe_impls_bench")
 
 
-def _peer_tokenizer(
+def _peer_built(
     name: str, vocab: dict[int, bytes], merges: list[tuple[bytes, bytes]], special_tokens: list[str]
-) -> Any:
-    """The peer's own tokenizer from this commit's adapter; skips when the adapter is missing or
-    the peer cannot take this vocab (quicktok loads only its built-in ones)."""
-    peers = _peers_or_skip()
-    if not hasattr(peers, f"{name}_tokenizer"):
-        skip(f"no adapter for {name} in this commit's peers")
+) -> tuple[Any, Any]:
+    """(the adapter, the peer's own tokenizer over our vocab and merges, GPT-2's pattern), as `bpe
+    compare` builds it; skips where the peer cannot take this vocab (quicktok loads only its
+    built-in ones)."""
+    adapter = _adapter_or_skip("PEER_ENCODERS", name)
+    from bpe_impls.base.patterns import GPT2
+
     try:
-        return getattr(peers, f"{name}_tokenizer")(vocab, merges, special_tokens)
-    except getattr(peers, "VocabRefused", ()) as refused:
+        return adapter, adapter.build(vocab, merges, special_tokens, GPT2)
+    except _peers.VocabRefused as refused:
         skip(f"{name}: {refused}")
 
 
@@ -350,15 +360,10 @@ def peer_encode(
     name: str, vocab: dict[int, bytes], merges: list[tuple[bytes, bytes]], special_tokens: list[str] = SPECIAL_TOKENS
 ) -> Callable[[str], Any]:
     """A peer's encode of one text (special tokens as specials), built offline from our vocab and
-    merges as `bpe compare` builds it; skips when the peer or its adapter is missing."""
-    peer_or_skip(name)
-    if name == "tiktoken":
-        encoding = tiktoken_encoding(vocab, special_tokens)
-        return lambda text: encoding.encode(text, allowed_special="all")
-    tokenizer = _peer_tokenizer(name, vocab, merges, special_tokens)
-    if name in ("gigatoken", "quicktok"):  # numpy ids; a list
-        return tokenizer.encode
-    return lambda text: tokenizer.encode(text).ids
+    merges as `bpe compare` builds it: its own ids (a list, numpy); skips when the peer or its
+    adapter is missing."""
+    adapter, tokenizer = _peer_built(name, vocab, merges, special_tokens)
+    return lambda text: adapter.encode(tokenizer, text)
 
 
 def peer_encode_batch(
@@ -368,19 +373,11 @@ def peer_encode_batch(
     threads: int,
     special_tokens: list[str] = SPECIAL_TOKENS,
 ) -> Callable[[list[str]], Any]:
-    """A peer's batch encode on `threads` threads: tiktoken's encode_batch(num_threads); gigatoken's
-    encode_batch on its rayon pool (parallel=True), or serially for one thread; quicktok's
-    encode_batch(threads); tokie's and fastokens' encode_batch_flat (their own pools: every core,
-    whatever `threads` says, unless RAYON_NUM_THREADS was set before they started)."""
-    peer_or_skip(name)
-    if name == "tiktoken":
-        encoding = tiktoken_encoding(vocab, special_tokens)
-        return lambda texts: encoding.encode_batch(texts, num_threads=threads, allowed_special="all")
-    tokenizer = _peer_tokenizer(name, vocab, merges, special_tokens)
-    if name == "gigatoken":
-        return lambda texts: tokenizer.encode_batch(texts, parallel=threads > 1)
-    if name == "quicktok":
-        return lambda texts: tokenizer.encode_batch(texts, threads)
-    if threads == 1:
-        skip(f"{name}'s batch runs on every core: no one-thread row")
-    return tokenizer.encode_batch_flat
+    """A peer's batch method (its adapter's `batch`) on `threads` threads, as `bpe compare` calls it:
+    the libraries whose pool is rayon's size it from RAYON_NUM_THREADS, set here before their first
+    call (each asv benchmark runs in a fresh process). Skips where the peer has no batch method."""
+    os.environ["RAYON_NUM_THREADS"] = str(threads)
+    adapter, tokenizer = _peer_built(name, vocab, merges, special_tokens)
+    if adapter.batch is None:
+        skip(f"{name} has no batch method")
+    return lambda texts: adapter.batch(tokenizer, texts, threads)

@@ -22,6 +22,7 @@ import pytest
 from conftest import fixture_text, require_gpt2_files
 
 from bpe_impls import Tokenizer
+from bpe_impls.harness import peers
 
 EOT = "<|endoftext|>"
 
@@ -84,7 +85,14 @@ def _common() -> Any:
 
 
 # Every module the benchmarks may import that asv's environment may lack: the test tools and each peer.
-OPTIONAL = ["pytest", "memray", *sorted(set(_common()._PEER_MODULES.values()))]
+OPTIONAL = [
+    "pytest",
+    "memray",
+    *sorted(
+        {peers.PEER_ENCODERS[name].module for name in _common().PEER_ENCODERS}
+        | {peers.TRAIN_PEERS[name][0] for name in _common().PEER_TRAINERS}
+    ),
+]
 
 
 @pytest.mark.parametrize("module", OPTIONAL)
@@ -113,30 +121,22 @@ def test_asv_encode_peers_give_our_ids_on_gpt2s_vocab(peer: str) -> None:
     except NotImplementedError as skipped:  # asv's skip
         assert peer == "quicktok" and "no built-in vocab" in str(skipped), skipped
         return
-    assert [int(i) for i in encode(text)] == ours.encode(text)
+    adapter = peers.PEER_ENCODERS[peer]
+    assert [int(i) for i in adapter.to_list(encode(text))] == ours.encode(text)
     lines = text.splitlines(keepends=True)
     try:
         encode_batch = common.peer_encode_batch(peer, vocab, merges, 2, [EOT])
     except NotImplementedError as skipped:
         pytest.skip(str(skipped))
-    assert _flat_ids(encode_batch(lines)) == [i for ids in ours.encode_batch(lines) for i in ids]
+    assert [int(i) for i in adapter.batch_to_list(encode_batch(lines))] == [
+        i for ids in ours.encode_batch(lines) for i in ids
+    ]
 
 
 def _gpt2_parts() -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
     from bpe_impls.encoding.formats.gpt2 import load_tokenizer_files
 
     return load_tokenizer_files(*require_gpt2_files())
-
-
-def _flat_ids(batch: Any) -> list[int]:
-    """The ids of a peer's batch result, in order, whatever its shape: lists, arrays, (ids, offsets)
-    as arrays or as little-endian uint32 bytes."""
-    import numpy as np
-
-    if isinstance(batch, tuple):
-        ids = batch[0]
-        return np.frombuffer(ids, "<u4").tolist() if isinstance(ids, bytes) else np.asarray(ids).tolist()
-    return [int(i) for ids in batch for i in (ids.tolist() if hasattr(ids, "tolist") else ids)]
 
 
 @pytest.mark.parametrize("module", MODULES)
