@@ -332,8 +332,11 @@ def peer_or_skip(name: str) -> None:
 
 def train_peer(name: str, path: Path, vocab_size: int) -> None:
     """Train a peer end to end (reading the file itself) to the same vocab size, as `bpe compare` does."""
-    _, train = _adapter_or_skip("TRAIN_PEERS", name)
-    train(str(path), vocab_size, SPECIAL_TOKENS)
+    entry = _adapter_or_skip("TRAIN_PEERS", name)
+    if hasattr(_peers, "train_peer"):
+        _peers.train_peer(name, str(path), vocab_size, SPECIAL_TOKENS)
+    else:  # commits whose TRAIN_PEERS entries were (module, train)
+        entry[1](str(path), vocab_size, SPECIAL_TOKENS)
 
 
 def tiktoken_encoding(vocab: dict[int, bytes], special_tokens: list[str] = SPECIAL_TOKENS) -> Any:

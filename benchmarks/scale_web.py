@@ -59,9 +59,9 @@ print(len(count_pretokens(sys.argv[1], [sys.argv[2]])))
 # Run in a fresh interpreter: train one peer on a corpus.
 _TRAIN_PEER = """
 import sys
-from bpe_impls.harness.peers import TRAIN_PEERS
+from bpe_impls.harness.peers import train_peer
 name, path, vocab_size, special = sys.argv[1:5]
-print("merges", TRAIN_PEERS[name][1](path, int(vocab_size), [special]))
+print("merges", train_peer(name, path, int(vocab_size), [special]))
 """
 
 
@@ -319,7 +319,7 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [name for name in peers if name not in TRAIN_PEERS]
     if unknown:
         parser.error(f"unknown peer(s) {', '.join(unknown)}: expected some of {', '.join(TRAIN_PEERS)}")
-    missing = [name for name in peers if not installed(TRAIN_PEERS[name][0])]
+    missing = [name for name in peers if not installed(TRAIN_PEERS[name].module)]
     if missing:
         print(f"not installed, left out: {', '.join(missing)} (pip install -e '.[peers]')", flush=True)
     trainers = ([] if args.no_ours else [OURS]) + [name for name in peers if name not in missing]

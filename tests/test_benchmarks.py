@@ -90,7 +90,7 @@ OPTIONAL = [
     "memray",
     *sorted(
         {peers.PEER_ENCODERS[name].module for name in _common().PEER_ENCODERS}
-        | {peers.TRAIN_PEERS[name][0] for name in _common().PEER_TRAINERS}
+        | {peers.TRAIN_PEERS[name].module for name in _common().PEER_TRAINERS}
     ),
 ]
 

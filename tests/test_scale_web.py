@@ -12,7 +12,7 @@ import pytest
 from bpe_impls.harness.peers import TRAIN_PEERS, installed
 
 SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "scale_web.py"
-PEERS = [name for name, (module, _) in TRAIN_PEERS.items() if installed(module)]
+PEERS = [name for name, peer in TRAIN_PEERS.items() if installed(peer.module)]
 
 pytestmark = pytest.mark.slow
 

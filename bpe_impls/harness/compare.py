@@ -5,8 +5,9 @@ Four tables:
     seconds, peak memory above the child's baseline, and whether it equals the reference
     (naive when it runs, else the first trainer);
   * train end to end (read + pre-tokenize + merge): this project's default trainer, and with
-    --peers HuggingFace tokenizers' BpeTrainer and rustbpe; seconds and peak RSS of the whole
-    process tree (workers included), each in a fresh process;
+    --peers each of peers.TRAIN_PEERS (HuggingFace tokenizers' BpeTrainer, rustbpe, gigatoken);
+    seconds of the library's own call and peak RSS of the whole process tree (workers included),
+    each in a fresh isolated worker (harness/subjects.py, as `peer:NAME`);
   * encode, one core: this project's Tokenizer (encode, encode_to_numpy, and encode_iterable over
     the text as a file) on the corpus text with the trained vocab, and with --peers each encoder
     of peers.COMPARED_ENCODERS loaded with the same vocab and merges; then all of them again with
@@ -23,8 +24,9 @@ Four tables:
     numpy); whether the files hold the same ids.
 
 Anyone's trainer and tokenizer (`--trainer REF`, `--tokenizer REF`: the references `bpe verify`
-takes) are measured through harness/subjects.py, in an isolated worker, and so is this project's own
-row of the train table: their rows sit in the same tables, named by the reference as given. A
+takes) are measured through harness/subjects.py, in an isolated worker, and so are this project's
+own row of the train table and the peers' (`builtin:NAME`, `peer:NAME`): their rows sit in the same
+tables, named by the reference as given. A
 trainer's row says whether its tokens and merges equal ours up to the numbering of ids; a
 tokenizer's rows whether its ids equal ours; a crash, hang or exception is a row with the reason.
 `encode_iterable` rows stream the corpus sample as a file and show the peak memory the encoder held.
@@ -66,7 +68,7 @@ from . import peers as peer_adapters
 from . import subjects
 from .fixtures import gpt2_files
 from .history import MemoryProfile, load_memray_profile
-from .measure import Measured, measure_in_child, measure_tree
+from .measure import Measured, measure_in_child
 
 ENCODE_SAMPLE_BYTES = 8 << 20  # encode at most this much of the corpus: MB/s settles long before
 # The naive trainer rescans every byte of every distinct pre-token once per merge; measured here at
@@ -256,7 +258,7 @@ def _count_seconds(path: str, special_tokens: list[str], workers: int, pattern: 
 
 # Every module --peers imports.
 PEER_MODULES = sorted(
-    {module for module, _ in peer_adapters.TRAIN_PEERS.values()}
+    {peer.module for peer in peer_adapters.TRAIN_PEERS.values()}
     | {peer.module for peer in peer_adapters.COMPARED_ENCODERS.values()}
 )
 
@@ -358,11 +360,21 @@ def run_compare(
     report.rows.append(_train_row(ours, trained, trained.value))
     reference = reference or trained.value
     if peers:
-        for name, (module, run) in peer_adapters.TRAIN_PEERS.items():
-            if peer_adapters.installed(module) and peer_adapters.can_train(name, split):
+        for name, peer in peer_adapters.TRAIN_PEERS.items():
+            if peer_adapters.installed(peer.module) and peer_adapters.can_train(name, split):
                 log(f"train end to end: {name}")
-                measured = measure_tree(run, str(corpus), vocab_size, special_tokens, workers, split)
-                report.rows.append(Row("train", name, measured.seconds, measured.peak_mb, merges=measured.result))
+                outcome = subjects.train(
+                    f"peer:{name}",
+                    str(corpus),
+                    vocab_size,
+                    special_tokens,
+                    num_workers=workers,
+                    pattern=split.name,
+                    timeout=timeout,
+                )
+                row = _train_row(name, outcome, trained.value)
+                row.identical = None  # their merges differ from ours by design (ties, pre-tokenization)
+                report.rows.append(row)
     for ref in trainers:
         log(f"train end to end: {ref}")
         outcome = subjects.train(ref, str(corpus), vocab_size, special_tokens, timeout=timeout, python=python)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import json
 import operator
 import os
 import sys
@@ -28,12 +29,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..base.patterns import GPT2, PRESETS, SplitPattern, special_token_regex
-from ..encoding.formats.gpt2 import token_to_str
+from ..encoding.formats.gpt2 import str_to_token, token_to_str
 from ..encoding.formats.hf import hf_regex
-from ..encoding.formats.tiktoken_file import ranks_text
+from ..encoding.formats.tiktoken_file import ranks_text, recover_merges
 
 Vocab = Mapping[int, bytes]
 Merges = Sequence[tuple[bytes, bytes]]
@@ -80,8 +81,8 @@ def _hf_pre_tokenizer(pattern: SplitPattern) -> Any:
 
 def train_huggingface(
     path: str, vocab_size: int, special_tokens: Sequence[str], workers: int | None = None, pattern: SplitPattern = GPT2
-) -> int:
-    """Train HF tokenizers' BPE on the file; returns the number of merges it made."""
+) -> Any:
+    """Train HF tokenizers' BPE on the file; returns its Tokenizer."""
     from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 
     tokenizer = Tokenizer(models.BPE())
@@ -93,13 +94,27 @@ def train_huggingface(
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
     )
     tokenizer.train([str(path)], trainer)
-    return tokenizer.get_vocab_size() - 256 - len(special_tokens)
+    return tokenizer
+
+
+def _huggingface_vocab_and_merges(tokenizer: Any, special_tokens: Sequence[str]) -> tuple[Vocab, Merges]:
+    """HF's byte-level vocab and merges (GPT-2's byte-to-character table) as bytes; its special
+    tokens as their UTF-8."""
+    specials = set(special_tokens)
+    model = json.loads(tokenizer.to_str())["model"]
+    vocab = {
+        token_id: text.encode("utf-8") if text in specials else str_to_token(text, "HF tokenizers' vocab")
+        for text, token_id in tokenizer.get_vocab(with_added_tokens=True).items()
+    }
+    pairs = (merge.split(" ") if isinstance(merge, str) else merge for merge in model["merges"])
+    merges = [(str_to_token(a, "HF tokenizers' merges"), str_to_token(b, "HF tokenizers' merges")) for a, b in pairs]
+    return dict(sorted(vocab.items())), merges
 
 
 def train_rustbpe(
     path: str, vocab_size: int, special_tokens: Sequence[str], workers: int | None = None, pattern: SplitPattern = GPT2
-) -> int:
-    """Train rustbpe on the documents between special tokens; returns the number of merges it made.
+) -> Any:
+    """Train rustbpe on the documents between special tokens; returns its Tokenizer.
 
     Its vocab_size counts the 256 bytes and the merges only, so it is given ours less the specials.
     """
@@ -109,13 +124,22 @@ def train_rustbpe(
     tokenizer.train_from_iterator(
         iter_documents(str(path), special_tokens), vocab_size - len(special_tokens), pattern=pattern.regex
     )
-    return tokenizer.vocab_size - 256
+    return tokenizer
+
+
+def _rustbpe_vocab_and_merges(tokenizer: Any, special_tokens: Sequence[str]) -> tuple[Vocab, Merges]:
+    """rustbpe's mergeable ranks (tiktoken's kind) as a vocab with our special tokens first, and the
+    merges those ranks amount to."""
+    ranks = dict(tokenizer.get_mergeable_ranks())
+    vocab = {i: special.encode("utf-8") for i, special in enumerate(special_tokens)}
+    vocab.update({len(special_tokens) + rank: token for token, rank in sorted(ranks.items(), key=lambda tr: tr[1])})
+    return vocab, recover_merges(ranks, "rustbpe's ranks")
 
 
 def train_gigatoken(
     path: str, vocab_size: int, special_tokens: Sequence[str], workers: int | None = None, pattern: SplitPattern = GPT2
-) -> int:
-    """Train gigatoken's BPE on the file; returns the number of merges it made.
+) -> Any:
+    """Train gigatoken's BPE on the file; returns its (vocab, merges), already in CS336's shape.
 
     It reads the file itself (its own threads), splits documents at the first special token and
     pre-tokenizes with GPT-2's pattern, its only one: other patterns are refused.
@@ -126,8 +150,7 @@ def train_gigatoken(
         raise ValueError(f"gigatoken trains with GPT-2's split pattern only, not {pattern.name!r}")
     source = gigatoken.TextFileSource([str(path)], separator=special_tokens[0] if special_tokens else None)
     with quiet_stdio():  # it prints its progress from Rust, into our reports' stdout
-        _, merges = gigatoken.train_bpe(source, vocab_size, list(special_tokens))
-    return len(merges)
+        return gigatoken.train_bpe(source, vocab_size, list(special_tokens))
 
 
 @contextmanager
@@ -543,12 +566,48 @@ PEER_ENCODERS: dict[str, EncoderAdapter] = {
 COMPARED_ENCODERS = {name: peer for name, peer in PEER_ENCODERS.items() if not peer.verify_only}
 
 
-# Peer trainers by name: (module to import, train(path, vocab_size, special_tokens, workers) -> merges).
-TRAIN_PEERS: dict[str, tuple[str, Callable[..., int]]] = {
-    "huggingface": ("tokenizers", train_huggingface),
-    "rustbpe": ("rustbpe", train_rustbpe),
-    "gigatoken": ("gigatoken", train_gigatoken),
+class PeerTrainer(NamedTuple):
+    """How one library's trainer runs on a file: `train(path, vocab_size, special_tokens, workers,
+    pattern)` is its own call, the one that is timed, and returns its own result; `merges(result,
+    special_tokens)` counts the merges in it; `vocab_and_merges(result, special_tokens)` turns it into CS336's
+    (vocab, merges), for a comparison of tokens (`bpe compare`, `bpe verify --trainer peer:NAME`)."""
+
+    module: str  # what is imported (`installed`)
+    train: Callable[..., Any]
+    merges: Callable[[Any, Sequence[str]], int]
+    vocab_and_merges: Callable[[Any, Sequence[str]], tuple[Vocab, Merges]]
+
+
+# Every peer trainer, by the name commands show.
+TRAIN_PEERS: dict[str, PeerTrainer] = {
+    "huggingface": PeerTrainer(
+        "tokenizers",
+        train_huggingface,
+        lambda tokenizer, specials: tokenizer.get_vocab_size() - 256 - len(specials),
+        _huggingface_vocab_and_merges,
+    ),
+    "rustbpe": PeerTrainer(
+        "rustbpe", train_rustbpe, lambda tokenizer, specials: tokenizer.vocab_size - 256, _rustbpe_vocab_and_merges
+    ),
+    "gigatoken": PeerTrainer(
+        "gigatoken", train_gigatoken, lambda trained, specials: len(trained[1]), lambda trained, specials: trained
+    ),
 }
+
+
+def train_peer(
+    name: str,
+    path: str,
+    vocab_size: int,
+    special_tokens: Sequence[str],
+    workers: int | None = None,
+    pattern: SplitPattern = GPT2,
+) -> int:
+    """Train peer `name` on the file; the number of merges it made."""
+    peer = TRAIN_PEERS[name]
+    return peer.merges(peer.train(path, vocab_size, special_tokens, workers, pattern), special_tokens)
+
+
 # Peer trainers that pre-tokenize with GPT-2's pattern whatever they are told.
 GPT2_PATTERN_ONLY = {"gigatoken"}
 

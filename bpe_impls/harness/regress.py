@@ -238,4 +238,3 @@ def _value(value: float | None, unit: str) -> str:
     scale, name = history.display_scale(unit, value)
     short = {"million instructions": "M", "MiB": "MiB", "ms": "ms", "s": "s"}.get(name, name)
     return f"{value / scale:,.3f}{short}"
-

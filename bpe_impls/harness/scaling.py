@@ -477,7 +477,7 @@ def _stats_run(name: str, counts, vocab_size: int) -> dict[str, dict[str, float]
 
 def _train_run(name: str, path: str, vocab_size: int, workers: int | None) -> int:
     if name in peer_adapters.TRAIN_PEERS:
-        return peer_adapters.TRAIN_PEERS[name][1](path, vocab_size, SPECIALS, workers)
+        return peer_adapters.train_peer(name, path, vocab_size, SPECIALS, workers)
     return len(train_bpe(path, vocab_size, SPECIALS, impl=name, num_workers=workers)[1])
 
 
@@ -654,11 +654,11 @@ def _corpora(sizes: Sizes, real: Sequence[Path], directory: Path) -> list[tuple[
 
 def _peers_installed(log: Callable[[str], None]) -> list[str]:
     names = []
-    for name, (module, _) in peer_adapters.TRAIN_PEERS.items():
-        if peer_adapters.installed(module):
+    for name, peer in peer_adapters.TRAIN_PEERS.items():
+        if peer_adapters.installed(peer.module):
             names.append(name)
         else:
-            log(f"peer {name} left out: {module} is not installed")
+            log(f"peer {name} left out: {peer.module} is not installed")
     return names
 
 

@@ -108,7 +108,9 @@ class _TreePeak:
 
 
 def _builtin_options(ref: str, **options: Any) -> dict[str, Any]:
-    return {name: value for name, value in options.items() if value is not None} if ref.startswith("builtin:") else {}
+    """The options this project's own references take (builtin: and peer:); a user's get none."""
+    own = ref.startswith(("builtin:", "peer:"))
+    return {name: value for name, value in options.items() if value is not None} if own else {}
 
 
 def _fail(ref: str, exc: ImplementationError) -> Outcome:
@@ -131,8 +133,8 @@ def train(
     python: str | None = None,
 ) -> Outcome:
     """Train `ref` on `corpus` in a fresh worker: value (vocab, merges), seconds, peak tree RSS.
-    `num_workers` and `pattern` (a split pattern's name) reach this project's own trainers
-    (`builtin:`) only: a user's trainer is called in CS336's shape."""
+    `num_workers` and `pattern` (a split pattern's name) reach this project's own trainers and the
+    peers' (`builtin:`, `peer:`) only: a user's trainer is called in CS336's shape."""
     options = _builtin_options(ref, num_workers=num_workers, pattern=pattern)
     with Isolated(ref, timeout, python=python) as worker:
         try:

@@ -1,21 +1,27 @@
-"""Other libraries' encoders over a given vocab, each as a `get_tokenizer(vocab, merges, special_tokens)`
-factory whose result has `encode(str) -> list[int]` (the shape `bpe verify` checks).
+"""Other libraries as references (`peer:NAME`): their encoders over a given vocab, each as a
+`get_tokenizer(vocab, merges, special_tokens)` factory whose result has `encode(str) -> list[int]`
+(the shape `bpe verify` checks), and their trainers in CS336's shape,
+`run_train_bpe(input_path, vocab_size, special_tokens)`.
 
 Each is built and called as `bpe compare` builds and calls it: its entry of harness/peers.py's
-PEER_ENCODERS, with GPT-2's split pattern, special tokens allowed. A library that is not installed,
-or that cannot take the vocab (peers.VocabRefused), is a ConfigError saying so.
+PEER_ENCODERS (GPT-2's split pattern, special tokens allowed) or TRAIN_PEERS. A library that is not
+installed, or that cannot take the vocab (peers.VocabRefused), is a ConfigError saying so. A peer
+that is both (gigatoken) is one reference: called with a file's path it trains, with a vocab it
+builds a tokenizer.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from ...base.errors import ConfigError
-from ...base.patterns import GPT2
+from ...base.patterns import GPT2, resolve_pattern
 from .. import peers
 
 PEER_NAMES = tuple(peers.PEER_ENCODERS)
+PEER_TRAINER_NAMES = tuple(peers.TRAIN_PEERS)
 
 
 class _Adapter:
@@ -36,8 +42,7 @@ def peer_encoder(name: str) -> Callable[..., _Adapter]:
     if name not in peers.PEER_ENCODERS:
         raise ConfigError(f"unknown peer encoder {name!r}; choose from {', '.join(PEER_NAMES)}")
     peer = peers.PEER_ENCODERS[name]
-    if not peers.installed(peer.module):
-        raise ConfigError(f"peer {name!r} needs {peer.module}, which is not installed (pip install {peer.pip_name})")
+    _installed_or_refuse(name, peer.module, peer.pip_name)
 
     def get_tokenizer(
         vocab: dict[int, bytes], merges: Sequence, special_tokens: Sequence[str] | None = None
@@ -49,3 +54,60 @@ def peer_encoder(name: str) -> Callable[..., _Adapter]:
         return _Adapter(native, peer)
 
     return get_tokenizer
+
+
+class Trained:
+    """A peer trainer's own result, and how to turn it into (vocab, merges). The worker times the
+    trainer's call, then asks `untimed_result()` (for this project's references only): the table
+    then shows the library's own time, as a user of the library would see it, not our conversion."""
+
+    def __init__(self, result: Any, special_tokens: Sequence[str], peer: peers.PeerTrainer) -> None:
+        self._result, self._specials, self._peer = result, list(special_tokens), peer
+
+    def untimed_result(self) -> tuple[Any, Any]:
+        return self._peer.vocab_and_merges(self._result, self._specials)
+
+
+def _installed_or_refuse(name: str, module: str, pip_name: str) -> None:
+    if not peers.installed(module):
+        raise ConfigError(f"peer {name!r} needs {module}, which is not installed (pip install {pip_name})")
+
+
+def peer_trainer(name: str) -> Callable[..., Trained]:
+    """Peer `name`'s trainer in CS336's shape; a ConfigError when it is unknown or not installed.
+    `num_workers` and `pattern` (a split pattern's name) reach it as they reach our own."""
+    if name not in peers.TRAIN_PEERS:
+        raise ConfigError(f"unknown peer trainer {name!r}; choose from {', '.join(PEER_TRAINER_NAMES)}")
+    peer = peers.TRAIN_PEERS[name]
+    _installed_or_refuse(name, peer.module, peer.module)
+
+    def run_train_bpe(
+        input_path: str | os.PathLike,
+        vocab_size: int,
+        special_tokens: Sequence[str],
+        num_workers: int | None = None,
+        pattern: str | None = None,
+        **kwargs: Any,
+    ) -> Trained:
+        split = resolve_pattern(pattern)
+        return Trained(
+            peer.train(str(input_path), vocab_size, list(special_tokens), num_workers, split), special_tokens, peer
+        )
+
+    return run_train_bpe
+
+
+def peer_reference(name: str) -> Callable[..., Any]:
+    """What `peer:NAME` names: its trainer, its tokenizer factory, or (a peer that is both) one
+    callable that trains when given a path and builds a tokenizer when given a vocab."""
+    if name not in peers.TRAIN_PEERS:
+        return peer_encoder(name)
+    if name not in peers.PEER_ENCODERS:
+        return peer_trainer(name)
+
+    def trainer_or_factory(first: Any, *args: Any, **options: Any) -> Any:
+        if isinstance(first, (str, os.PathLike)):
+            return peer_trainer(name)(first, *args, **options)
+        return peer_encoder(name)(first, *args, **options)
+
+    return trainer_or_factory

@@ -6,8 +6,9 @@ A reference names a callable in one of these forms:
 - `builtin:NAME`: one of this project's trainers by registry or module name (`builtin:native`,
   `builtin:linked_list`), in the CS336 shape; `builtin:tokenizer` or `builtin:tokenizer:ENCODER`:
   this project's Tokenizer as a `get_tokenizer` factory, with one of its encoders;
-- `peer:NAME`: another library's encoder over a given vocab (`peer:tiktoken`, `peer:huggingface`, ...;
-  see peer_encoders.py);
+- `peer:NAME`: another library's encoder over a given vocab (`peer:tiktoken`, `peer:huggingface`, ...)
+  or its trainer in the CS336 shape (`peer:huggingface`, `peer:rustbpe`, `peer:gigatoken`); see
+  peer_encoders.py;
 - a bare `NAME`: an implementation an installed package registered under the entry-point group
   `bpe_impls.implementations`.
 
@@ -34,7 +35,7 @@ import psutil
 from ...base.errors import ConfigError
 from ...encoding import Tokenizer
 from ...trainers import canonical_name, train_bpe
-from .peer_encoders import peer_encoder
+from .peer_encoders import peer_reference
 from .protocol import (
     ENTRY_POINT_GROUP,
     HEADER,
@@ -162,7 +163,7 @@ def load_reference(ref: str) -> tuple[str, Callable[..., Any]]:
             return ref, _builtin_tokenizer(encoder or None)
         return ref, _builtin_trainer(name)
     if kind == "peer":
-        return ref, peer_encoder(rest)
+        return ref, peer_reference(rest)
     try:
         return ref, load_user_reference(ref)
     except ReferenceNotFound as exc:

@@ -253,6 +253,7 @@ class _Server:
     def __init__(self, package_root: str | None) -> None:
         self.package_root = package_root
         self.target: Any = None
+        self.own = False  # whether the target is one of this project's references (builtin:, peer:)
         self.tokenizer: Any = None
         self.vocab: dict[int, bytes] = {}
         self.shake_seed: int | None = None  # shake() just before the next call of the target
@@ -301,7 +302,8 @@ class _Server:
         return digest.result()
 
     def load(self, ref: str) -> Any:
-        if not protocol.needs_package(ref):
+        self.own = protocol.needs_package(ref)  # builtin: or peer:, this project's own references
+        if not self.own:
             return protocol.load_user_reference(ref)
         if self.package_root is not None and self.package_root not in sys.path:
             sys.path.append(self.package_root)  # last: the user's modules come first
@@ -339,6 +341,8 @@ class _Server:
         if verb == "train":
             path, vocab_size, special_tokens, *options = args  # options: this project's own trainers only
             result = self.timed(self.target, path, vocab_size, list(special_tokens), **(options[0] if options else {}))
+            if self.own and hasattr(result, "untimed_result"):  # a peer's trainer: its own call timed, then ours
+                result = result.untimed_result()
             return check_trained(result, vocab_size, len(special_tokens))
         if verb == "tokenizer":
             vocab, merges, special_tokens, *options = args  # options: this project's own tokenizer only
