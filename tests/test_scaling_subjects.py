@@ -9,12 +9,14 @@ import dataclasses
 import json
 import random
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
 
 from bpe_impls import cli
 from bpe_impls.harness import scaling
+from bpe_impls.harness.verify.protocol import load_user_reference
 
 TARGETS = Path(__file__).parent / "verify_targets"
 REFERENCE = f"{TARGETS / 'reference.py'}:run_train_bpe"
@@ -23,8 +25,10 @@ EOT = "<|endoftext|>"
 
 # Prefixes of one file of 160 KB: 5, 10, ... 160 KB. A vocab of one merge, so that the quadratic
 # part outweighs the linear ones (reading, counting, merging) from the smallest sizes. The
-# quadratic trainer takes 4 to 10 s at 80 KB on 2 busy cores, so its last point is predicted far
-# over the budget and skipped (80 KB too, on a machine twice as busy: 4 points are left).
+# quadratic trainer takes 2 to 10 s at 80 KB on 2 cores, idle or busy; the budget the test gives is
+# its own time at 40 KB times 8, measured in the same run (see _budget), so that 80 KB (about 4x)
+# is predicted under it and 160 KB (about 16x) over it whatever the machine's speed: a fixed 10 s
+# let the last point through on a fast stretch (predicted 9.x s, measured 10.9 s).
 STUDY = dataclasses.replace(
     scaling.QUICK,
     generated_mb=(),
@@ -58,10 +62,24 @@ def _by_name(report: scaling.ScalingReport) -> tuple[dict[str, scaling.Curve], d
     return curves, fits
 
 
+def _budget(corpus: Path, tmp_path: Path) -> float:
+    """8 times the quadratic trainer's seconds on the corpus's first quarter (best of two)."""
+    quarter = tmp_path / "quarter.txt"
+    quarter.write_bytes(corpus.read_bytes()[: corpus.stat().st_size // 4])
+    train = load_user_reference(QUADRATIC)  # as the worker loads it
+    seconds = []
+    for _ in range(2):
+        start = time.perf_counter()
+        train(str(quarter), STUDY.corpus_vocab, [EOT])
+        seconds.append(time.perf_counter() - start)
+    return 8 * min(seconds)
+
+
 def test_a_quadratic_trainer_is_told_from_the_reference_by_its_slope(tmp_path):
     corpus = words_corpus(tmp_path / "words.txt", 160_000)
     targets = scaling.Targets((QUADRATIC, REFERENCE), builtins=False)
-    report = scaling.run_scaling(STUDY, real=[corpus], studies=("corpus",), targets=targets)
+    study = dataclasses.replace(STUDY, budget=_budget(corpus, tmp_path))
+    report = scaling.run_scaling(study, real=[corpus], studies=("corpus",), targets=targets)
     curves, fits = _by_name(report)
     assert list(curves) == ["native", QUADRATIC, REFERENCE]  # named by the references as given
     assert not curves["native"].user and curves[QUADRATIC].user and curves[REFERENCE].user
