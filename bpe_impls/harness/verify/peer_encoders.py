@@ -12,6 +12,7 @@ builds a tokenizer.
 
 from __future__ import annotations
 
+import importlib
 import os
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -80,6 +81,7 @@ def peer_trainer(name: str) -> Callable[..., Trained]:
         raise ConfigError(f"unknown peer trainer {name!r}; choose from {', '.join(PEER_TRAINER_NAMES)}")
     peer = peers.TRAIN_PEERS[name]
     _installed_or_refuse(name, peer.module, peer.module)
+    importlib.import_module(peer.module)  # here, as the reference loads: its import is not its training
 
     def run_train_bpe(
         input_path: str | os.PathLike,
