@@ -333,6 +333,14 @@ def build_parser() -> argparse.ArgumentParser:
         "asv's regressions, drawn offline (needs the bench extra)",
     )
     report.add_argument(
+        "--asv-repo",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="the git repository whose commits the asv results are of, for their order where two share a "
+        "date (default: the one the results folder is in)",
+    )
+    report.add_argument(
         "--memray",
         type=Path,
         default=None,
@@ -940,6 +948,7 @@ def cmd_report(args: argparse.Namespace) -> int:
                 ("--scaling-json", args.scaling_json),
                 ("--verify-json", args.verify_json),
                 ("--asv-results", args.asv_results),
+                ("--asv-repo", args.asv_repo),
                 ("--memray", args.memray),
                 ("--no-run", args.no_run),
             )
@@ -967,7 +976,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     for path in (args.compare_json, args.scaling_json, *args.verify_json):
         if path is not None and not path.is_file():
             raise CorpusError(f"{path}: no such file")
-    for folder in (args.asv_results, args.memray):
+    for folder in (args.asv_results, args.asv_repo, args.memray):
         if folder is not None and not folder.is_dir():
             raise CorpusError(f"{folder}: no such folder")
     page = write_report(
@@ -976,6 +985,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         scaling_json=args.scaling_json,
         verify_json=args.verify_json,
         asv_results=args.asv_results,
+        asv_repo=args.asv_repo,
         memray_dir=args.memray,
         run=not args.no_run,
         quick=args.quick,

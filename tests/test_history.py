@@ -9,7 +9,10 @@ from __future__ import annotations
 import datetime
 import html
 import json
+import os
 import re
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -171,3 +174,44 @@ def test_a_timing_is_flagged_only_when_asv_would_call_it_significant():
     assert found.spread_before and found.spread_after
     # Identical code, any spread: nothing.
     assert history.find_regressions(_timing([0.3, 0.3, 0.3], spread=0.4)) == []
+
+
+def _commits_of_one_second(repo: Path, count: int) -> list[str]:
+    """`count` commits of `repo`, parent first, all dated the same second, whose hashes do not sort
+    in that order (the contents are salted until they do not: deterministic, as the dates are)."""
+    env = {**os.environ, "GIT_AUTHOR_DATE": "2026-01-01T00:00:00Z", "GIT_COMMITTER_DATE": "2026-01-01T00:00:00Z"}
+    git = ["git", "-c", "user.email=t@t", "-c", "user.name=t", "-C", str(repo)]
+    for salt in range(64):
+        subprocess.run([*git, "init", "-q", "-b", f"try{salt}"], check=True, env=env)
+        subprocess.run([*git, "checkout", "-q", "--orphan", f"try{salt}"], check=True, env=env)
+        commits = []
+        for i in range(count):
+            (repo / "code.py").write_text(f"salt = {salt}; version = {i}\n", encoding="utf-8")
+            subprocess.run([*git, "add", "-A"], check=True, env=env)
+            subprocess.run([*git, "commit", "-qm", f"{salt}.{i}"], check=True, env=env)
+            done = subprocess.run([*git, "rev-parse", "HEAD"], check=True, env=env, capture_output=True, text=True)
+            commits.append(done.stdout.strip())
+        if sorted(commits) != commits:
+            return commits
+    raise AssertionError("no salt gave hashes out of order")
+
+
+def test_commits_of_the_same_second_are_in_the_repositorys_order(tmp_path):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    commits = _commits_of_one_second(repo, 3)
+    results = repo / ".asv" / "results"  # inside the repository, as asv keeps it
+    (results / "vm").mkdir(parents=True)
+    (results / "vm" / "machine.json").write_text(json.dumps({"machine": "vm", "version": 1}), encoding="utf-8")
+    (results / "benchmarks.json").write_text(json.dumps({INSTRUCTIONS["name"]: INSTRUCTIONS, "version": 2}))
+    for commit, value in zip(commits, (100e6, 100e6, 130e6)):  # the last commit does 30% more work
+        result = asv_results.Results({"machine": "vm", "python": "3.11"}, {}, commit, 1767225600000, "3.11", "e", {})
+        result.add_result(INSTRUCTIONS, BenchmarkResult([value], [[value]], [1], 0, "", None))
+        result.save(str(results))
+    (line,) = history.load_asv_history(results)  # the repository found from the folder
+    assert line.commits == [c[:8] for c in commits]
+    assert [(r.before, r.after) for r in line.regressions] == [(commits[1][:8], commits[2][:8])]
+    elsewhere = tmp_path / "results"
+    shutil.copytree(results, elsewhere)  # outside it: by hash, unless told the repository
+    assert history.load_asv_history(elsewhere)[0].commits != line.commits
+    assert history.load_asv_history(elsewhere, repo)[0].commits == line.commits

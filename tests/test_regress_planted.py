@@ -85,7 +85,13 @@ def scratch(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
     )
     config = top / "asv.conf.json"
     config.write_text(json.dumps(conf, indent=1), encoding="utf-8")
-    return {"config": config, "results": top / "results", "commits": (base, identical, planted), "top": top}
+    return {
+        "config": config,
+        "results": top / "results",
+        "commits": (base, identical, planted),
+        "top": top,
+        "clone": clone,
+    }
 
 
 def _regress(scratch: dict, base: str, head: str, monkeypatch: pytest.MonkeyPatch) -> tuple[int, dict]:
@@ -123,7 +129,9 @@ def test_identical_code_is_quiet_and_every_plant_is_flagged_by_name(scratch, mon
 
     # bpe report over the same results: the same rows, each first worse at the planted commit.
     out = tmp_path / "page"
-    assert cli.main(["report", str(out), "--asv-results", str(scratch["results"]), "--no-run", "--quiet"]) == 0
+    # (The three commits share a second: their order is the clone's, which bpe report is told.)
+    results, clone = str(scratch["results"]), str(scratch["clone"])
+    assert cli.main(["report", str(out), "--asv-results", results, "--asv-repo", clone, "--no-run", "--quiet"]) == 0
     page = (out / "index.html").read_text(encoding="utf-8")
     data = json.loads(page.split('id="data">', 1)[1].split("</script>", 1)[0])
     regressed = {

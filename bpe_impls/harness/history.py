@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import itertools
 import json
+import shutil
+import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -139,20 +141,40 @@ def find_regressions(series: Series, threshold: float = REGRESSION_THRESHOLD) ->
     return [regression for regression in found if regression is not None]
 
 
-def load_asv_history(results_dir: str | Path) -> list[Series]:
-    """Every benchmark's history in an asv results folder, each with its regressions."""
+def git_order(repo: str | Path | None) -> dict[str, int]:
+    """{full hash: position} of every commit of the git repository `repo` (or the one the folder
+    is in), parents before children (`git rev-list --topo-order --reverse --all`); {} where there
+    is no repository or no git."""
+    git = shutil.which("git")
+    if repo is None or git is None:
+        return {}
+    done = subprocess.run(
+        [git, "-C", str(repo), "rev-list", "--topo-order", "--reverse", "--all"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return {commit: i for i, commit in enumerate(done.stdout.split())} if done.returncode == 0 else {}
+
+
+def load_asv_history(results_dir: str | Path, repo: str | Path | None = None) -> list[Series]:
+    """Every benchmark's history in an asv results folder, each with its regressions. Commits are
+    in the order of their dates; commits of the same second (a rebase, a script's commits) in the
+    order of the git repository `repo` (by default the one the results folder is in, if any), where
+    a parent comes before its child, and else by hash."""
     asv = _asv()
     results_dir = Path(results_dir)
     index = results_dir / "benchmarks.json"
     if not index.is_file():
         raise ConfigError(f"{results_dir}: not an asv results folder (no benchmarks.json; run `asv run` first)")
     benchmarks = json.loads(index.read_text(encoding="utf-8"))
+    order = git_order(repo if repo is not None else results_dir)
     series: dict[tuple[str, str, str, str], Series] = {}
     machines = sorted(p.name for p in results_dir.iterdir() if (p / "machine.json").is_file())
     for machine in machines:
         runs = sorted(
             asv.results.iter_results_for_machine(str(results_dir), machine),
-            key=lambda result: (result.date or 0, result.commit_hash),
+            key=lambda result: (result.date or 0, order.get(result.commit_hash, -1), result.commit_hash),
         )
         for result in runs:
             for name in result.get_result_keys(benchmarks):

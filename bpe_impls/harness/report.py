@@ -442,6 +442,7 @@ def write_report(
     scaling_json: Path | None = None,
     verify_json: Sequence[Path] = (),
     asv_results: Path | None = None,
+    asv_repo: Path | None = None,
     memray_dir: Path | None = None,
     run: bool = True,
     quick: bool = False,
@@ -452,10 +453,11 @@ def write_report(
     """Write OUT_DIR/index.html (and the compare.json / scaling.json it was made from, when this
     run measured them); runs `bpe compare`, `bpe scaling` and `bpe verify` for whatever JSON is not
     given, unless `run` is false (then the page shows only what was given). `asv_results` (asv's
-    results folder) adds each benchmark's history over commits, `memray_dir` memray's captures."""
+    results folder) adds each benchmark's history over commits (in the commit order of the git
+    repository `asv_repo`, by default the one the folder is in), `memray_dir` memray's captures."""
     out_dir = Path(out_dir)
     # Read what was given first: a bad folder fails before minutes of measuring.
-    asv_history = history.load_asv_history(asv_results) if asv_results is not None else []
+    asv_history = history.load_asv_history(asv_results, asv_repo) if asv_results is not None else []
     memory_profiles = history.load_memray_profiles(memray_dir) if memray_dir is not None else []
     out_dir.mkdir(parents=True, exist_ok=True)
     compare_report, scaling_report, verdicts = None, None, []
