@@ -53,6 +53,7 @@ class Series:
     unit: str
     commits: list[str] = field(default_factory=list)  # short hashes, oldest first
     dates: list[int] = field(default_factory=list)  # commit dates, ms since the epoch
+    ranks: list[int] = field(default_factory=list)  # each commit's place among its machine's commits
     values: list[float | None] = field(default_factory=list)  # None: failed or skipped there
     stats: list[dict | None] = field(default_factory=list)  # asv's statistics of each commit's samples
     samples: list[list[float] | None] = field(default_factory=list)
@@ -176,7 +177,9 @@ def load_asv_history(results_dir: str | Path, repo: str | Path | None = None) ->
             asv.results.iter_results_for_machine(str(results_dir), machine),
             key=lambda result: (result.date or 0, order.get(result.commit_hash, -1), result.commit_hash),
         )
+        ranks: dict[str, int] = {}
         for result in runs:
+            rank = ranks.setdefault(result.commit_hash, len(ranks))
             for name in result.get_result_keys(benchmarks):
                 params = result.get_result_params(name)
                 values = result.get_result_value(name, params)
@@ -190,6 +193,7 @@ def load_asv_history(results_dir: str | Path, repo: str | Path | None = None) ->
                     line = series[key]
                     line.commits.append(result.commit_hash[:8])
                     line.dates.append(result.date or 0)
+                    line.ranks.append(rank)
                     line.values.append(None if value is None or value != value else float(value))  # NaN: failed
                     line.stats.append(stat)
                     line.samples.append(sample)

@@ -345,9 +345,10 @@ def history_figure(series: Sequence[Any]) -> Any:
     its size."""
     plt = _pyplot()
     figure, axis = plt.subplots(figsize=(9, 3.2))
-    # The lines may cover different commits (a benchmark's parameters changed): one shared axis.
-    dated = {commit: date for line in series for commit, date in zip(line.commits, line.dates)}
-    commits = sorted(dated, key=lambda commit: (dated[commit], commit))
+    # The lines may cover different commits (a benchmark's parameters changed): one shared axis, in
+    # the order history.load_asv_history put the commits in.
+    ranked = {commit: rank for line in series for commit, rank in zip(line.commits, line.ranks)}
+    commits = sorted(ranked, key=ranked.__getitem__)
     where = {commit: i for i, commit in enumerate(commits)}
     largest = max((v for line in series for v in line.values if v is not None), default=1.0)
     scale, unit = display_scale(series[0].unit, largest)
