@@ -18,9 +18,10 @@
 Times are CPU seconds of the process (_common.Timed); seconds per MB = time / the corpus's MB. Two
 threads are not timed here: on a shared machine their wall time measures the other load
 (benchmarks/encode_scaling.py measures scaling). Encoders are the names in ENCODERS (read from
-this checkout, like the trainers); the peers tiktoken, gigatoken, tokie, fastokens and quicktok
-(built offline from the same merges; quicktok has only its built-in vocabs, so it skips here) are
-extra encoders, each skipped when not installed. The Python encoders take about
+this checkout, like the trainers); the peers are those `bpe compare` measures (peers.PEER_ENCODERS,
+read from this checkout's source: tiktoken, HF tokenizers, gigatoken, tokie, fastokens, quicktok),
+built offline from the same merges and called through their adapters (quicktok has only its
+built-in vocabs, so it skips here), each skipped when not installed. The Python encoders take about
 1 s per 4 MB: Encode times them on corpus.en only, the other suites skip them.
 """
 

@@ -11,8 +11,8 @@ benchmarks/. Groups (one row per trainer/encoder in each):
     merge kjv.txt v10000           the same on the 4 MB corpus, the fast trainers only
     train kjv.txt v10000           end to end from the file: one fast trainer of ours vs the peers
     encode corpus.en               Tokenizer.encode with the kjv v10000 tokenizer, per encoder, and the
-                                   encode peers (tiktoken, gigatoken, tokie, fastokens;
-                                   quicktok skips: only its built-in vocabs)
+                                   encode peers (peers.PEER_ENCODERS; quicktok skips:
+                                   only its built-in vocabs)
     encode batch kjv.txt tN        kjv.txt's lines as one batch on N = 1, 2 threads: ours
                                    encode_batch_to_numpy, and the peers' batch APIs
 
