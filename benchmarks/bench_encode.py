@@ -21,7 +21,8 @@ threads are not timed here: on a shared machine their wall time measures the oth
 this checkout, like the trainers); the peers are those `bpe compare` measures (peers.PEER_ENCODERS,
 read from this checkout's source: tiktoken, HF tokenizers, gigatoken, tokie, fastokens, quicktok),
 built offline from the same merges and called through their adapters (quicktok has only its
-built-in vocabs, so it skips here), each skipped when not installed. The Python encoders take about
+built-in vocabs, so it skips here; HF tokenizers is too slow to time here, `_TOO_SLOW_PEERS`), each
+skipped when not installed. The Python encoders take about
 1 s per 4 MB: Encode times them on corpus.en only, the other suites skip them.
 """
 
@@ -85,6 +86,17 @@ def _make_tokenizer(trained: _Trained, encoder: str, corpus: str, vocab_size: in
     return tokenizer_class(vocab, merges, SPECIAL_TOKENS, encoder=encoder)
 
 
+# Peers too slow to time on the 16 MB corpora (asv takes 8 samples a commit): measured by `bpe compare`.
+_TOO_SLOW_PEERS = {
+    "huggingface": "HF tokenizers encodes about 1 MB/s here (16 s a sample on 16 MB): bpe compare measures it"
+}
+
+
+def _peer_or_skip(encoder: str) -> None:
+    if encoder in _TOO_SLOW_PEERS:
+        skip(_TOO_SLOW_PEERS[encoder])
+
+
 class Encode(Timed):
     params = (ENCODER_NAMES + PEER_ENCODERS, ENCODE_CORPORA)
     param_names = ["encoder", "corpus"]
@@ -100,6 +112,7 @@ class Encode(Timed):
             )
         self.text = corpus_path(corpus).read_text(encoding="utf-8")
         if encoder in PEER_ENCODERS:
+            _peer_or_skip(encoder)
             if (corpus, VOCAB_SIZE) not in trained:
                 skip(f"no tokenizer for {corpus}")
             self.encode = peer_encode(encoder, *trained[(corpus, VOCAB_SIZE)])
@@ -179,6 +192,7 @@ class EncodeGPT2(_OnGPT2Vocab):
         vocab, merges = self.parts_or_skip(parts, encoder)
         self.text = corpus_path(corpus).read_text(encoding="utf-8")
         if encoder in PEER_ENCODERS:
+            _peer_or_skip(encoder)
             self.encode = peer_encode(encoder, vocab, merges, ["<|endoftext|>"])
         else:
             # A fresh Tokenizer (empty cache) per sample, as in Encode.
@@ -214,6 +228,7 @@ class EncodeBatchGPT2(_OnGPT2Vocab):
         if encoder == "tiktoken":
             skip("tiktoken's batch on one thread is its encode per line (seconds here): see EncodeGPT2")
         if encoder in PEER_ENCODERS:
+            _peer_or_skip(encoder)
             self.encode = peer_encode_batch(encoder, vocab, merges, 1, ["<|endoftext|>"])
             return
         tokenizer = _gpt2_tokenizer(vocab, merges, DEFAULT_ENCODER_NAME)
