@@ -344,17 +344,19 @@ def run_compare(
             )
         )
 
-    ours = f"bpe_impls ({DEFAULT_IMPL})"
-    log(f"train end to end: {ours}")
-    trained = subjects.train(
-        f"builtin:{DEFAULT_IMPL}",
-        str(corpus),
-        vocab_size,
-        special_tokens,
+    # This project's own references (builtin:, peer:) take the counting options; a user's does not.
+    train_own = partial(
+        subjects.train,
+        corpus=str(corpus),
+        vocab_size=vocab_size,
+        special_tokens=special_tokens,
         num_workers=workers,
         pattern=split.name,
         timeout=timeout,
     )
+    ours = f"bpe_impls ({DEFAULT_IMPL})"
+    log(f"train end to end: {ours}")
+    trained = train_own(f"builtin:{DEFAULT_IMPL}")
     if not trained.ok:
         raise RuntimeError(f"this project's own trainer failed: {trained.error}")
     report.rows.append(_train_row(ours, trained, trained.value))
@@ -363,16 +365,7 @@ def run_compare(
         for name, peer in peer_adapters.TRAIN_PEERS.items():
             if peer_adapters.installed(peer.module) and peer_adapters.can_train(name, split):
                 log(f"train end to end: {name}")
-                outcome = subjects.train(
-                    f"peer:{name}",
-                    str(corpus),
-                    vocab_size,
-                    special_tokens,
-                    num_workers=workers,
-                    pattern=split.name,
-                    timeout=timeout,
-                )
-                row = _train_row(name, outcome, trained.value)
+                row = _train_row(name, train_own(f"peer:{name}"), trained.value)
                 row.identical = None  # their merges differ from ours by design (ties, pre-tokenization)
                 report.rows.append(row)
     for ref in trainers:
