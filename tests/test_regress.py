@@ -26,7 +26,7 @@ COUNT = {
     "version": "v1",
     "unit": "instructions",
     "type": "track",
-    "params": [["'route_a'", "'route_b'", "'native'", "'bucket'"]],
+    "params": [["'route_a'", "'route_b'", "'native'", "'bucket'", "'naive'", "'newbie'"]],
     "param_names": ["impl"],
 }
 HEAP = {
@@ -37,9 +37,11 @@ HEAP = {
     "params": [],
     "param_names": [],
 }
-# HEAD against BASE: route_a 10% worse, route_b 10% better, native the same, bucket failed at HEAD.
-BASE_COUNTS = [100e6, 100e6, 30e6, 90e6]
-HEAD_COUNTS = [110e6, 90e6, 30e6, float("nan")]
+# HEAD against BASE: route_a 10% worse, route_b 10% better, native the same, bucket failed at HEAD,
+# naive skipped at both (as where a tool is missing), newbie measured at HEAD only.
+NAN = float("nan")
+BASE_COUNTS = [100e6, 100e6, 30e6, 90e6, NAN, NAN]
+HEAD_COUNTS = [110e6, 90e6, 30e6, NAN, NAN, 5e6]
 
 
 def _git(repo: Path, *args: str) -> str:
@@ -74,7 +76,7 @@ def project(tmp_path: Path) -> dict:
     for i, (commit, counts) in enumerate(zip(commits, (BASE_COUNTS, HEAD_COUNTS))):
         date = int((start + datetime.timedelta(days=i)).timestamp() * 1000)
         result = asv_results.Results({"machine": "vm", "python": "3.11"}, {}, commit, date, "3.11", "venv", {})
-        result.add_result(COUNT, BenchmarkResult(counts, [[c] for c in counts], [1] * 4, 0, "", None))
+        result.add_result(COUNT, BenchmarkResult(counts, [[c] for c in counts], [1] * len(counts), 0, "", None))
         result.add_result(HEAP, BenchmarkResult([3_214_914.0], [[3_214_914.0]], [1], 0, "", None))
         result.save(str(results))
     return {"repo": repo, "config": repo / "asv.conf.json", "results": results, "commits": commits}
@@ -87,8 +89,10 @@ def test_each_benchmark_is_judged_head_against_base_worst_first(project):
         ("track_merge_instructions('bucket')", "failed"),
         ("track_merge_instructions('route_a')", "worse"),
         ("track_merge_instructions('route_b')", "better"),
+        ("track_merge_instructions('newbie')", "new"),
         ("track_count_peak_bytes", "same"),
         ("track_merge_instructions('native')", "same"),
+        ("track_merge_instructions('naive')", "skipped"),
     ]
     worse = changes[1]
     assert worse.ratio == pytest.approx(1.1) and worse.rule == history.factor_rule(0.05)
@@ -128,17 +132,19 @@ def test_bpe_regress_no_run_prints_what_moved_and_exits_1_when_something_is_wors
     out = project["repo"] / "verdict.json"
     assert cli.main(["regress", "HEAD~1", "HEAD", "--no-run", "--json", str(out)]) == 1
     printed = capsys.readouterr().out.splitlines()
-    moved = [line for line in printed[1:-1]]
-    assert len(moved) == 3 and all("track_merge_instructions" in line for line in moved)
+    moved = printed[1:-1]  # under the header, above the totals; the unchanged and the skipped left out
+    assert len(moved) == 4 and all("track_merge_instructions" in line for line in moved)
     assert "route_a" in moved[1] and "1.100x" in moved[1] and moved[1].endswith("worse")
-    assert moved[0].endswith("failed") and moved[2].endswith("better")
-    assert printed[-1].startswith(f"{base[:8]} -> {head[:8]}: 2 worse, 1 better, 2 within 5%")
+    assert moved[0].endswith("failed") and moved[2].endswith("better") and moved[3].endswith("new")
+    assert printed[-1].startswith(
+        f"{base[:8]} -> {head[:8]}: 2 worse, 1 better, 2 within 5%, 2 with no value at one commit (of 7"
+    )
     verdict = json.loads(out.read_text(encoding="utf-8"))
     assert (verdict["base"], verdict["head"], verdict["asv_status"]) == (base, head, None)
-    # Only what is better or the same: exit 0; --all lists the unchanged too.
-    assert cli.main(["regress", base, head, "--no-run", "-b", "route_b|native|Count", "--all"]) == 0
+    # Only what is better, the same, new or skipped: exit 0; --all lists every row.
+    assert cli.main(["regress", base, head, "--no-run", "-b", "route_b|native|Count|newbie", "--all"]) == 0
     printed = capsys.readouterr().out.splitlines()
-    assert len(printed) == 5 and sum(line.endswith("same") for line in printed) == 2
+    assert len(printed) == 1 + 4 + 1 and sum(line.endswith("same") for line in printed) == 2
 
 
 @pytest.mark.parametrize(

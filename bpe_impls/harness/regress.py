@@ -39,7 +39,8 @@ class Change:
     unit: str
     base: float | None  # None: failed or skipped at that commit
     head: float | None
-    verdict: str  # "worse", "better", "same" (within the factor), "failed" (a value is missing)
+    verdict: str  # "worse", "better", "same" (within the factor); "failed" (a value at BASE, none at
+    # HEAD: counted as worse), "new" (a value at HEAD only), "skipped" (at neither)
     rule: str = ""
 
     @property
@@ -84,7 +85,7 @@ def compare_results(results_dir: Path, base: str, head: str, bench: str, factor:
     for line in history.load_asv_history(results_dir):
         if not selected(line.benchmark, line.params, bench):
             continue
-        # The newest run of each commit: a results file holds one value a benchmark and commit.
+        # (A series holds a commit once: asv keeps one results file a machine, commit and environment.)
         at = {commit: i for i, commit in enumerate(line.commits)}
         i, j = at.get(base[:8]), at.get(head[:8])
         if i is None and j is None:
@@ -92,7 +93,10 @@ def compare_results(results_dir: Path, base: str, head: str, bench: str, factor:
         old = line.values[i] if i is not None else None
         new = line.values[j] if j is not None else None
         if old is None or new is None:
-            changes.append(Change(line.benchmark, line.params, line.unit, old, new, "failed", "a value is missing"))
+            # HEAD lost a figure BASE had: worse. None at either (skipped there, as where a tool is
+            # missing), or one HEAD adds, judges nothing.
+            verdict = "failed" if new is None and old is not None else "skipped" if new is None else "new"
+            changes.append(Change(line.benchmark, line.params, line.unit, old, new, verdict, "no value at one commit"))
             continue
         assert i is not None and j is not None
         worse = history.judge(line, i, j, threshold)
@@ -102,7 +106,7 @@ def compare_results(results_dir: Path, base: str, head: str, bench: str, factor:
             changes.append(Change(line.benchmark, line.params, line.unit, old, new, "better"))
         else:
             changes.append(Change(line.benchmark, line.params, line.unit, old, new, "same"))
-    order = {"failed": 0, "worse": 1, "better": 2, "same": 3}
+    order = {"failed": 0, "worse": 1, "better": 2, "new": 3, "same": 4, "skipped": 5}
     return sorted(changes, key=lambda c: (order[c.verdict], -(c.ratio or 0), c.label))
 
 
@@ -212,7 +216,7 @@ def regress(
 
 def format_verdict(verdict: Verdict, show_all: bool = False) -> str:
     """The table of what moved (every row with `show_all`), then one line of totals."""
-    rows = verdict.changes if show_all else [c for c in verdict.changes if c.verdict != "same"]
+    rows = verdict.changes if show_all else [c for c in verdict.changes if c.verdict not in ("same", "skipped")]
     lines = []
     if rows:
         width = max(len(c.label) for c in rows)
@@ -224,9 +228,11 @@ def format_verdict(verdict: Verdict, show_all: bool = False) -> str:
                 f"{_value(change.head, change.unit):>12}  {ratio:>7}  {change.verdict}"
             )
     same = sum(c.verdict == "same" for c in verdict.changes)
+    unjudged = sum(c.verdict in ("new", "skipped") for c in verdict.changes)
     lines.append(
         f"{verdict.base[:8]} -> {verdict.head[:8]}: {len(verdict.worse)} worse, {len(verdict.better)} better, "
-        f"{same} within {verdict.factor - 1:.0%} (of {len(verdict.changes)} matching -b {verdict.bench!r}); "
+        f"{same} within {verdict.factor - 1:.0%}{f', {unjudged} with no value at one commit' if unjudged else ''} "
+        f"(of {len(verdict.changes)} matching -b {verdict.bench!r}); "
         f"rule: {history.factor_rule(verdict.factor - 1)}, asv compare's _is_result_better, as bpe report's"
     )
     return "\n".join(lines)
@@ -234,7 +240,7 @@ def format_verdict(verdict: Verdict, show_all: bool = False) -> str:
 
 def _value(value: float | None, unit: str) -> str:
     if value is None:
-        return "failed"
+        return "-"
     scale, name = history.display_scale(unit, value)
     short = {"million instructions": "M", "MiB": "MiB", "ms": "ms", "s": "s"}.get(name, name)
     return f"{value / scale:,.3f}{short}"
