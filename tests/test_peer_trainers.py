@@ -70,9 +70,10 @@ def test_a_peer_trains_as_a_reference_in_an_isolated_worker(name, corpus):
     assert outcome.seconds is not None and outcome.seconds > 0 and outcome.peak_mb > 10  # a worker's whole RSS
 
 
-def test_a_peer_that_is_both_trains_given_a_path_and_builds_a_tokenizer_given_a_vocab(corpus):
-    _installed("gigatoken")
-    reference = peer_reference("gigatoken")
+@pytest.mark.parametrize("name", ["gigatoken", "huggingface"])
+def test_a_peer_that_is_both_trains_given_a_path_and_builds_a_tokenizer_given_a_vocab(name, corpus):
+    _installed(name)
+    reference = peer_reference(name)
     trained = reference(str(corpus), VOCAB, [EOT])
     assert isinstance(trained, Trained)
     vocab, merges = trained.untimed_result()
@@ -82,7 +83,7 @@ def test_a_peer_that_is_both_trains_given_a_path_and_builds_a_tokenizer_given_a_
 
 
 def test_an_unknown_peer_is_a_one_line_error():
-    with pytest.raises(ConfigError, match="unknown peer encoder 'nosuchpeer'"):
+    with pytest.raises(ConfigError, match=r"unknown peer 'nosuchpeer'; encoders: tiktoken, .*; trainers: huggingface"):
         peer_reference("nosuchpeer")
     outcome = subjects.train("peer:nosuchpeer", "unused.txt", VOCAB, [EOT])
-    assert not outcome.ok and "unknown peer encoder 'nosuchpeer'" in outcome.error and "\n" not in outcome.error
+    assert not outcome.ok and "unknown peer 'nosuchpeer'" in outcome.error and "\n" not in outcome.error

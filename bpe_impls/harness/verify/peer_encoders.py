@@ -6,8 +6,8 @@
 Each is built and called as `bpe compare` builds and calls it: its entry of harness/peers.py's
 PEER_ENCODERS (GPT-2's split pattern, special tokens allowed) or TRAIN_PEERS. A library that is not
 installed, or that cannot take the vocab (peers.VocabRefused), is a ConfigError saying so. A peer
-that is both (gigatoken) is one reference: called with a file's path it trains, with a vocab it
-builds a tokenizer.
+that is both (HF tokenizers, gigatoken) is one reference: called with a file's path it trains,
+with a vocab it builds a tokenizer.
 """
 
 from __future__ import annotations
@@ -100,16 +100,21 @@ def peer_trainer(name: str) -> Callable[..., Trained]:
 
 
 def peer_reference(name: str) -> Callable[..., Any]:
-    """What `peer:NAME` names: its trainer, its tokenizer factory, or (a peer that is both) one
-    callable that trains when given a path and builds a tokenizer when given a vocab."""
+    """What `peer:NAME` names: its trainer, its tokenizer factory, or (a peer that is both: HF
+    tokenizers, gigatoken) one callable that trains when given a path and builds a tokenizer when
+    given a vocab. A ConfigError when it is neither, or not installed."""
+    if name not in peers.TRAIN_PEERS and name not in peers.PEER_ENCODERS:
+        raise ConfigError(
+            f"unknown peer {name!r}; encoders: {', '.join(PEER_NAMES)}; trainers: {', '.join(PEER_TRAINER_NAMES)}"
+        )
     if name not in peers.TRAIN_PEERS:
         return peer_encoder(name)
+    train = peer_trainer(name)  # (its library imported now, as the reference loads)
     if name not in peers.PEER_ENCODERS:
-        return peer_trainer(name)
+        return train
+    factory = peer_encoder(name)
 
     def trainer_or_factory(first: Any, *args: Any, **options: Any) -> Any:
-        if isinstance(first, (str, os.PathLike)):
-            return peer_trainer(name)(first, *args, **options)
-        return peer_encoder(name)(first, *args, **options)
+        return (train if isinstance(first, (str, os.PathLike)) else factory)(first, *args, **options)
 
     return trainer_or_factory
