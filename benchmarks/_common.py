@@ -307,6 +307,10 @@ except ImportError:
     _peers = None
 
 
+# The thread count this process first sized the peers' rayon pools for (peer_encode_batch).
+_rayon_threads: int | None = None
+
+
 def _peers_or_skip() -> Any:
     if _peers is None:
         skip("the peer adapters (bpe_impls.harness.peers) are not in this commit")
@@ -351,7 +355,7 @@ def _peer_built(
     compare` builds it; skips where the peer cannot take this vocab (quicktok loads only its
     built-in ones)."""
     adapter = _adapter_or_skip("PEER_ENCODERS", name)
-    from bpe_impls.base.patterns import GPT2
+    from bpe_impls.base.patterns import GPT2  # (here, with the peers: this module imports at any commit)
 
     try:
         return adapter, adapter.build(vocab, merges, special_tokens, GPT2)
@@ -377,8 +381,16 @@ def peer_encode_batch(
     special_tokens: list[str] = SPECIAL_TOKENS,
 ) -> Callable[[list[str]], Any]:
     """A peer's batch method (its adapter's `batch`) on `threads` threads, as `bpe compare` calls it:
-    the libraries whose pool is rayon's size it from RAYON_NUM_THREADS, set here before their first
-    call (each asv benchmark runs in a fresh process). Skips where the peer has no batch method."""
+    the libraries whose pool is rayon's size it from RAYON_NUM_THREADS when they first start it,
+    set here before that (each asv benchmark runs in a fresh process). A process that already asked
+    for another count (pytest-benchmark's rows, one process) skips, since a started pool keeps its
+    size; so does a peer with no batch method."""
+    global _rayon_threads
+    if _rayon_threads not in (None, threads):
+        skip(
+            f"this process's rayon pools were sized for {_rayon_threads} thread(s): {threads} needs a process of its own"
+        )
+    _rayon_threads = threads
     os.environ["RAYON_NUM_THREADS"] = str(threads)
     adapter, tokenizer = _peer_built(name, vocab, merges, special_tokens)
     if adapter.batch is None:
