@@ -465,9 +465,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="the deterministic benchmarks (instruction counts, peak heap) at two commits through asv; "
         "what moved, and exit 1 if anything got worse",
         description="Runs `asv continuous` over BASE and HEAD for the benchmarks -b selects (by default "
-        "the instruction counts and peak heap bytes, which repeat to 0.005% and to the byte whatever the "
+        "the instruction counts and peak heap bytes, which repeat to 0.02% and to the byte whatever the "
         "host is doing), then judges each HEAD against BASE by the rule `bpe report --asv-results` uses. "
-        "About 4-8 minutes a commit for the whole default set on 2 cores, plus building each commit. "
+        "About 2.5-3 minutes a commit for the whole default set on 2 busy cores, building it included (more "
+        "under a heavier load). "
         "Run it in a clone with asv.conf.json; needs the bench extra and valgrind.",
     )
     regress.add_argument("base", help="the commit to compare against (a hash, branch, tag, HEAD~1, ...)")
@@ -483,7 +484,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--factor",
         type=float,
         default=None,
-        help="a change beyond this ratio is reported (default 1.05: the counts repeat to 0.005%%)",
+        help="a change beyond this ratio is reported (default 1.05: the counts repeat to 0.02%%)",
     )
     regress.add_argument(
         "--config", type=Path, default=Path("asv.conf.json"), help="asv's configuration (default: ./asv.conf.json)"

@@ -1,7 +1,7 @@
 """`bpe regress BASE HEAD`: the deterministic benchmarks for two commits, and what moved.
 
 The figures are the ones that do not move with the host (benchmarks/bench_instructions.py's
-instruction counts and bench_heap.py's peak heap bytes: the same to within 0.005% and to the byte
+instruction counts and bench_heap.py's peak heap bytes: the same to within 0.02% and to the byte
 between runs of one commit), so one run per commit tells a change from identical code on a loaded
 machine, where the time suites spread 20-40%. asv does the work: `asv continuous` builds each commit
 into its environment, runs the selected benchmarks at both and records the results. Then both are
@@ -9,7 +9,7 @@ judged here, from asv's results, by the rule `bpe report --asv-results` applies 
 the one before it (history.judge, which is asv compare's own `_is_result_better`), so the two agree
 by construction; the verdict comes with every row that moved beyond the threshold.
 
-Why 5% by default, where `asv continuous` takes 10%: counts that repeat to 0.005% leave a hundred
+Why 5% by default, where `asv continuous` takes 10%: counts that repeat to 0.02% leave over a hundred
 times that as margin, and a real 10% increase in work sits on asv's 10% line (`new > old x 1.1`
 is what it flags), where a count a hair under it would pass.
 """
