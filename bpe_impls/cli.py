@@ -1157,8 +1157,8 @@ def cmd_regress(args: argparse.Namespace) -> int:
     verdict = regress.regress(
         args.base,
         args.head,
-        bench=args.bench or regress.DEFAULT_BENCH,
-        factor=args.factor or regress.DEFAULT_FACTOR,
+        bench=regress.DEFAULT_BENCH if args.bench is None else args.bench,
+        factor=regress.DEFAULT_FACTOR if args.factor is None else args.factor,
         config=args.config,
         run=not args.no_run,
         quiet=args.quiet,

@@ -154,6 +154,7 @@ def test_bpe_regress_no_run_prints_what_moved_and_exits_1_when_something_is_wors
         (["nosuchcommit", "HEAD"], "nosuchcommit: not a commit in"),
         (["HEAD~1", "HEAD", "-b", "("], "-b '(': not a regular expression"),
         (["HEAD~1", "HEAD", "--factor", "0.9"], "--factor must be above 1, not 0.9"),
+        (["HEAD~1", "HEAD", "--factor", "0"], "--factor must be above 1, not 0.0"),
         (["HEAD~1", "HEAD", "-b", "NoSuchBenchmark"], "no results of benchmarks matching -b 'NoSuchBenchmark'"),
     ],
 )
