@@ -302,7 +302,7 @@ def test_without_the_shared_fixtures_the_real_text_is_the_bundled_sample(tmp_pat
     assert done.returncode == 0, done.stdout + done.stderr
     checked = json.loads(out.read_text())["checked"]
     assert checked["real_text_cases"] > 0 and checked["real_text_skipped"] == []
-    described = "tinystories_3_stories.txt (bundled sample of tinystories_sample.txt) at vocab 500"
+    described = "three_tinystories_stories.txt (bundled sample of tinystories_sample.txt) at vocab 500"
     assert checked["real_corpora"] == [described]
     assert f"real corpora: {described}" in done.stdout
 

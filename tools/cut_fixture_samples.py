@@ -219,7 +219,7 @@ def udhr_license(license_text: str) -> str:
 # Each file this script writes in fixtures/ -> (the shared fixture it is made from, how).
 SAMPLES: dict[str, tuple[str, Callable[[str], str]]] = {
     "corpus_en_sample.txt": ("corpus.en", corpus_en_sample),
-    "tinystories_3_stories.txt": ("tinystories_sample.txt", tinystories_stories),
+    "three_tinystories_stories.txt": ("tinystories_sample.txt", tinystories_stories),
     "address_sample.txt": ("address.txt", address_sample),
     "german_sample.txt": ("german.txt", german_sample),
     "kjv_sample.txt": ("kjv.txt", kjv_sample),

@@ -53,7 +53,7 @@ def fixture_path(name: str) -> Path | None:
 # each; a sample's name is never the shared file's, so a report can tell them apart).
 BUNDLED = {
     "corpus.en": "corpus_en_sample.txt",
-    "tinystories_sample.txt": "tinystories_3_stories.txt",
+    "tinystories_sample.txt": "three_tinystories_stories.txt",
     "address.txt": "address_sample.txt",
     "german.txt": "german_sample.txt",
     "kjv.txt": "kjv_sample.txt",
