@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-asv_results = pytest.importorskip("asv.results", reason="asv is the bench extra's (pip install -e '.[bench]')")
-from asv.runner import BenchmarkResult  # noqa: E402
+pytest.importorskip("asv.results", reason="asv is the bench extra's (pip install -e '.[bench]')")
+from asv_results_folder import write_results  # noqa: E402
 
 from bpe_impls import cli  # noqa: E402
 from bpe_impls.base.errors import ConfigError  # noqa: E402
@@ -55,30 +55,15 @@ INSTRUCTIONS = {
 def _write_results(folder: Path, step_at: int = 10, factor: float = 1.3, stepped: dict = STEPPED) -> None:
     """16 commits: the time benchmark flat with small noise; the `stepped` one steps up by `factor`
     at commit `step_at`."""
-    (folder / "vm").mkdir(parents=True)
-    (folder / "vm" / "machine.json").write_text(json.dumps({"machine": "vm", "version": 1}), encoding="utf-8")
-    (folder / "benchmarks.json").write_text(
-        json.dumps({FLAT["name"]: FLAT, stepped["name"]: stepped, "version": 2}), encoding="utf-8"
-    )
     start = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
+    runs = []
     for i, commit in enumerate(COMMITS):
         date = int((start + datetime.timedelta(days=i)).timestamp() * 1000)
-        result = asv_results.Results(
-            {"machine": "vm", "python": "3.11"}, {}, commit, date, "3.11", "virtualenv-py3.11", {}
-        )
         noise = 1 + 0.01 * (-1) ** i
         times = [0.020 * noise, 0.150 * noise]
-        result.add_result(
-            FLAT,
-            BenchmarkResult(
-                result=times, samples=[[t] * 3 for t in times], number=[1, 1], errcode=0, stderr="", profile=None
-            ),
-        )
         value = 50e6 * (factor if i >= step_at else 1.0) * noise
-        result.add_result(
-            stepped, BenchmarkResult(result=[value], samples=[[value]], number=[1], errcode=0, stderr="", profile=None)
-        )
-        result.save(str(folder))
+        runs.append((commit, date, {FLAT["name"]: (times, [[t] * 3 for t in times]), stepped["name"]: [value]}))
+    write_results(folder, [FLAT, stepped], runs)
 
 
 def test_the_history_has_every_series_in_commit_order_and_finds_the_planted_step(tmp_path):
@@ -201,13 +186,11 @@ def test_commits_of_the_same_second_are_in_the_repositorys_order(tmp_path):
     repo.mkdir()
     commits = _commits_of_one_second(repo, 3)
     results = repo / ".asv" / "results"  # inside the repository, as asv keeps it
-    (results / "vm").mkdir(parents=True)
-    (results / "vm" / "machine.json").write_text(json.dumps({"machine": "vm", "version": 1}), encoding="utf-8")
-    (results / "benchmarks.json").write_text(json.dumps({INSTRUCTIONS["name"]: INSTRUCTIONS, "version": 2}))
-    for commit, value in zip(commits, (100e6, 100e6, 130e6)):  # the last commit does 30% more work
-        result = asv_results.Results({"machine": "vm", "python": "3.11"}, {}, commit, 1767225600000, "3.11", "e", {})
-        result.add_result(INSTRUCTIONS, BenchmarkResult([value], [[value]], [1], 0, "", None))
-        result.save(str(results))
+    values = (100e6, 100e6, 130e6)  # the last commit does 30% more work
+    one_second = 1767225600000  # 2026-01-01T00:00:00Z, the commits' date
+    write_results(
+        results, [INSTRUCTIONS], [(c, one_second, {INSTRUCTIONS["name"]: [v]}) for c, v in zip(commits, values)]
+    )
     (line,) = history.load_asv_history(results)  # the repository found from the folder
     assert line.commits == [c[:8] for c in commits]
     assert [(r.before, r.after) for r in line.regressions] == [(commits[1][:8], commits[2][:8])]

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-asv_results = pytest.importorskip("asv.results", reason="asv is the bench extra's (pip install -e '.[bench]')")
+pytest.importorskip("asv.results", reason="asv is the bench extra's (pip install -e '.[bench]')")
 import asv.benchmarks  # noqa: E402
 import asv.config  # noqa: E402
-from asv.runner import BenchmarkResult  # noqa: E402
+from asv_results_folder import write_results  # noqa: E402
 
 from bpe_impls import cli  # noqa: E402
 from bpe_impls.harness import history, regress  # noqa: E402
@@ -67,18 +67,16 @@ def project(tmp_path: Path) -> dict:
         encoding="utf-8",
     )
     results = repo / "out" / "results"
-    (results / "vm").mkdir(parents=True)
-    (results / "vm" / "machine.json").write_text(json.dumps({"machine": "vm", "version": 1}), encoding="utf-8")
-    (results / "benchmarks.json").write_text(
-        json.dumps({COUNT["name"]: COUNT, HEAP["name"]: HEAP, "version": 2}), encoding="utf-8"
-    )
     start = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
-    for i, (commit, counts) in enumerate(zip(commits, (BASE_COUNTS, HEAD_COUNTS))):
-        date = int((start + datetime.timedelta(days=i)).timestamp() * 1000)
-        result = asv_results.Results({"machine": "vm", "python": "3.11"}, {}, commit, date, "3.11", "venv", {})
-        result.add_result(COUNT, BenchmarkResult(counts, [[c] for c in counts], [1] * len(counts), 0, "", None))
-        result.add_result(HEAP, BenchmarkResult([3_214_914.0], [[3_214_914.0]], [1], 0, "", None))
-        result.save(str(results))
+    runs = [
+        (
+            commit,
+            int((start + datetime.timedelta(days=i)).timestamp() * 1000),
+            {COUNT["name"]: counts, HEAP["name"]: [3_214_914.0]},
+        )
+        for i, (commit, counts) in enumerate(zip(commits, (BASE_COUNTS, HEAD_COUNTS)))
+    ]
+    write_results(results, [COUNT, HEAP], runs)
     return {"repo": repo, "config": repo / "asv.conf.json", "results": results, "commits": commits}
 
 
