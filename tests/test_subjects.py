@@ -16,6 +16,8 @@ from conftest import fixture_text, require_text
 
 from bpe_impls.harness import subjects
 from bpe_impls.harness.generators.tinystories import write_corpus
+from bpe_impls.harness.verify import worker
+from bpe_impls.harness.verify.peer_encoders import available as peer_available
 from bpe_impls.trainers import train_bpe
 
 TARGETS = Path(__file__).parent / "verify_targets"
@@ -135,3 +137,65 @@ def test_a_target_that_fails_is_an_outcome_with_the_reason(tmp_path, trained):
     assert missing.error == "has no encode_batch method" and not missing.applicable
     unloadable = subjects.train(f"{tmp_path}/nothing.py:run_train_bpe", str(command), 300, [])
     assert not unloadable.ok and "no such file" in unloadable.error
+
+
+def test_our_numpy_methods_and_the_peers_give_ids_equal_to_our_lists(trained):
+    # builtin:tokenizer-numpy names encode_to_numpy / encode_batch_to_numpy; a peer's own result
+    # (numpy, a flat array, Encoding objects) is turned into ids after its call.
+    vocab, merges = trained
+    text = fixture_text("corpus.en")[:20_000]
+    lines = text.splitlines(keepends=True)
+    ours = subjects.encode("builtin:tokenizer", vocab, merges, SPECIALS, text)
+    ours_batch = subjects.encode_batch("builtin:tokenizer", vocab, merges, SPECIALS, lines, cores=2)
+    assert ours.ok and ours_batch.ok and ours.value == ours_batch.value  # lines joined are the text
+    references = ["builtin:tokenizer-numpy"]
+    references += [f"peer:{name}" for name in ("tiktoken", "gigatoken", "huggingface") if peer_available(name)]
+    for ref in references:
+        for outcome in (
+            subjects.encode(ref, vocab, merges, SPECIALS, text, repeats=1),
+            subjects.encode_batch(ref, vocab, merges, SPECIALS, lines, cores=1, repeats=1),
+        ):
+            assert outcome.ok, f"{ref}: {outcome.error}"
+            assert outcome.value == ours.value, ref
+
+
+def test_a_peer_that_cannot_take_the_vocab_is_left_out_with_its_reason(trained):
+    if not peer_available("bpe-openai"):
+        pytest.skip("bpe-openai (the peer that refuses every given vocab) is not installed")
+    outcome = subjects.encode("peer:bpe-openai", *trained, SPECIALS, "hello")
+    assert not outcome.applicable and outcome.error.startswith("left out: bpe-openai builds only")
+    assert "ConfigError" not in outcome.error and "\n" not in outcome.error
+
+
+class _Counted:
+    """A result whose conversion records whether the worker's clock had stopped when it ran."""
+
+    def __init__(self, server: worker._Server) -> None:
+        self.server = server
+        self.clock_stopped_first: bool | None = None
+
+    def untimed_result(self) -> list[int]:
+        self.clock_stopped_first = self.server.seconds is not None
+        return [1, 2, 3]
+
+
+@pytest.mark.parametrize("own", [True, False])
+def test_only_our_own_references_convert_their_results_after_the_clock(own):
+    # The worker times a library's own call and converts after it (peer_encoders.Untimed); a user's
+    # code gets no such favour: an object that is not ids is refused as it is.
+    server = worker._Server(None)
+    server.own = own
+    result = _Counted(server)
+
+    class Tokenizer:
+        def encode(self, text: str) -> _Counted:
+            return result
+
+    server.tokenizer = Tokenizer()
+    if own:
+        reply = server.measure(("encode", "abc"), digest=False)
+        assert reply["value"] == [1, 2, 3] and result.clock_stopped_first is True
+    else:
+        with pytest.raises(worker.BadResult, match="not a list of ids"):
+            server.measure(("encode", "abc"), digest=False)
+        assert result.clock_stopped_first is None

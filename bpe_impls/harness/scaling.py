@@ -1,21 +1,23 @@
 """`bpe scaling`: how time and memory grow with the corpus, the vocab, the text and the cache.
 
-Studies (each point is one measurement in a fresh child process, best of up to 3 when it is fast):
-  * corpus: every registered trainer's merge phase (from the same word counts; seconds and peak
-    memory above the child's baseline) and end to end (`train_bpe` with that trainer; seconds and
-    peak RSS of the process tree), on growing prefixes of the generated corpus (1 ... 32 MB) and of
-    each real fixture (kjv.txt: 1/16 ... all of it), at a fixed vocab. With peers, HuggingFace
-    tokenizers, rustbpe and gigatoken end to end too.
+Studies (each point best of up to 3 when it is fast):
+  * corpus: every registered trainer's merge phase (from the same word counts, in a fresh child
+    process; seconds and peak memory above the child's baseline) and end to end (`builtin:NAME`;
+    seconds of the training call and peak RSS of the worker's process tree), on growing prefixes of
+    the generated corpus (1 ... 32 MB) and of each real fixture (kjv.txt: 1/16 ... all of it), at a
+    fixed vocab. With peers, HuggingFace tokenizers, rustbpe and gigatoken end to end too
+    (`peer:NAME`: their library's own call timed).
   * vocab: the same on one corpus while the vocab grows (1k ... 32k); x is the number of merges.
   * encode text: every encoder's seconds to encode growing prefixes of the text (fresh cache).
   * encode cache: every encoder's MB/s on one text as its pre-token cache grows (0 = no cache).
 
-Anyone's implementations (`Targets`: references as `bpe verify` takes them) get curves beside
-ours, each point measured in an isolated worker of its own (subjects.py): a trainer end to end in
-the corpus and vocab studies, a tokenizer's encode in the text study. A crash, hang (a call over
-the call timeout is killed) or exception ends that curve with the reason, not the run. Each of
-their curves also gets a sentence saying what its slope means (`describe`). Without the builtins,
-only their curves are measured, beside one of ours (native, measured the same way) for scale.
+Every end-to-end and encode point, ours, the peers' and anyone's (`Targets`: references as `bpe
+verify` takes them), is measured one way: through subjects.py, in an isolated worker of its own
+(ours as `builtin:NAME` and `builtin:tokenizer:ENCODER`, the peers as `peer:NAME`). A crash, hang
+(a call over the call timeout is killed) or exception ends that curve with the reason, not the
+run. The curves of the implementations under test also get a sentence saying what their slope
+means (`describe`). Without the builtins, only their curves are measured, beside one of ours
+(native) for scale.
 
 Each curve's log-log slope is fitted by least squares with a 95% confidence interval (Student's t
 from scipy when it is installed, else the normal approximation, which is too narrow for few
@@ -44,10 +46,10 @@ from typing import Any
 import numpy as np
 
 from ..base.atomic import atomic_write
-from ..base.patterns import GPT2
+from ..base.checks import resolve_workers
 from ..base.progress import progress_bar
 from ..corpus import count_pretokens
-from ..encoding import DEFAULT_ENCODER, ENCODERS, Tokenizer
+from ..encoding import DEFAULT_ENCODER, ENCODERS
 from ..trainers import DEFAULT_IMPL, IMPLEMENTATIONS, instrumented, train_bpe
 from . import peers as peer_adapters
 from . import subjects
@@ -55,7 +57,7 @@ from .compare import NAIVE_SECONDS_PER_BYTE_MERGE
 from .fixtures import missing_text, real_text
 from .generators.tinystories import SEPARATOR, default_corpus
 from .machine import describe_machine
-from .measure import Measured, measure_in_child, measure_tree
+from .measure import Measured, measure_in_child
 from .verify.refs import ImplementationNotLoaded, Isolated
 
 SPECIALS = [SEPARATOR]
@@ -475,27 +477,6 @@ def _stats_run(name: str, counts, vocab_size: int) -> dict[str, dict[str, float]
     return instrumented.train_with_stats(IMPLEMENTATIONS[name], counts, vocab_size, SPECIALS)[2].summary()
 
 
-def _train_run(name: str, path: str, vocab_size: int, workers: int | None) -> int:
-    if name in peer_adapters.TRAIN_PEERS:
-        return peer_adapters.train_peer(name, path, vocab_size, SPECIALS, workers)
-    return len(train_bpe(path, vocab_size, SPECIALS, impl=name, num_workers=workers)[1])
-
-
-def _make_encoder(name: str, vocab, merges, cache_size: int):
-    if name in peer_adapters.PEER_ENCODERS:
-        peer = peer_adapters.PEER_ENCODERS[name]
-        return partial(peer.encode, peer.build(vocab, merges, SPECIALS, GPT2))
-    return Tokenizer(vocab, merges, SPECIALS, encoder=name, cache_size=cache_size).encode
-
-
-def _encode_timed(name: str, vocab, merges, text: str, cache_size: int) -> tuple[int, float]:
-    """(ids, seconds of the encode alone): a fresh encoder, so a cold cache; building it is not timed."""
-    encode = _make_encoder(name, vocab, merges, cache_size)
-    start = time.perf_counter()
-    count = len(encode(text))
-    return count, time.perf_counter() - start
-
-
 def has_stats(name: str) -> bool:
     """Whether a registered trainer has per-merge statistics (`trainers.instrumented` counts them)."""
     return instrumented.has_stats(IMPLEMENTATIONS[name])
@@ -573,24 +554,14 @@ class _Runner:
         x: float,
         func,
         *args,
-        tree: bool = False,
-        own_time: bool = False,
         first_guess: float | None = None,
         extra: dict | None = None,
         label: str = "",
     ) -> Point | None:
-        """A point of ours or a peer's: func(*args) in a fresh child (`tree`: its whole process
-        tree's memory). With `own_time`, func returns (result, seconds) and times itself (to leave
-        out its setup)."""
+        """A point of our merge phase: func(*args) in a fresh child (measure.measure_in_child)."""
         if not self.admit(curve, x, first_guess, label):
             return None
-        run = measure_tree if tree else measure_in_child
-
-        def once() -> Measured:
-            measured = run(func, *args)
-            return Measured(measured.result[0], measured.result[1], measured.peak_bytes) if own_time else measured
-
-        return self._record(curve, x, self.best_of(once), extra)
+        return self._record(curve, x, self.best_of(partial(measure_in_child, func, *args)), extra)
 
     def subject_point(
         self,
@@ -703,6 +674,7 @@ def _trainer_study(
     train.update({name: Curve(study, "train", name, True, x_label) for name in peers})
     tested = _subjects(targets, targets.trainers, REFERENCE_TRAINER, study, "train", x_label)
     timeout = targets.timeout(runner.budget)
+    count = resolve_workers(workers)  # (a reference's None would be its own default, not every core)
     for x, path, vocab_size, label in points:
         counts = count_pretokens(path, SPECIALS, workers)
         distinct = {"distinct_pretokens": len(counts), "distinct_bytes": sum(map(len, counts))}
@@ -730,18 +702,10 @@ def _trainer_study(
                     curve.skipped.append(f"skipped from {label}: its merge phase was over budget")
                 runner.bar.update()
                 continue
-            runner.point(
-                curve,
-                x,
-                _train_run,
-                name,
-                str(path),
-                vocab_size,
-                workers,
-                tree=True,
-                first_guess=merge_point.seconds if merge_point else None,
-                label=label,
-            )
+            ref = f"builtin:{name}" if name in merge else f"peer:{name}"
+            call = partial(subjects.train, ref, str(path), vocab_size, SPECIALS, num_workers=count, timeout=timeout)
+            guess = merge_point.seconds if merge_point else None
+            runner.subject_point(curve, x, call, first_guess=guess, label=label)
         for subject in tested:
             call = partial(
                 subjects.train,
@@ -749,7 +713,7 @@ def _trainer_study(
                 str(path),
                 vocab_size,
                 SPECIALS,
-                num_workers=workers,
+                num_workers=count,
                 timeout=timeout,
                 python=subject.python,
             )
@@ -856,41 +820,39 @@ def _encoder_study(
         if point is not None and point.seconds:
             point.extra["mb_per_s"] = mb / point.seconds
 
+    def encode_point(curve: Curve, ref: str, x: float, text: str, label: str, **options: Any) -> None:
+        # Best of fresh tokenizers within REPEAT_BELOW seconds, each from a cold cache, in one worker.
+        call = partial(
+            subjects.encode,
+            ref,
+            vocab,
+            merges,
+            SPECIALS,
+            text,
+            repeats=sizes.repeats,
+            budget=REPEAT_BELOW,
+            timeout=timeout,
+            **options,
+        )
+        throughput(runner.subject_point(curve, x, call, repeats=1, label=label), len(text.encode("utf-8")) / 1e6)
+
+    timeout = targets.timeout(runner.budget)
     curves = []
     for name in encoders:
         curve = Curve("encode text", "encode", name, name not in ENCODERS, "text MB")
+        ref = f"builtin:tokenizer:{name}" if name in ENCODERS else f"peer:{name}"
         for mb in sizes.text_mb:
-            point = runner.point(
-                curve, mb, _encode_timed, name, vocab, merges, text_of(mb), 1 << 16, own_time=True, label=f"{mb:g} MB"
-            )
-            throughput(point, mb)
+            encode_point(curve, ref, mb, text_of(mb), f"{mb:g} MB", cache_size=1 << 16 if name in ENCODERS else None)
         curves.append(curve)
-    timeout = targets.timeout(runner.budget)
     for subject in _subjects(targets, targets.tokenizers, REFERENCE_TOKENIZER, "encode text", "encode", "text MB"):
         for mb in sizes.text_mb:
-            # Best of fresh tokenizers within REPEAT_BELOW seconds, as our points are.
-            call = partial(
-                subjects.encode,
-                subject.ref,
-                vocab,
-                merges,
-                SPECIALS,
-                text_of(mb),
-                repeats=sizes.repeats,
-                budget=REPEAT_BELOW,
-                timeout=timeout,
-                python=subject.python,
-            )
-            throughput(runner.subject_point(subject.curve, mb, call, repeats=1, label=f"{mb:g} MB"), mb)
+            encode_point(subject.curve, subject.ref, mb, text_of(mb), f"{mb:g} MB", python=subject.python)
         curves.append(subject.curve)
     text = text_of(sizes.cache_text_mb)
     for name in ENCODERS if targets.builtins else ():
         curve = Curve("encode cache", "encode", name, False, "cache entries")
         for cache in sizes.cache_sizes:
-            point = runner.point(
-                curve, cache, _encode_timed, name, vocab, merges, text, cache, own_time=True, label=f"cache {cache}"
-            )
-            throughput(point, sizes.cache_text_mb)
+            encode_point(curve, f"builtin:tokenizer:{name}", cache, text, f"cache {cache}", cache_size=cache)
         curves.append(curve)
     return curves
 

@@ -42,7 +42,13 @@ import psutil
 
 from .measure import tree_rss
 from .verify.protocol import ids_digest
-from .verify.refs import ImplementationError, ImplementationHung, Isolated
+from .verify.refs import (
+    ImplementationError,
+    ImplementationHung,
+    ImplementationNotLoaded,
+    ImplementationRaised,
+    Isolated,
+)
 
 __all__ = [
     "DEFAULT_TIMEOUT",
@@ -107,10 +113,20 @@ class _TreePeak:
             self._thread.join()
 
 
+def _own(ref: str) -> bool:
+    """Whether `ref` is one of this project's own references (builtin: and peer:)."""
+    return ref.startswith(("builtin:", "peer:"))
+
+
 def _builtin_options(ref: str, **options: Any) -> dict[str, Any]:
     """The options this project's own references take (builtin: and peer:); a user's get none."""
-    own = ref.startswith(("builtin:", "peer:"))
-    return {name: value for name, value in options.items() if value is not None} if own else {}
+    return {name: value for name, value in options.items() if value is not None} if _own(ref) else {}
+
+
+def _reason(exc: ImplementationRaised) -> str:
+    """The ConfigError's own message, without the worker's "raised ConfigError: " and frame."""
+    message = str(exc).removeprefix("raised ").removeprefix("ConfigError: ")
+    return message.rsplit(" (at ", 1)[0]
 
 
 def _fail(ref: str, exc: ImplementationError) -> Outcome:
@@ -153,16 +169,16 @@ def _tokenizer_worker(
     merges: Sequence[tuple[bytes, bytes]],
     special_tokens: Sequence[str],
     cores: int,
-    pattern: str | None,
+    options: Mapping[str, Any],
     timeout: float,
     python: str | None,
 ) -> tuple[Isolated, tuple, list[str]]:
     """A started worker with its threads set, the request that builds the tokenizer, and the
-    optional methods the tokenizer has. `pattern` reaches this project's own tokenizer only."""
+    optional methods the tokenizer has. `options` reach this project's own references only."""
     worker = Isolated(ref, timeout, python=python)
     worker.start()
     worker.call("cores", cores)
-    build = ("tokenizer", dict(vocab), list(merges), list(special_tokens), _builtin_options(ref, pattern=pattern))
+    build = ("tokenizer", dict(vocab), list(merges), list(special_tokens), _builtin_options(ref, **options))
     return worker, build, worker.call(*build)
 
 
@@ -203,13 +219,25 @@ def _on_tokenizer(
     *,
     cores: int = 1,
     pattern: str | None,
+    cache_size: int | None = None,
     timeout: float,
     python: str | None,
 ) -> Outcome:
     """`run(worker, build)` on the tokenizer `ref` builds in a fresh worker; an Outcome with the
-    reason when it fails, or (not a failure) when the tokenizer has no optional `method`."""
+    reason when it fails, or (not a failure) when the tokenizer has no optional `method`, or is
+    one of this project's references that cannot be built here (a peer that refuses the vocab or
+    the pattern, say: a ConfigError in the worker)."""
+    options = {"pattern": pattern, "cache_size": cache_size}
     try:
-        worker, build, methods = _tokenizer_worker(ref, vocab, merges, special_tokens, cores, pattern, timeout, python)
+        worker, build, methods = _tokenizer_worker(ref, vocab, merges, special_tokens, cores, options, timeout, python)
+    except ImplementationNotLoaded as exc:
+        if _own(ref) and isinstance(exc.cause, ImplementationRaised) and exc.cause.exception_type == "ConfigError":
+            return Outcome(ref, error=f"left out: {_reason(exc.cause)}", applicable=False)
+        return _fail(ref, exc)
+    except ImplementationRaised as exc:
+        if _own(ref) and exc.exception_type == "ConfigError":
+            return Outcome(ref, error=f"left out: {_reason(exc)}", applicable=False)
+        return _fail(ref, exc)
     except ImplementationError as exc:
         return _fail(ref, exc)
     with worker:
@@ -231,16 +259,27 @@ def encode(
     repeats: int = 5,
     budget: float = 5.0,
     pattern: str | None = None,
+    cache_size: int | None = None,
     timeout: float = DEFAULT_TIMEOUT,
     python: str | None = None,
 ) -> Outcome:
-    """`encode(text)` of the tokenizer `ref` builds, on one core: best seconds, (count, sha256)."""
+    """`encode(text)` of the tokenizer `ref` builds, on one core: best seconds, (count, sha256).
+    `cache_size` (its pre-token cache's entries) reaches this project's own tokenizer only."""
 
     def run(worker: Isolated, build: tuple) -> Outcome:
         return _best_of(ref, worker, build, ("encode", text), repeats, budget)
 
     return _on_tokenizer(
-        ref, vocab, merges, special_tokens, "encode", run, pattern=pattern, timeout=timeout, python=python
+        ref,
+        vocab,
+        merges,
+        special_tokens,
+        "encode",
+        run,
+        pattern=pattern,
+        cache_size=cache_size,
+        timeout=timeout,
+        python=python,
     )
 
 

@@ -1,13 +1,18 @@
 """Other libraries as references (`peer:NAME`): their encoders over a given vocab, each as a
-`get_tokenizer(vocab, merges, special_tokens)` factory whose result has `encode(str) -> list[int]`
-(the shape `bpe verify` checks), and their trainers in CS336's shape,
+`get_tokenizer(vocab, merges, special_tokens)` factory whose result has `encode(str)` (and
+`encode_batch(texts)` where the library has a batch method), and their trainers in CS336's shape,
 `run_train_bpe(input_path, vocab_size, special_tokens)`.
 
 Each is built and called as `bpe compare` builds and calls it: its entry of harness/peers.py's
-PEER_ENCODERS (GPT-2's split pattern, special tokens allowed) or TRAIN_PEERS. A library that is not
-installed, or that cannot take the vocab (peers.VocabRefused), is a ConfigError saying so. A peer
-that is both (HF tokenizers, gigatoken) is one reference: called with a file's path it trains,
-with a vocab it builds a tokenizer.
+PEER_ENCODERS (special tokens allowed) or TRAIN_PEERS. A library that is not installed, or that
+cannot take the vocab (peers.VocabRefused), is a ConfigError saying so. A peer that is both (HF
+tokenizers, gigatoken) is one reference: called with a file's path it trains, with a vocab it
+builds a tokenizer.
+
+Every call returns the library's own result wrapped in an `Untimed`: the worker (worker.py) times
+the library's call alone, then asks `untimed_result()` for the contract's shape (ids as a list of
+ints; (vocab, merges)), so every table shows the library's own time, as its user would see it, not
+our conversion of what it returned.
 """
 
 from __future__ import annotations
@@ -17,20 +22,49 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ...base.checks import resolve_workers
 from ...base.errors import ConfigError
-from ...base.patterns import GPT2, resolve_pattern
+from ...base.patterns import resolve_pattern
 from .. import peers
 
 PEER_NAMES = tuple(peers.PEER_ENCODERS)
 PEER_TRAINER_NAMES = tuple(peers.TRAIN_PEERS)
 
 
+class Untimed:
+    """A result of one of this project's references (`builtin:`, `peer:`) as its own call returned
+    it, and how to turn it into the contract's shape; the worker times the call, then converts."""
+
+    def __init__(self, result: Any, convert: Callable[[Any], Any]) -> None:
+        self._result, self._convert = result, convert
+
+    def untimed_result(self) -> Any:
+        return self._convert(self._result)
+
+
+def _ints(ids: Any) -> list[int]:
+    return [int(i) for i in ids]
+
+
 class _Adapter:
+    """A peer's encoder in the shape a tokenizer under test has."""
+
     def __init__(self, native: Any, peer: peers.EncoderAdapter) -> None:
         self._native, self._peer = native, peer
 
-    def encode(self, text: str) -> list[int]:
-        return self._peer.ids(self._native, text)
+    def encode(self, text: str) -> Untimed:
+        return Untimed(self._peer.encode(self._native, text), lambda ids: _ints(self._peer.to_list(ids)))
+
+
+class _BatchAdapter(_Adapter):
+    """A peer with a batch method: `encode_batch` on every core this process may use (the worker
+    pins it to one for a one-thread row, and sizes the rayon pools by RAYON_NUM_THREADS before the
+    build). Its result is one list of every text's ids in order, which is what the worker digests."""
+
+    def encode_batch(self, texts: list[str]) -> Untimed:
+        assert self._peer.batch is not None
+        flat = self._peer.batch_to_list
+        return Untimed(self._peer.batch(self._native, texts, resolve_workers(None)), lambda ids: [_ints(flat(ids))])
 
 
 def available(name: str) -> bool:
@@ -46,27 +80,18 @@ def peer_encoder(name: str) -> Callable[..., _Adapter]:
     _installed_or_refuse(name, peer.module, peer.pip_name)
 
     def get_tokenizer(
-        vocab: dict[int, bytes], merges: Sequence, special_tokens: Sequence[str] | None = None
+        vocab: dict[int, bytes],
+        merges: Sequence,
+        special_tokens: Sequence[str] | None = None,
+        pattern: str | None = None,
     ) -> _Adapter:
         try:
-            native = peer.build(vocab, list(merges), list(special_tokens or ()), GPT2)
+            native = peer.build(vocab, list(merges), list(special_tokens or ()), resolve_pattern(pattern))
         except peers.VocabRefused as refused:
             raise ConfigError(str(refused)) from None
-        return _Adapter(native, peer)
+        return (_BatchAdapter if peer.batch is not None else _Adapter)(native, peer)
 
     return get_tokenizer
-
-
-class Trained:
-    """A peer trainer's own result, and how to turn it into (vocab, merges). The worker times the
-    trainer's call, then asks `untimed_result()` (for this project's references only): the table
-    then shows the library's own time, as a user of the library would see it, not our conversion."""
-
-    def __init__(self, result: Any, special_tokens: Sequence[str], peer: peers.PeerTrainer) -> None:
-        self._result, self._specials, self._peer = result, list(special_tokens), peer
-
-    def untimed_result(self) -> tuple[Any, Any]:
-        return self._peer.vocab_and_merges(self._result, self._specials)
 
 
 def _installed_or_refuse(name: str, module: str, pip_name: str) -> None:
@@ -74,7 +99,7 @@ def _installed_or_refuse(name: str, module: str, pip_name: str) -> None:
         raise ConfigError(f"peer {name!r} needs {module}, which is not installed (pip install {pip_name})")
 
 
-def peer_trainer(name: str) -> Callable[..., Trained]:
+def peer_trainer(name: str) -> Callable[..., Untimed]:
     """Peer `name`'s trainer in CS336's shape; a ConfigError when it is unknown or not installed.
     `num_workers` and `pattern` (a split pattern's name) reach it as they reach our own."""
     if name not in peers.TRAIN_PEERS:
@@ -90,11 +115,9 @@ def peer_trainer(name: str) -> Callable[..., Trained]:
         num_workers: int | None = None,
         pattern: str | None = None,
         **kwargs: Any,
-    ) -> Trained:
-        split = resolve_pattern(pattern)
-        return Trained(
-            peer.train(str(input_path), vocab_size, list(special_tokens), num_workers, split), special_tokens, peer
-        )
+    ) -> Untimed:
+        result = peer.train(str(input_path), vocab_size, list(special_tokens), num_workers, resolve_pattern(pattern))
+        return Untimed(result, lambda trained: peer.vocab_and_merges(trained, list(special_tokens)))
 
     return run_train_bpe
 

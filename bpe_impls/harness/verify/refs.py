@@ -6,6 +6,8 @@ A reference names a callable in one of these forms:
 - `builtin:NAME`: one of this project's trainers by registry or module name (`builtin:native`,
   `builtin:linked_list`), in the CS336 shape; `builtin:tokenizer` or `builtin:tokenizer:ENCODER`:
   this project's Tokenizer as a `get_tokenizer` factory, with one of its encoders;
+  `builtin:tokenizer-numpy[:ENCODER]`: the same through its numpy methods (`encode_to_numpy`,
+  `encode_batch_to_numpy`), timed as they return their arrays;
 - `peer:NAME`: another library's encoder over a given vocab (`peer:tiktoken`, `peer:huggingface`, ...)
   or its trainer in the CS336 shape (`peer:huggingface`, `peer:rustbpe`, `peer:gigatoken`); see
   peer_encoders.py;
@@ -35,7 +37,7 @@ import psutil
 from ...base.errors import ConfigError
 from ...encoding import Tokenizer
 from ...trainers import canonical_name, train_bpe
-from .peer_encoders import peer_reference
+from .peer_encoders import Untimed, peer_reference
 from .protocol import (
     ENTRY_POINT_GROUP,
     HEADER,
@@ -145,11 +147,40 @@ def _builtin_trainer(name: str) -> Callable[..., Any]:
     return run_train_bpe
 
 
-def _builtin_tokenizer(encoder: str | None) -> Callable[..., Any]:
+class _NumpyTokenizer:
+    """This project's Tokenizer through its numpy methods (`builtin:tokenizer-numpy`): encode is
+    `encode_to_numpy`, encode_batch is `encode_batch_to_numpy`, each timed as it returns its array,
+    the array turned into a list after (peer_encoders.Untimed), as a peer's numpy result is."""
+
+    def __init__(self, tokenizer: Tokenizer) -> None:
+        self._tokenizer = tokenizer
+
+    def encode(self, text: str) -> Untimed:
+        return Untimed(self._tokenizer.encode_to_numpy(text), _as_list)
+
+    def encode_batch(self, texts: list[str]) -> Untimed:
+        # One list of every text's ids: what the worker measures (a digest of them all, in order).
+        return Untimed(self._tokenizer.encode_batch_to_numpy(texts)[0], lambda ids: [_as_list(ids)])
+
+    def decode(self, ids: list[int]) -> str:
+        return self._tokenizer.decode(ids)
+
+
+def _as_list(ids: Any) -> list[int]:
+    return ids.tolist()
+
+
+def _builtin_tokenizer(encoder: str | None, numpy: bool = False) -> Callable[..., Any]:
     def get_tokenizer(
-        vocab: dict[int, bytes], merges: list, special_tokens: list[str] | None = None, pattern: str | None = None
-    ) -> Tokenizer:
-        return Tokenizer(vocab, merges, special_tokens, encoder=encoder, pattern=pattern)
+        vocab: dict[int, bytes],
+        merges: list,
+        special_tokens: list[str] | None = None,
+        pattern: str | None = None,
+        cache_size: int | None = None,
+    ) -> Tokenizer | _NumpyTokenizer:
+        options = {} if cache_size is None else {"cache_size": cache_size}
+        tokenizer = Tokenizer(vocab, merges, special_tokens, encoder=encoder, pattern=pattern, **options)
+        return _NumpyTokenizer(tokenizer) if numpy else tokenizer
 
     return get_tokenizer
 
@@ -159,8 +190,8 @@ def load_reference(ref: str) -> tuple[str, Callable[..., Any]]:
     kind, _, rest = ref.partition(":")
     if kind == "builtin":
         name, _, encoder = rest.partition(":")
-        if name == "tokenizer":
-            return ref, _builtin_tokenizer(encoder or None)
+        if name in ("tokenizer", "tokenizer-numpy"):
+            return ref, _builtin_tokenizer(encoder or None, numpy=name == "tokenizer-numpy")
         return ref, _builtin_trainer(name)
     if kind == "peer":
         return ref, peer_reference(rest)

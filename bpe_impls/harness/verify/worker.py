@@ -135,6 +135,8 @@ def check_ids(what: str, result: Any, limit: int, why: str) -> list[int]:
     there are more than `limit` of them (`why` says why no right answer has as many)."""
     items = _sequence(what, result, "ids")
     _too_many(what, items, limit, "ids", why)
+    if type(items) is list and all(type(item) is int for item in items):
+        return items  # already plain ints (a C loop): the common case, checked without a copy
     ids = []
     for position, item in enumerate(itertools.islice(items, limit + 1)):
         token_id = _as_id(item)
@@ -260,9 +262,14 @@ class _Server:
         self.seconds: float | None = None  # of the last call of the target (see timed)
 
     def timed(self, call: Any, *args: Any, **kwargs: Any) -> Any:
+        """call(...), its seconds kept. One of this project's own references (a peer's library, our
+        numpy methods) returns its own result wrapped with a conversion (peer_encoders.Untimed),
+        made here after the clock stops: the time is the library's own call, as its user sees it."""
         start = time.perf_counter()
         result = call(*args, **kwargs)
         self.seconds = time.perf_counter() - start
+        if self.own and hasattr(result, "untimed_result"):
+            result = result.untimed_result()
         return result
 
     def measure(self, request: tuple, digest: bool) -> dict:
@@ -341,8 +348,6 @@ class _Server:
         if verb == "train":
             path, vocab_size, special_tokens, *options = args  # options: this project's own trainers only
             result = self.timed(self.target, path, vocab_size, list(special_tokens), **(options[0] if options else {}))
-            if self.own and hasattr(result, "untimed_result"):  # a peer's trainer: its own call timed, then ours
-                result = result.untimed_result()
             return check_trained(result, vocab_size, len(special_tokens))
         if verb == "tokenizer":
             vocab, merges, special_tokens, *options = args  # options: this project's own tokenizer only
