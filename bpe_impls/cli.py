@@ -33,6 +33,16 @@ from .base.patterns import PRESETS, validate_special_tokens
 from .base.progress import progress_bar
 from .corpus import SkippedRecordsWarning
 from .encoding import Tokenizer
+from .encoding.dataset import DEFAULT_BLOCK_SIZE as DATASET_BLOCK_SIZE
+from .encoding.dataset import (
+    DEFAULT_EOT,
+    DEFAULT_SHARD_TOKENS,
+    encode_dataset,
+    inspect_dataset,
+    load_manifest,
+    read_document,
+    tokenizer_digest,
+)
 from .encoding.encode_file import DEFAULT_BLOCK_SIZE, OUTPUT_FORMATS, encode_file
 from .encoding.formats import FORMATS
 from .harness.generators import web
@@ -146,35 +156,84 @@ def build_parser() -> argparse.ArgumentParser:
 
     encode = commands.add_parser(
         "encode",
-        help="encode a text file to token ids: a .npy array, or raw .bin (--format bin)",
-        description="Encode a UTF-8 text file (special tokens as specials) on every core, streaming, "
-        "into a .npy array or a raw .bin of ids. The ids are uint16 when the vocab fits in "
-        "65536 ids, else uint32; .bin is little-endian, headerless (numpy.memmap(path, "
-        "dtype=np.uint16) reads it, as nanoGPT and CS336 do). Identical for any --threads.",
+        help="encode a text file to token ids (.npy / .bin), or a data set to token shards (--out-dir)",
+        description="Two forms. `bpe encode FILE --out ids.npy`: a UTF-8 text file (special tokens as "
+        "specials) on every core, streaming, into a .npy array or a raw .bin of ids; identical for any "
+        "--threads. `bpe encode INPUT... --out-dir DIR`: a data set (files, globs or directories: .txt, "
+        ".jsonl, each optionally .gz or .zst, .parquet) into shards DIR/shard-NNNNNN.bin of at most "
+        "--shard-tokens ids, each with a .idx of uint64 document offsets, and DIR/manifest.json; one "
+        "document per JSON Lines record or Parquet row, and per text file; each encoded as "
+        "encode_ordinary (special-token strings are plain text) and followed by the EOT id; "
+        "identical for any --workers, and resumable: run the same command again after an "
+        "interruption. The ids are uint16 when the vocab fits in 65536 ids, else uint32; .bin is "
+        "little-endian, headerless (numpy.memmap(path, dtype=np.uint16) reads it, as nanoGPT and "
+        "CS336 do).",
     )
     encode.add_argument("--tokenizer", type=Path, required=True, help=_TOKENIZER_HELP)
-    encode.add_argument("input", type=Path, help="UTF-8 text file")
+    encode.add_argument(
+        "input", type=Path, nargs="+", metavar="INPUT", help="UTF-8 text file (--out), or data set inputs (--out-dir)"
+    )
     encode.add_argument(
         "--out",
         type=Path,
-        required=True,
-        help="output file (written to a temp file and renamed; a symlink's target is replaced; "
-        "a FIFO or character device is written to directly, not atomically: use --format bin)",
+        default=None,
+        help="one file to ids: the output file (written to a temp file and renamed; a symlink's target is "
+        "replaced; a FIFO or character device is written to directly, not atomically: use --format bin)",
     )
     encode.add_argument(
         "--format",
         choices=OUTPUT_FORMATS,
         default=None,
-        help="npy: a 1-D .npy array; bin: the raw ids, little-endian uint16 (uint32 if the "
+        help="with --out: npy, a 1-D .npy array; bin, the raw ids, little-endian uint16 (uint32 if the "
         "vocab has more than 65536 ids), no header (default: bin if --out ends in .bin, else npy)",
     )
-    encode.add_argument("--threads", type=int, default=None, help="encoding threads (default: all cores)")
+    encode.add_argument("--threads", type=int, default=None, help="with --out: encoding threads (default: all cores)")
     encode.add_argument(
         "--block-size",
         type=int,
-        default=DEFAULT_BLOCK_SIZE,
+        default=None,
         metavar="BYTES",
-        help=f"bytes read at a time; memory is a few blocks per thread (default {DEFAULT_BLOCK_SIZE})",
+        help=f"with --out: bytes read at a time, memory is a few blocks per thread (default {DEFAULT_BLOCK_SIZE}); "
+        f"with --out-dir: characters of text per encoding task (default {DATASET_BLOCK_SIZE})",
+    )
+    encode.add_argument(
+        "--out-dir", type=Path, default=None, metavar="DIR", help="a data set to token shards: the output directory"
+    )
+    encode.add_argument(
+        "--text-field",
+        default=None,
+        metavar="F",
+        help="with --out-dir: the JSON Lines / Parquet field holding the text",
+    )
+    encode.add_argument(
+        "--eot",
+        default=None,
+        metavar="TOKEN|ID|none",
+        help="with --out-dir: the id after each document: a special token of the tokenizer, an id, or none "
+        f"(default: {DEFAULT_EOT} if the tokenizer has it, else none)",
+    )
+    encode.add_argument(
+        "--shard-tokens",
+        type=int,
+        default=None,
+        metavar="N",
+        help=f"with --out-dir: the most ids in a shard (default {DEFAULT_SHARD_TOKENS}); a document is "
+        "split across shards only when it alone is longer",
+    )
+    encode.add_argument(
+        "--workers", type=int, default=None, metavar="K", help="with --out-dir: encoding threads (default: all cores)"
+    )
+    encode.add_argument(
+        "--skip-bad-records",
+        action="store_true",
+        default=None,
+        help="with --out-dir: skip bad JSON/Parquet records (counted in the manifest and reported) instead of failing",
+    )
+    encode.add_argument(
+        "--overwrite",
+        action="store_true",
+        default=None,
+        help="with --out-dir: start over, removing the shards and manifest already there",
     )
     _add_common(encode)
 
@@ -186,7 +245,18 @@ def build_parser() -> argparse.ArgumentParser:
         "uint16 when the tokenizer's vocab fits in 65536 ids, else uint32 (--dtype overrides).",
     )
     decode.add_argument("--tokenizer", type=Path, required=True, help=_TOKENIZER_HELP)
-    decode.add_argument("input", type=Path, help=".npy or .bin file of token ids")
+    decode.add_argument(
+        "input",
+        type=Path,
+        help=".npy or .bin file of token ids, or (with --doc) a directory bpe encode --out-dir wrote",
+    )
+    decode.add_argument(
+        "--doc",
+        type=int,
+        default=None,
+        metavar="N",
+        help="decode document N (from 0, in input order) of the token-shard directory INPUT, without its EOT",
+    )
     decode.add_argument(
         "--format",
         choices=OUTPUT_FORMATS,
@@ -201,6 +271,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     decode.add_argument("--out", type=Path, default=None, help="output text file (default: stdout)")
     _add_common(decode)
+
+    inspect = commands.add_parser(
+        "inspect",
+        help="a token-shard directory's totals (bpe encode --out-dir), every shard's sha256 checked",
+        description="Print the totals of a directory `bpe encode --out-dir` wrote (shards, documents, tokens, "
+        "dtype, EOT id, complete or not) after checking every shard's .bin and .idx against the "
+        "manifest's sizes and sha256; a shard that differs is one line naming it, and exit status 1.",
+    )
+    inspect.add_argument("dir", type=Path, help="the directory bpe encode --out-dir wrote")
+    inspect.add_argument("--json", action="store_true", help="print the totals as one JSON object")
 
     export = commands.add_parser("export", help="save a tokenizer in another format (gpt2, hf, tiktoken)")
     export.add_argument("--tokenizer", type=Path, required=True, help=_TOKENIZER_HELP)
@@ -520,6 +600,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "train": cmd_train,
         "encode": cmd_encode,
         "decode": cmd_decode,
+        "inspect": cmd_inspect,
         "export": cmd_export,
         "compare": cmd_compare,
         "gen-corpus": cmd_gen_corpus,
@@ -633,9 +714,32 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+# The options of each form of `bpe encode` (the other form's are refused, naming them).
+_DATASET_OPTIONS = ("text_field", "eot", "shard_tokens", "workers", "skip_bad_records", "overwrite")
+_FILE_OPTIONS = ("format", "threads")
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
 def cmd_encode(args: argparse.Namespace) -> int:
+    if args.out_dir is not None:
+        return _encode_dataset(args)
+    if args.out is None:
+        raise ConfigError(
+            "bpe encode needs --out FILE (one text file to ids) or --out-dir DIR (a data set to token shards)"
+        )
+    given = [_flag(name) for name in _DATASET_OPTIONS if getattr(args, name) is not None]
+    if given:
+        raise ConfigError(f"{given[0]} goes with --out-dir DIR (a data set to token shards), not --out FILE")
+    if len(args.input) != 1:
+        raise ConfigError(
+            f"--out FILE takes one text file, got {len(args.input)} inputs; --out-dir DIR takes a data set"
+        )
+    source = args.input[0]
     tokenizer = Tokenizer.load(args.tokenizer)
-    size = args.input.stat().st_size if args.input.is_file() else None
+    size = source.stat().st_size if source.is_file() else None
     start = time.perf_counter()
     _make_parent(args.out)
     output_format = args.format or ("bin" if args.out.suffix == ".bin" else "npy")
@@ -644,11 +748,11 @@ def cmd_encode(args: argparse.Namespace) -> int:
     with progress_bar(_progress_enabled(args), total=size, unit="B", unit_scale=True, desc="encode") as bar:
         encoded = encode_file(
             tokenizer,
-            args.input,
+            source,
             args.out,
             output_format,
             threads=args.threads,
-            block_size=args.block_size,
+            block_size=DEFAULT_BLOCK_SIZE if args.block_size is None else args.block_size,
             on_progress=bar.update,
         )
     seconds = time.perf_counter() - start
@@ -666,6 +770,74 @@ def cmd_encode(args: argparse.Namespace) -> int:
             else "a .npy array: numpy.load(path, mmap_mode='r')"
         )
         print(f"bpe: ids are {dtype}, {how}", file=sys.stderr)
+    return 0
+
+
+def _eot_option(text: str | None) -> str | int | None:
+    """--eot as encode_dataset takes it: "auto" when not given, an id when all digits."""
+    if text is None:
+        return "auto"
+    if text == "none":
+        return None
+    return int(text) if text.isdecimal() else text
+
+
+def _encode_dataset(args: argparse.Namespace) -> int:
+    """`bpe encode INPUT... --out-dir DIR`: a data set to token shards (encoding.dataset)."""
+    if args.out is not None:
+        raise ConfigError(
+            "give --out FILE (one text file to ids) or --out-dir DIR (a data set to token shards), not both"
+        )
+    given = [_flag(name) for name in _FILE_OPTIONS if getattr(args, name) is not None]
+    if given:
+        raise ConfigError(
+            f"{given[0]} goes with --out FILE (one text file to ids); with --out-dir the shards are raw .bin "
+            "and --workers sets the threads"
+        )
+    start = time.perf_counter()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", SkippedRecordsWarning)
+        manifest = encode_dataset(
+            args.input,
+            args.tokenizer,
+            args.out_dir,
+            text_field="text" if args.text_field is None else args.text_field,
+            eot=_eot_option(args.eot),
+            shard_tokens=DEFAULT_SHARD_TOKENS if args.shard_tokens is None else args.shard_tokens,
+            workers=args.workers,
+            skip_bad_records=bool(args.skip_bad_records),
+            overwrite=bool(args.overwrite),
+            progress=_progress_enabled(args),
+            block_size=DATASET_BLOCK_SIZE if args.block_size is None else args.block_size,
+        )
+    for warning in caught:
+        if issubclass(warning.category, SkippedRecordsWarning):
+            print(f"bpe: warning: {warning.message}", file=sys.stderr)
+        else:
+            warnings.showwarning(warning.message, warning.category, warning.filename, warning.lineno)
+    seconds = time.perf_counter() - start
+    mb = sum(record.size for record in manifest.inputs) / 1e6
+    kept = f"; kept {manifest.kept} complete shards of an earlier run" if manifest.kept else ""
+    print(
+        f"encoded {len(manifest.inputs)} files ({mb:.1f} MB) into {manifest.documents} documents, "
+        f"{manifest.tokens} tokens ({manifest.dtype}) in {len(manifest.shards)} shards in {seconds:.2f} s"
+        f"{kept}; wrote {args.out_dir / 'manifest.json'}"
+    )
+    if not args.quiet:
+        print(
+            f"bpe: shards are {manifest.dtype}, little-endian, no header: numpy.memmap(shard, "
+            f"dtype=numpy.{manifest.dtype}, mode='r'); each .idx holds the uint64 offsets of its documents",
+            file=sys.stderr,
+        )
+    return 0
+
+
+def cmd_inspect(args: argparse.Namespace) -> int:
+    summary = inspect_dataset(args.dir)
+    if args.json:
+        print(json.dumps(dataclasses.asdict(summary)))
+    else:
+        print("\n".join(summary.lines()))
     return 0
 
 
@@ -712,6 +884,8 @@ def _load_bin(path: Path, dtype: np.dtype) -> np.ndarray:
 
 
 def cmd_decode(args: argparse.Namespace) -> int:
+    if args.doc is not None:
+        return _decode_document(args)
     tokenizer = Tokenizer.load(args.tokenizer)
     if (args.format or ("bin" if args.input.suffix == ".bin" else "npy")) == "npy":
         _require_npy(args.input)
@@ -748,6 +922,30 @@ def cmd_decode(args: argparse.Namespace) -> int:
         with atomic_write(args.out, "w", encoding="utf-8") as out:
             for piece in pieces():
                 out.write(piece)
+    return 0
+
+
+def _decode_document(args: argparse.Namespace) -> int:
+    """`bpe decode DIR --doc N`: one document of a token-shard directory, as text."""
+    given = [flag for flag, value in (("--format", args.format), ("--dtype", args.dtype)) if value is not None]
+    if given:
+        raise ConfigError(f"{given[0]} is for a .npy or .bin file; a token-shard directory's manifest gives its dtype")
+    manifest = load_manifest(args.input)
+    tokenizer = Tokenizer.load(args.tokenizer)
+    digest = tokenizer_digest(tokenizer)
+    if digest != manifest.tokenizer.sha256:
+        raise ConfigError(
+            f"{args.tokenizer}: not the tokenizer {args.input} was encoded with "
+            f"(sha256 {digest[:12]}..., the manifest's {manifest.tokenizer.sha256[:12]}...)"
+        )
+    text = tokenizer.decode(read_document(args.input, args.doc))
+    if args.out is None:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    else:
+        _make_parent(args.out)
+        with atomic_write(args.out, "w", encoding="utf-8") as out:
+            out.write(text)
     return 0
 
 
