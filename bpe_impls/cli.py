@@ -664,6 +664,15 @@ def _restore_handlers(previous: dict[int, _Handler]) -> None:
         signal.signal(signum, handler)
 
 
+def _replay_warnings(caught: list[warnings.WarningMessage]) -> None:
+    """The warnings a run caught, shown after it: skipped records as one `bpe: warning:` line each."""
+    for warning in caught:
+        if issubclass(warning.category, SkippedRecordsWarning):
+            print(f"bpe: warning: {warning.message}", file=sys.stderr)
+        else:
+            warnings.showwarning(warning.message, warning.category, warning.filename, warning.lineno)
+
+
 def cmd_train(args: argparse.Namespace) -> int:
     if args.scheduler is not None and args.backend != "dask":
         raise ConfigError("--scheduler needs --backend dask")
@@ -684,11 +693,7 @@ def cmd_train(args: argparse.Namespace) -> int:
             min_pretoken_count=args.min_pretoken_count,
             pattern=args.pattern,
         )
-    for warning in caught:
-        if issubclass(warning.category, SkippedRecordsWarning):
-            print(f"bpe: warning: {warning.message}", file=sys.stderr)
-        else:
-            warnings.showwarning(warning.message, warning.category, warning.filename, warning.lineno)
+    _replay_warnings(caught)
     seconds = time.perf_counter() - start
     written = Tokenizer(vocab, merges, args.special_tokens, pattern=args.pattern).save(args.out, args.format)
     print(
@@ -810,11 +815,7 @@ def _encode_dataset(args: argparse.Namespace) -> int:
             progress=_progress_enabled(args),
             block_size=DATASET_BLOCK_SIZE if args.block_size is None else args.block_size,
         )
-    for warning in caught:
-        if issubclass(warning.category, SkippedRecordsWarning):
-            print(f"bpe: warning: {warning.message}", file=sys.stderr)
-        else:
-            warnings.showwarning(warning.message, warning.category, warning.filename, warning.lineno)
+    _replay_warnings(caught)
     seconds = time.perf_counter() - start
     mb = sum(record.size for record in manifest.inputs) / 1e6
     kept = f"; kept {manifest.kept} complete shards of an earlier run" if manifest.kept else ""
