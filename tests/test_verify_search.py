@@ -151,15 +151,21 @@ def gpt2_and_tokie() -> tuple[Tokenizer, object]:
     return reference, peer_encoder("tokie")(dict(reference.vocab), reference.merges, [EOT])
 
 
+def tokie_encode(text: str) -> list[int]:
+    """tokie's ids for `text`: the adapter returns tokie's own result, converted on request."""
+    _, tokie = gpt2_and_tokie()
+    return tokie.encode(text).untimed_result()  # type: ignore[attr-defined]
+
+
 def tokie_diverges(text: str) -> bool:
-    reference, tokie = gpt2_and_tokie()
-    return reference.encode(text) != tokie.encode(text)  # type: ignore[attr-defined]
+    reference, _ = gpt2_and_tokie()
+    return reference.encode(text) != tokie_encode(text)
 
 
 def test_tokie_diverges_on_a_contraction_after_a_tab():
-    reference, tokie = gpt2_and_tokie()
+    reference, _ = gpt2_and_tokie()
     assert reference.encode("\t's") == [197, 338]
-    assert tokie.encode("\t's") == [197, 6, 82]  # type: ignore[attr-defined]
+    assert tokie_encode("\t's") == [197, 6, 82]
 
 
 def test_the_boundary_cases_alone_find_tokies_divergence():
