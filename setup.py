@@ -26,6 +26,7 @@ _HEADERS = [
     "csrc/u64_heap.h",
     "csrc/ranks.h",
     "csrc/vocab_files.h",
+    "csrc/json_scan.h",
     "csrc/py/common.h",
     "csrc/py/encoder_py.h",
     "csrc/py/packed_py.h",
@@ -67,6 +68,7 @@ setup(
                 "csrc/batch_runs.c",
                 "csrc/rank_file.c",
                 "csrc/vocab_files.c",
+                "csrc/jsonl.c",
                 # its glue
                 "csrc/py/native_module.c",
                 "csrc/py/common.c",
@@ -74,6 +76,7 @@ setup(
                 "csrc/py/encoder_type.c",
                 "csrc/py/encoder_many.c",
                 "csrc/py/tables_module.c",
+                "csrc/py/jsonl_module.c",
             ],
             include_dirs=["csrc"],
             depends=_HEADERS,

@@ -97,6 +97,20 @@ class Encoder:
         start: int = 0,
         stop: int = ...,
     ) -> list[list[int]]: ...
+    def encode_packed_buffer(
+        self,
+        data: bytes,
+        offsets: bytes | bytearray | memoryview,
+        special_tokens: Sequence[bytes],
+        special_ids: Sequence[int],
+        itemsize: int = 4,
+        start: int = 0,
+        stop: int = ...,
+    ) -> tuple[bytearray, bytearray]: ...
     def bpe(self, token_bytes: bytes, /) -> list[int]: ...
     def split_utf8(self, data: bytes, /) -> list[int]: ...
     def cache_len(self) -> int: ...
+
+def jsonl_documents(
+    block: bytes, field: bytes, start: int, end: int, bom: bool, /
+) -> tuple[bytes, bytes, int, int, int]: ...

@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "bpe_util.h"
+#include "json_scan.h"
 #include "ranks.h"
 #include "scanner.h" /* bpe_utf8_valid */
 #include "vocab_files.h"
@@ -69,129 +70,7 @@ table_bytes(const int16_t *to_byte, const unsigned char *s, size_t len,
     return (ptrdiff_t)n;
 }
 
-/* ---- JSON, the parts these files use ---------------------------------- */
-
-typedef struct {
-    const unsigned char *p, *end;
-} Cursor;
-
-static void
-skip_ws(Cursor *c)
-{
-    while (c->p < c->end && (*c->p == ' ' || *c->p == '\n' || *c->p == '\r' || *c->p == '\t')) {
-        c->p++;
-    }
-}
-
-/* Expect character ch (after whitespace): 0 and past it, else 1. */
-static int
-expect(Cursor *c, unsigned char ch)
-{
-    skip_ws(c);
-    if (c->p < c->end && *c->p == ch) {
-        c->p++;
-        return 0;
-    }
-    return 1;
-}
-
-static int
-hex4(const unsigned char *s, unsigned *value)
-{
-    unsigned v = 0;
-    for (int k = 0; k < 4; k++) {
-        unsigned char h = s[k];
-        unsigned d = h >= '0' && h <= '9'   ? (unsigned)(h - '0')
-                     : h >= 'a' && h <= 'f' ? (unsigned)(h - 'a' + 10)
-                     : h >= 'A' && h <= 'F' ? (unsigned)(h - 'A' + 10)
-                                            : 16u;
-        if (d == 16) {
-            return 1;
-        }
-        v = v << 4 | d;
-    }
-    *value = v;
-    return 0;
-}
-
-/* The JSON string at c (after whitespace) decoded to UTF-8 in out (which
- * holds as many bytes as the string's text: decoding never lengthens it),
- * its length in *len: 0, or 1 if there is none or Python's json would read
- * it otherwise than as valid UTF-8 (a raw control character, a bad escape, a
- * lone surrogate, which no token may hold). Raw bytes are copied as they are:
- * the caller checks them (table_bytes, or a comparison with valid UTF-8). */
-static int
-json_string(Cursor *c, unsigned char *out, size_t *len)
-{
-    if (expect(c, '"')) {
-        return 1;
-    }
-    size_t n = 0;
-    while (c->p < c->end) {
-        unsigned char ch = *c->p++;
-        if (ch == '"') {
-            *len = n;
-            return 0;
-        }
-        if (ch < 0x20) {
-            return 1;
-        }
-        if (ch != '\\') {
-            out[n++] = ch;
-            continue;
-        }
-        if (c->p >= c->end) {
-            return 1;
-        }
-        ch = *c->p++;
-        switch (ch) {
-        case '"': case '\\': case '/': out[n++] = ch; continue;
-        case 'b': out[n++] = '\b'; continue;
-        case 'f': out[n++] = '\f'; continue;
-        case 'n': out[n++] = '\n'; continue;
-        case 'r': out[n++] = '\r'; continue;
-        case 't': out[n++] = '\t'; continue;
-        case 'u': break;
-        default: return 1;
-        }
-        unsigned cp, low;
-        if (c->end - c->p < 4 || hex4(c->p, &cp)) {
-            return 1;
-        }
-        c->p += 4;
-        if (cp >= 0xD800 && cp <= 0xDBFF) {
-            if (c->end - c->p < 6 || c->p[0] != '\\' || c->p[1] != 'u' ||
-                hex4(c->p + 2, &low) || low < 0xDC00 || low > 0xDFFF)
-            {
-                return 1;
-            }
-            c->p += 6;
-            cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
-        }
-        else if (cp >= 0xDC00 && cp <= 0xDFFF) {
-            return 1;
-        }
-        if (cp < 0x80) {
-            out[n++] = (unsigned char)cp;
-        }
-        else if (cp < 0x800) {
-            out[n++] = (unsigned char)(0xC0 | cp >> 6);
-            out[n++] = (unsigned char)(0x80 | (cp & 0x3F));
-        }
-        else if (cp < 0x10000) {
-            out[n++] = (unsigned char)(0xE0 | cp >> 12);
-            out[n++] = (unsigned char)(0x80 | (cp >> 6 & 0x3F));
-            out[n++] = (unsigned char)(0x80 | (cp & 0x3F));
-        }
-        else {
-            out[n++] = (unsigned char)(0xF0 | cp >> 18);
-            out[n++] = (unsigned char)(0x80 | (cp >> 12 & 0x3F));
-            out[n++] = (unsigned char)(0x80 | (cp >> 6 & 0x3F));
-            out[n++] = (unsigned char)(0x80 | (cp & 0x3F));
-        }
-    }
-    return 1;
-}
+/* ---- JSON, the parts these files use (and json_scan.h's) ---------------- */
 
 /* A JSON integer id at c (after whitespace): 0 with it in *id, or 1 where
  * Python's json would not read a non-negative int (a sign, a fraction, an

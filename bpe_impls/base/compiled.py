@@ -51,6 +51,9 @@ class NativeCore(Protocol):
         self, vocab: bytes, merges: bytes, specials: Sequence[bytes], special_ids: Sequence[int], /
     ) -> VocabTablesResult | None: ...
     def hf_model_spans(self, document: bytes, /) -> tuple[int, int, int, int] | None: ...
+    def jsonl_documents(
+        self, block: bytes, field: bytes, start: int, end: int, bom: bool, /
+    ) -> tuple[bytes, bytes, int, int, int]: ...
 
 
 _native: NativeCore | None

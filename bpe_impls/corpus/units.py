@@ -4,6 +4,8 @@
     unit.describe()    where it is, for error messages ("a.jsonl bytes 0-8388608")
     unit.texts()       its documents as str; the generator *returns* a SkipReport (or None)
     unit.utf8_pieces() plain-text units only (`Utf8Unit`): raw UTF-8 pieces, never decoded to str
+    unit.packed()      JSON Lines units only (`PackedUnit`): the documents of texts() as UTF-8,
+                       packed (bytes back to back, int64 offsets), read without the GIL
 
 Each text a unit yields is a hard boundary, like a special token: no pre-token spans two.
   * `TextRange`: bytes [start, end) of a text file, both safe cuts (see corpus.cuts);
@@ -33,10 +35,12 @@ import os
 import re
 import socket
 import zlib
-from collections.abc import Generator, Iterable, Iterator
+from array import array
+from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
+from ..base import compiled
 from ..base.checks import one_line
 from ..base.errors import ConfigError, CorpusError, unreadable
 from ..base.patterns import GPT2, SplitPattern
@@ -124,6 +128,18 @@ class Utf8Unit(Unit, Protocol):
     def utf8_pieces(self) -> Iterator[tuple[int, bytes]]: ...
 
     def decode(self, offset: int, data: bytes) -> str: ...
+
+
+# Documents packed: their UTF-8 back to back, and native int64 offsets (one more than the
+# documents, from 0): document k is data[offsets[k]:offsets[k + 1]].
+Packed = tuple[bytes, bytes]
+
+
+@runtime_checkable
+class PackedUnit(Unit, Protocol):
+    """A unit of records (JSON Lines) whose documents can be had packed, with no str per record."""
+
+    def packed(self) -> Generator[Packed, None, SkipReport]: ...
 
 
 # --- plain text -------------------------------------------------------------------------------
@@ -482,6 +498,74 @@ def _jsonl_documents(
             skips.bad(path, position, f"{path}: line {number}: {exc}")
 
 
+def _pack(documents: Iterable[str]) -> Packed:
+    """Documents as `Packed`."""
+    ends = array("q", [0])
+    parts = []
+    for document in documents:
+        part = document.encode("utf-8")
+        parts.append(part)
+        ends.append(ends[-1] + len(part))
+    return b"".join(parts), ends.tobytes()
+
+
+def _packed_documents(
+    path: str, blocks: Iterable[bytes], text_field: str, skips: _Skips, line_number, at_file_start: bool
+) -> Iterator[Packed]:
+    """_jsonl_documents' documents, packed, about a block at a time. The compiled core reads each
+    record it is sure Python reads alike (jsonl_documents); a line it leaves (a bad record, or
+    one Python's json might read otherwise) is read here by _document, so the documents and the
+    faults named are _jsonl_documents' own. Without the core, _jsonl_documents itself."""
+    if not compiled.AVAILABLE:
+        # (one pack per block, as the core's path gives them: memory stays a block)
+        documents = _jsonl_documents(path, _lines(blocks), text_field, skips, line_number, at_file_start)
+        pending: list[str] = []
+        size = 0
+        for document in documents:
+            pending.append(document)
+            size += len(document)
+            if size >= PIECE_BYTES:
+                yield _pack(pending)
+                pending, size = [], 0
+        if pending:
+            yield _pack(pending)
+        return
+    read = compiled.core().jsonl_documents
+    name = text_field.encode("utf-8", "surrogatepass")
+    lines_before = offset_before = 0  # in the chunks before this one
+    carry = b""
+    blocks = iter(blocks)
+    while True:
+        block = next(blocks, None)
+        chunk = carry + block if carry and block is not None else block if block is not None else carry
+        # complete lines only (the rest waits for the next block), but the last
+        end = chunk.rfind(b"\n") + 1 if block is not None else len(chunk)
+        start = 0
+        while start < end:
+            data, offsets, stop, stop_end, lines = read(
+                chunk, name, start, end, at_file_start and offset_before == start == 0
+            )
+            if len(offsets) > 8:
+                yield data, offsets
+            lines_before += lines
+            if stop == end:
+                break
+            line = chunk[stop:stop_end]
+            if lines_before == 0 and at_file_start and line.startswith(_BOM):
+                line = line[len(_BOM) :]
+            try:
+                yield _pack([_document(line, text_field)])
+            except ValueError as exc:
+                number, position = line_number(lines_before, offset_before + stop)
+                skips.bad(path, position, f"{path}: line {number}: {exc}")
+            lines_before += 1
+            start = stop_end + 1
+        carry = chunk[end:]
+        offset_before += end
+        if block is None:
+            return
+
+
 @dataclass(frozen=True)
 class JsonlRange:
     """Bytes [start, end) of an uncompressed JSON Lines file; both at the start of a line."""
@@ -510,8 +594,8 @@ class JsonlRange:
             newlines += block.count(b"\n")
         return newlines + 1
 
-    def texts(self) -> Generator[str, None, SkipReport]:
-        skips = _Skips(self.skip_bad_records)
+    def _line_number(self) -> Callable[[int, int], tuple[int, int]]:
+        """(line number, byte offset) of the range's index-th line, at `offset` in the range."""
         first: list[int] = []
 
         def line_number(index: int, offset: int) -> tuple[int, int]:
@@ -519,9 +603,18 @@ class JsonlRange:
                 first.append(self._first_line())
             return first[0] + index, self.start + offset  # byte offset orders records within a file
 
-        yield from _jsonl_documents(
-            self.path, _lines(self._blocks()), self.text_field, skips, line_number, self.start == 0
-        )
+        return line_number
+
+    def texts(self) -> Generator[str, None, SkipReport]:
+        skips = _Skips(self.skip_bad_records)
+        lines = _lines(self._blocks())
+        yield from _jsonl_documents(self.path, lines, self.text_field, skips, self._line_number(), self.start == 0)
+        return skips.report()
+
+    def packed(self) -> Generator[Packed, None, SkipReport]:
+        skips = _Skips(self.skip_bad_records)
+        blocks = self._blocks()
+        yield from _packed_documents(self.path, blocks, self.text_field, skips, self._line_number(), self.start == 0)
         return skips.report()
 
 
@@ -548,6 +641,14 @@ class CompressedJsonl:
         lines = _lines(_decompressed_blocks(self.path, self.codec, self.stamp))
         yield from _jsonl_documents(
             self.path, lines, self.text_field, skips, lambda index, offset: (index + 1, index + 1), True
+        )
+        return skips.report()
+
+    def packed(self) -> Generator[Packed, None, SkipReport]:
+        skips = _Skips(self.skip_bad_records)
+        blocks = _decompressed_blocks(self.path, self.codec, self.stamp)
+        yield from _packed_documents(
+            self.path, blocks, self.text_field, skips, lambda index, offset: (index + 1, index + 1), True
         )
         return skips.report()
 

@@ -23,6 +23,9 @@ integers of `itemsize` bytes (2 or 4) in a bytearray, for numpy.frombuffer:
 
 and `encode_many_lists(datas, special_tokens, special_ids, start=0, stop=len(datas))` gives each
 text's list of ids, as `encode_utf8` does, from the same one pass over the range.
+`encode_packed_buffer(data, offsets, special_tokens, special_ids, itemsize=4, start=0, stop=...)`
+is encode_many_buffer of texts packed in one bytes object, text k being data[offsets[k]:offsets[k +
+1]] (native int64 offsets, as an Arrow string array or a data set's records hold them).
 
 An id that does not fit in 2 bytes is a ValueError naming it; an item of `datas` that is neither
 bytes nor str is a TypeError naming its index. The compiled core runs them without the GIL
@@ -113,6 +116,17 @@ class Encoder(Protocol):
         stop: int = ...,
     ) -> list[list[int]]: ...
 
+    def encode_packed_buffer(
+        self,
+        data: bytes,
+        offsets: bytes | bytearray | memoryview,
+        special_tokens: Sequence[bytes],
+        special_ids: Sequence[int],
+        itemsize: int = 4,
+        start: int = 0,
+        stop: int = ...,
+    ) -> tuple[bytearray, bytearray]: ...
+
     def cache_len(self) -> int:
         """How many pre-tokens the cache holds now."""
         ...
@@ -193,6 +207,30 @@ class BufferFromLists:
             ids += one
             offsets.append(len(ids))
         return ids_to_buffer(ids, itemsize), bytearray(offsets)
+
+    def encode_packed_buffer(
+        self: Encoder,
+        data: bytes,
+        offsets: bytes | bytearray | memoryview,
+        special_tokens: Sequence[bytes],
+        special_ids: Sequence[int],
+        itemsize: int = 4,
+        start: int = 0,
+        stop: int | None = None,
+    ) -> tuple[bytearray, bytearray]:
+        if not isinstance(data, bytes):
+            raise TypeError(f"data must be bytes, not {type(data).__name__}")
+        bounds = memoryview(offsets).cast("B").cast("q")
+        stop = len(bounds) - 1 if stop is None else stop
+        if not 0 <= start <= stop <= len(bounds) - 1:
+            raise ValueError(f"start {start} and stop {stop} are not a range of the {len(bounds) - 1} texts")
+        texts = []
+        for k in range(start, stop):
+            first, last = bounds[k], bounds[k + 1]
+            if not 0 <= first <= last <= len(data):
+                raise ValueError(f"offsets[{k}:{k + 2}] = {first}, {last} is not a range of data's {len(data)} bytes")
+            texts.append(data[first:last])
+        return self.encode_many_buffer(texts, special_tokens, special_ids, itemsize)
 
     def encode_many_lists(
         self: Encoder,

@@ -512,6 +512,64 @@ class Tokenizer:
 
         return batches.join_runs(batches.encode_runs(datas, kind, num_threads, encode_run), chosen)
 
+    def encode_packed_to_numpy(
+        self,
+        data: bytes,
+        offsets: npt.ArrayLike,
+        num_threads: int | None = None,
+        dtype: npt.DTypeLike | None = None,
+        *,
+        allowed_special: AllowedSpecial = "all",
+        disallowed_special: DisallowedSpecial = (),
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Texts packed in one bytes object (as an Arrow string array, or a data set's records, hold
+        them) encoded as `encode_batch_to_numpy` encodes them, with no object per text.
+
+        Args:
+            data: the texts' UTF-8 back to back.
+            offsets: len(texts) + 1 non-decreasing integers: text i is data[offsets[i]:offsets[i + 1]].
+            num_threads, dtype, allowed_special, disallowed_special: as in `encode_batch_to_numpy`.
+
+        Returns:
+            (ids, offsets) as `encode_batch_to_numpy` returns them for those texts.
+
+        Raises:
+            EncodeError: a text that is not valid UTF-8, or holds a disallowed special token (named by
+                its index).
+            ValueError: offsets that are not ranges of `data`.
+
+        Example:
+            >>> ids, offsets = tok.encode_packed_to_numpy(b"hellohell", [0, 5, 9])
+            >>> ids.tolist(), offsets.tolist()
+            ([258, 111, 258], [0, 2, 3])
+        """
+        import numpy as np
+
+        chosen = self.id_dtype(dtype)
+        if not isinstance(data, bytes):
+            raise TypeError(f"data must be bytes, not {type(data).__name__}")
+        bounds = np.ascontiguousarray(offsets, dtype=np.int64)
+        if bounds.ndim != 1 or len(bounds) == 0:
+            raise ValueError(f"offsets must be one or more integers in one dimension, got shape {bounds.shape}")
+        steps = np.flatnonzero(np.diff(bounds) < 0)
+        if bounds[0] < 0 or bounds[-1] > len(data) or len(steps):
+            at = int(steps[0]) if len(steps) else (0 if bounds[0] < 0 else len(bounds) - 1)
+            raise ValueError(
+                f"offsets are not ranges of data's {len(data)} bytes: offsets[{at}] = {int(bounds[at])}"
+                + (f", offsets[{at + 1}] = {int(bounds[at + 1])}" if len(steps) else "")
+            )
+        specials, ids = self._specials(allowed_special, disallowed_special, None)
+        if disallowed_special:
+            disallowed = self._disallowed(self._special_set(allowed_special, "allowed_special"), disallowed_special)
+            for index in range(len(bounds) - 1) if disallowed else ():
+                refuse_disallowed(data[bounds[index] : bounds[index + 1]], disallowed, index)
+        encoder = self._encoder
+
+        def encode_run(run: tuple[int, int]) -> tuple[bytearray, bytearray]:
+            return encoder.encode_packed_buffer(data, bounds.data, specials, ids, chosen.itemsize, *run)
+
+        return batches.join_runs(batches.encode_packed_runs(data, bounds, num_threads, encode_run), chosen)
+
     def _batch_args(
         self,
         texts: Sequence[Text],

@@ -67,5 +67,7 @@ BPE_INTERNAL PyObject *bpe_rank_file_tables(PyObject *module, PyObject *args);
 BPE_INTERNAL PyObject *bpe_gpt2_tables(PyObject *module, PyObject *args);
 BPE_INTERNAL PyObject *bpe_hf_tables(PyObject *module, PyObject *args);
 BPE_INTERNAL PyObject *bpe_hf_model_spans(PyObject *module, PyObject *arg);
+/* jsonl_documents (py/jsonl_module.c). */
+BPE_INTERNAL PyObject *bpe_jsonl_documents_py(PyObject *module, PyObject *args);
 
 #endif /* BPE_PY_COMMON_H */

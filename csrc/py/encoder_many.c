@@ -407,3 +407,95 @@ Encoder_encode_many_lists(EncoderObject *self, PyObject *args,
                        stop);
 }
 
+
+/* encode_packed_buffer(data, offsets, special_tokens, special_ids,
+ * itemsize=4, start=0, stop=len(offsets) // 8 - 1): texts start..stop-1 of
+ * data (bytes), text k being data[offsets[k]:offsets[k + 1]] (offsets native
+ * int64, non-decreasing, within data), encoded as encode_many_buffer encodes
+ * a list of them (each checked as UTF-8), without a bytes object per text:
+ * the texts of an Arrow string array, or of a data set's records
+ * (jsonl_documents). */
+BPE_INTERNAL PyObject *
+Encoder_encode_packed_buffer(EncoderObject *self, PyObject *args,
+                             PyObject *kwds)
+{
+    static char *kwlist[] = {"data", "offsets", "special_tokens",
+                             "special_ids", "itemsize", "start", "stop",
+                             NULL};
+    PyObject *data, *offsets_arg, *specials_arg, *ids_arg;
+    int itemsize = 4;
+    Py_ssize_t start = 0, stop = PY_SSIZE_T_MAX;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "SOOO|inn:encode_packed_buffer",
+                                     kwlist, &data, &offsets_arg,
+                                     &specials_arg, &ids_arg, &itemsize,
+                                     &start, &stop) ||
+        check_itemsize(itemsize) < 0 || encoder_tables(self) == NULL)
+    {
+        return NULL;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(offsets_arg, &view, PyBUF_SIMPLE) < 0) {
+        return NULL;
+    }
+    Call call;
+    PyObject *result = NULL;
+    Utf8Text *texts = NULL;
+    int64_t *offsets = NULL; /* the ids' offsets, from 0 */
+    Py_ssize_t size = view.len / 8 - 1; /* (texts in offsets) */
+    stop = stop == PY_SSIZE_T_MAX ? size : stop;
+    if (call_open_specials(&call, specials_arg, ids_arg) < 0) {
+        goto done;
+    }
+    if (view.len % 8 != 0 || size < 0) {
+        PyErr_Format(PyExc_ValueError,
+                     "offsets holds %zd bytes, not one or more int64",
+                     view.len);
+        goto done;
+    }
+    if (start < 0 || start > stop || stop > size) {
+        PyErr_Format(PyExc_ValueError,
+                     "start %zd and stop %zd are not a range of the %zd "
+                     "texts",
+                     start, stop, size);
+        goto done;
+    }
+    Py_ssize_t count = stop - start;
+    offsets = PyMem_Calloc((size_t)count + 1, sizeof(int64_t));
+    texts = PyMem_Calloc((size_t)count + 1, sizeof(Utf8Text));
+    if (offsets == NULL || texts == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    /* (the bounds read once, here, with the GIL: offsets may be a mutable
+     * buffer; data is bytes, immutable, and args holds it) */
+    const unsigned char *s = (const unsigned char *)PyBytes_AS_STRING(data);
+    const int64_t n = (int64_t)PyBytes_GET_SIZE(data);
+    int64_t previous;
+    memcpy(&previous, (const char *)view.buf + 8 * start, 8);
+    for (Py_ssize_t k = 0; k < count; k++) {
+        int64_t next;
+        memcpy(&next, (const char *)view.buf + 8 * (start + k + 1), 8);
+        if (previous < 0 || next < previous || next > n) {
+            PyErr_Format(PyExc_ValueError,
+                         "offsets[%zd:%zd] = %lld, %lld is not a range of "
+                         "data's %lld bytes",
+                         start + k, start + k + 2, (long long)previous,
+                         (long long)next, (long long)n);
+            goto done;
+        }
+        texts[k].s = s + previous;
+        texts[k].n = (size_t)(next - previous);
+        previous = next;
+    }
+    if (call_start(&call, self) == 0 &&
+        many_encode(&call, texts, count, offsets, start) == 0)
+    {
+        result = many_result(&call.out, offsets, count, itemsize);
+    }
+done:
+    call_close(&call); /* (safe once call_open_specials ran, as it has) */
+    PyBuffer_Release(&view);
+    PyMem_Free(texts);
+    PyMem_Free(offsets);
+    return result;
+}

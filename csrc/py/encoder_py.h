@@ -104,12 +104,16 @@ BPE_INTERNAL int call_open_specials(Call *call, PyObject *specials_arg,
 BPE_INTERNAL int call_start(Call *call, EncoderObject *self);
 BPE_INTERNAL void call_close(Call *call);
 
-/* encode_many_buffer and encode_many_lists (py/encoder_many.c). */
+/* encode_many_buffer, encode_many_lists and encode_packed_buffer
+ * (py/encoder_many.c). */
 BPE_INTERNAL PyObject *Encoder_encode_many_buffer(EncoderObject *self,
                                                   PyObject *args,
                                                   PyObject *kwds);
 BPE_INTERNAL PyObject *Encoder_encode_many_lists(EncoderObject *self,
                                                  PyObject *args,
                                                  PyObject *kwds);
+BPE_INTERNAL PyObject *Encoder_encode_packed_buffer(EncoderObject *self,
+                                                    PyObject *args,
+                                                    PyObject *kwds);
 
 #endif /* BPE_ENCODER_PY_H */

@@ -673,6 +673,13 @@ static PyMethodDef Encoder_methods[] = {
      "stop=len(datas))\n--\n\nEach bytes (or str) of datas[start:stop] "
      "encoded as encode_utf8 would, without the GIL, then a list of its ids "
      "(one list per item)."},
+    {"encode_packed_buffer", (PyCFunction)(void (*)(void))Encoder_encode_packed_buffer,
+     METH_VARARGS | METH_KEYWORDS,
+     "encode_packed_buffer(data, offsets, special_tokens, special_ids, "
+     "itemsize=4, start=0, stop=len(offsets) // 8 - 1)\n--\n\nTexts "
+     "start..stop-1 of data (bytes), text k being data[offsets[k]:offsets[k "
+     "+ 1]] (native int64 offsets), encoded as encode_many_buffer encodes "
+     "them: (ids, offsets)."},
     {"bpe", (PyCFunction)Encoder_bpe, METH_O,
      "bpe(token_bytes)\n--\n\nThe ids BPE gives one pre-token's bytes (no "
      "cache)."},

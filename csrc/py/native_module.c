@@ -26,8 +26,10 @@
  *   batch_runs.c           ... and a batch's runs
  *   u64_heap.h             a heap of integers (long pre-tokens, rank files)
  *   ranks.h, rank_file.c   tokens by bytes; a tiktoken rank file
+ *   json_scan.h            JSON strings as Python reads them
  *   vocab_files.h, vocab_files.c
  *                          GPT-2's vocab files, an HF tokenizer.json's model
+ *   jsonl.c                the documents of JSON Lines
  *   trainer_internal.h, trainer.c, trainer_load.c, trainer_words.c,
  *   trainer_pairs.c, trainer_heap.c, trainer_merge.c
  *                          the native trainer (trainer.c describes it)
@@ -45,6 +47,7 @@
  *   encoder_many.c         Encoder.encode_many_buffer, encode_many_lists
  *   tables_module.c        rank_file_tables, gpt2_tables, hf_tables,
  *                          hf_model_spans
+ *   jsonl_module.c         jsonl_documents
  *   native_module.c        this module: set_char_classes, pretokenize,
  *                          batch_runs and PyInit__native
  *   trainer_module.c       bpe_impls._native_train, the other extension
@@ -296,6 +299,13 @@ static PyMethodDef module_methods[] = {
      "the values of model.vocab and model.merges in a tokenizer.json's "
      "bytes, as (vocab_start, vocab_end, merges_start, merges_end); None if "
      "the document is not of that shape."},
+    {"jsonl_documents", bpe_jsonl_documents_py, METH_VARARGS,
+     "jsonl_documents(block, field, start, end, bom)\n--\n\nThe documents "
+     "(field `field`, bytes) of the JSON Lines in block[start:end] (bytes), "
+     "without the GIL: (data, offsets, stop, stop_end, lines), their UTF-8 "
+     "back to back and native int64 offsets; stop < end where a line is left "
+     "to Python, stop_end its end, lines the lines before it (see "
+     "csrc/jsonl.c)."},
     {NULL, NULL, 0, NULL},
 };
 

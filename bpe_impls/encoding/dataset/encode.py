@@ -38,7 +38,7 @@ from ...base.progress import progress_bar
 from ...corpus.inputs import Inputs, resolve_inputs
 from ...corpus.planning import plan_inputs
 from ...corpus.tally import warn_skipped
-from ...corpus.units import CompressedText, SkipReport, TextRange, Unit
+from ...corpus.units import CompressedText, PackedUnit, SkipReport, TextRange, Unit
 from ..formats import detect
 from ..tokenizer import Tokenizer
 from .manifest import (
@@ -328,6 +328,7 @@ class _Block:
     file: int
     texts: list[str]
     ends: list[bool] | None  # which texts end their document; None: all
+    packed: tuple[bytes, np.ndarray] | None = None  # or the documents packed (texts then empty)
 
 
 @dataclass
@@ -373,6 +374,50 @@ class _Reader:
                 continue
 
     def _read(self) -> SkipReport:
+        if isinstance(self.task.unit, PackedUnit):
+            return self._read_packed(self.task.unit)
+        return self._read_texts()
+
+    def _read_packed(self, unit: PackedUnit) -> SkipReport:
+        """A unit of records read packed (the compiled core, no str per record), in blocks of
+        about block_size bytes."""
+        datas: list[bytes] = []
+        offsets: list[np.ndarray] = []
+        size = documents = 0
+
+        def put() -> None:
+            self._put(("block", _Block(self.task.file, [], None, _join_packed(datas, offsets))))
+            datas.clear()
+            offsets.clear()
+
+        pieces = unit.packed()
+        try:
+            while True:
+                if self.stop.is_set():
+                    raise _Stopped
+                try:
+                    data, ends = next(pieces)
+                except StopIteration as done:
+                    report = done.value or SkipReport()
+                    break
+                except BaseException:
+                    if datas:  # (the documents before a bad record go on first, as _read_texts')
+                        put()
+                    raise
+                datas.append(data)
+                offsets.append(np.frombuffer(ends, dtype=np.int64))
+                size += len(data)
+                documents += len(offsets[-1]) - 1
+                if size >= self.block_size or documents >= _MAX_BLOCK_DOCS:
+                    put()
+                    size = documents = 0
+        finally:
+            pieces.close()
+        if datas:
+            put()
+        return report
+
+    def _read_texts(self) -> SkipReport:
         task = self.task
         texts: list[str] = []
         ends: list[bool] = []
@@ -417,10 +462,26 @@ class _Reader:
         return report
 
 
+def _join_packed(datas: list[bytes], offsets: list[np.ndarray]) -> tuple[bytes, np.ndarray]:
+    """Packed pieces as one (offsets from 0)."""
+    if len(datas) == 1:
+        return datas[0], offsets[0]
+    starts = np.cumsum([0, *(len(data) for data in datas[:-1])])
+    joined = np.concatenate([offsets[0], *(part[1:] + start for part, start in zip(offsets[1:], starts[1:]))])
+    return b"".join(datas), joined
+
+
 def _encode_block(tokenizer: Tokenizer, dtype: np.dtype, eot: int | None, block: _Block, where: str) -> _Encoded:
     """On an encoding thread: the block's ids, with the EOT after each document's last piece."""
     try:
-        ids, offsets = tokenizer.encode_batch_to_numpy(block.texts, num_threads=1, dtype=dtype, allowed_special=set())
+        if block.packed is not None:
+            ids, offsets = tokenizer.encode_packed_to_numpy(
+                *block.packed, num_threads=1, dtype=dtype, allowed_special=set()
+            )
+        else:
+            ids, offsets = tokenizer.encode_batch_to_numpy(
+                block.texts, num_threads=1, dtype=dtype, allowed_special=set()
+            )
     except EncodeError as exc:
         raise CorpusError(f"{where}: {exc}") from None
     piece_ends = offsets[1:]
@@ -584,6 +645,13 @@ def _skip_documents(block: _Block, skip: int, start: Position, manifest: Manifes
     """Drop the first `skip` documents of the stream (a rerun: the last run wrote them)."""
     if block.file != start.file:
         raise _fewer_documents(start, manifest, skip)
+    if block.packed is not None:
+        data, offsets = block.packed
+        count = len(offsets) - 1
+        if count <= skip:
+            return None, skip - count
+        kept = offsets[skip:]
+        return _Block(block.file, [], None, (data[kept[0] : kept[-1]], kept - kept[0])), 0
     ends = block.ends if block.ends is not None else [True] * len(block.texts)
     count = 0
     for i, end in enumerate(ends):
