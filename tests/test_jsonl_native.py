@@ -233,6 +233,30 @@ def test_a_files_packed_documents_and_faults_are_its_texts(tmp_path, skip, compr
     assert outcome(found, packed=True) == expected
 
 
+@pytest.mark.parametrize("skip", [True, False])
+def test_a_parquet_row_groups_packed_documents_and_faults_are_its_texts(tmp_path, skip, monkeypatch) -> None:
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    monkeypatch.setattr(units, "PARQUET_BATCH_ROWS", 100)  # batches cut inside row groups
+    texts = [f"row {k} caf\u00e9 \U0001f600 " * (k % 5) for k in range(1000)]
+    with_null = [*texts[:500], None, *texts[500:]]
+    tables = {
+        "plain.parquet": pa.table({"text": texts, "id": list(range(1000))}),
+        "large.parquet": pa.table({"text": pa.array(texts, type=pa.large_string())}),
+        "null.parquet": pa.table({"text": with_null}),
+        "ints.parquet": pa.table({"text": list(range(300))}),
+        "other.parquet": pa.table({"body": texts[:10]}),
+    }
+    for name, table in tables.items():
+        path = tmp_path / name
+        pq.write_table(table, path, row_group_size=250)
+        found = file_units(path, skip, 2)
+        expected = outcome(found, packed=False)
+        assert outcome(found, packed=True) == expected, name
+        if name in ("plain.parquet", "large.parquet"):
+            assert [doc for docs, _ in expected for doc in docs] == texts  # type: ignore[union-attr]
+
+
 # ---- the packed encoder ----------------------------------------------------------------------------
 
 

@@ -4,8 +4,9 @@
     unit.describe()    where it is, for error messages ("a.jsonl bytes 0-8388608")
     unit.texts()       its documents as str; the generator *returns* a SkipReport (or None)
     unit.utf8_pieces() plain-text units only (`Utf8Unit`): raw UTF-8 pieces, never decoded to str
-    unit.packed()      JSON Lines units only (`PackedUnit`): the documents of texts() as UTF-8,
-                       packed (bytes back to back, int64 offsets), read without the GIL
+    unit.packed()      record units only (`PackedUnit`: JSON Lines, Parquet): the documents of
+                       texts() as UTF-8, packed (bytes back to back, int64 offsets), with no str
+                       per record (JSON Lines read by the compiled core without the GIL)
 
 Each text a unit yields is a hard boundary, like a special token: no pre-token spans two.
   * `TextRange`: bytes [start, end) of a text file, both safe cuts (see corpus.cuts);
@@ -38,7 +39,7 @@ import zlib
 from array import array
 from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from ..base import compiled
 from ..base.checks import one_line
@@ -137,7 +138,7 @@ Packed = tuple[bytes, bytes]
 
 @runtime_checkable
 class PackedUnit(Unit, Protocol):
-    """A unit of records (JSON Lines) whose documents can be had packed, with no str per record."""
+    """A unit of records (JSON Lines, Parquet) whose documents can be had packed, with no str per record."""
 
     def packed(self) -> Generator[Packed, None, SkipReport]: ...
 
@@ -693,10 +694,10 @@ class ParquetRowGroup:
     def _where(self, row: int) -> str:
         return f"{self.path}: row {row} (row group {self.row_group})"
 
-    def texts(self) -> Generator[str, None, SkipReport]:
+    def _columns(self, skips: _Skips) -> Iterator[tuple[int, Any]]:
+        """(first row, the text column) of each batch of the row group; errors name the unit."""
         import pyarrow as pa
 
-        skips = _Skips(self.skip_bad_records)
         file = open_parquet(self.path)
         name = self.text_field
         columns = file.schema_arrow.names
@@ -705,7 +706,7 @@ class ParquetRowGroup:
             shown = ", ".join(columns[:10]) + (", ..." if len(columns) > 10 else "")
             message = f"{self._where(self.first_row)}: no column {name!r} (columns: {shown})"
             skips.bad(self.path, self.first_row, message, self.num_rows)
-            return skips.report()
+            return
         row = self.first_row
         batches = file.iter_batches(
             batch_size=PARQUET_BATCH_ROWS, row_groups=[self.row_group], columns=[name], use_threads=False
@@ -713,17 +714,46 @@ class ParquetRowGroup:
         try:
             for batch in batches:
                 column = batch.column(0)
-                for value in column.to_pylist():
-                    if isinstance(value, str):
-                        yield value
-                    elif value is None:
-                        skips.bad(self.path, row, f"{self._where(row)}: column {name!r} is null, not a string")
-                    else:
-                        message = f"{self._where(row)}: column {name!r} has type {column.type}, not string"
-                        skips.bad(self.path, row, message)
-                    row += 1
+                yield row, column
+                row += len(column)
         except (OSError, pa.ArrowException) as exc:
             raise CorpusError(f"{self.describe()}: cannot read ({one_line(exc)})") from None
         if row != self.first_row + self.num_rows:
             raise CorpusError(f"{self.describe()}: file changed while counting (read {row - self.first_row} rows)")
+
+    def _column_texts(self, row: int, column: Any, skips: _Skips) -> Iterator[str]:
+        name = self.text_field
+        for value in column.to_pylist():
+            if isinstance(value, str):
+                yield value
+            elif value is None:
+                skips.bad(self.path, row, f"{self._where(row)}: column {name!r} is null, not a string")
+            else:
+                message = f"{self._where(row)}: column {name!r} has type {column.type}, not string"
+                skips.bad(self.path, row, message)
+            row += 1
+
+    def texts(self) -> Generator[str, None, SkipReport]:
+        skips = _Skips(self.skip_bad_records)
+        for row, column in self._columns(skips):
+            yield from self._column_texts(row, column, skips)
+        return skips.report()
+
+    def packed(self) -> Generator[Packed, None, SkipReport]:
+        """texts()'s documents, each batch of strings with no null taken from Arrow's own buffers
+        (its UTF-8 and offsets: no str per row); any other batch read as texts() reads it."""
+        import pyarrow as pa
+
+        skips = _Skips(self.skip_bad_records)
+        for row, column in self._columns(skips):
+            if column.null_count or not (pa.types.is_string(column.type) or pa.types.is_large_string(column.type)):
+                yield _pack(self._column_texts(row, column, skips))
+                continue
+            strings = column.cast(pa.large_string())
+            _, offsets_buffer, data_buffer = strings.buffers()
+            offsets = array("q")
+            offsets.frombytes(memoryview(offsets_buffer)[8 * strings.offset : 8 * (strings.offset + len(strings) + 1)])
+            first, last = offsets[0], offsets[-1]
+            data = memoryview(data_buffer)[first:last].tobytes() if data_buffer is not None else b""
+            yield data, (array("q", [end - first for end in offsets]) if first else offsets).tobytes()
         return skips.report()
