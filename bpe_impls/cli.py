@@ -45,8 +45,9 @@ from .encoding.dataset import (
 )
 from .encoding.encode_file import DEFAULT_BLOCK_SIZE, OUTPUT_FORMATS, encode_file
 from .encoding.formats import FORMATS
-from .harness.generators import web
-from .harness.generators.tinystories import default_corpus, parse_size, write_corpus
+from .harness.generators import tinystories, web
+from .harness.generators.common import write_jsonl, write_pieces
+from .harness.generators.tinystories import default_corpus, parse_size
 from .harness.verify import PEER_NAMES, REAL_TEXT, TOKENIZER_CLAUSES, TRAINER_CLAUSES
 from .trainers import DEFAULT_IMPL, IMPLEMENTATIONS, canonical_name, train_bpe, trainer_names
 from .trainers.common import merge_budget
@@ -580,7 +581,12 @@ def build_parser() -> argparse.ArgumentParser:
         "gen-corpus", help="write a seeded corpus of any size (TinyStories, web or intl style)"
     )
     generate.add_argument("out", type=Path, help="output text file")
-    generate.add_argument("--size", required=True, help="e.g. 5MB, 200MB, 2GB, 1GiB")
+    generate.add_argument("--size", required=True, help="e.g. 5MB, 200MB, 2GB, 1GiB (of text)")
+    generate.add_argument(
+        "--jsonl",
+        action="store_true",
+        help='JSON Lines: one {"text": ...} record per document (a data set for bpe encode --out-dir)',
+    )
     generate.add_argument("--seed", type=int, default=0)
     generate.add_argument(
         "--style",
@@ -1373,12 +1379,18 @@ def cmd_regress(args: argparse.Namespace) -> int:
 def cmd_gen_corpus(args: argparse.Namespace) -> int:
     size = parse_size(args.size)
     start = time.perf_counter()
+    progress = _progress_enabled(args)
     if args.style == "tinystories":
-        write_corpus(args.out, size, seed=args.seed, progress=_progress_enabled(args))
+        pieces = tinystories.generate_bytes(size, seed=args.seed)
         style = ""
     else:
-        web.write_corpus(args.out, size, seed=args.seed, style=args.style, progress=_progress_enabled(args))
+        pieces = web.generate_bytes(size, seed=args.seed, style=args.style)
         style = f", style {args.style}"
+    if args.jsonl:
+        write_jsonl(args.out, size, pieces, progress=progress)
+        style += ", JSON Lines"
+    else:
+        write_pieces(args.out, size, pieces, progress=progress)
     seconds = time.perf_counter() - start
     print(f"wrote {size / 1e6:.1f} MB to {args.out} in {seconds:.1f} s (seed {args.seed}{style})")
     return 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
@@ -250,3 +251,21 @@ def test_cache_dir_falls_back_to_xdg_then_home(tmp_path, monkeypatch):
     monkeypatch.delenv("XDG_CACHE_HOME")
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     assert ts.cache_dir() == tmp_path / "home" / ".cache" / "bpe_impls"
+
+
+# --- JSON Lines (bpe gen-corpus --jsonl) ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("style", ["tinystories", "intl"])
+def test_gen_corpus_jsonl_holds_one_record_per_document_of_the_text(tmp_path, style):
+    from bpe_impls import cli
+
+    text_path, jsonl_path = tmp_path / "c.txt", tmp_path / "c.jsonl"
+    assert cli.main(["gen-corpus", str(text_path), "--size", "300KB", "--style", style, "-q"]) == 0
+    assert cli.main(["gen-corpus", str(jsonl_path), "--size", "300KB", "--style", style, "--jsonl", "-q"]) == 0
+    # The documents as the text file holds them: between separators, surrounding newlines dropped.
+    documents = [doc.strip("\n") for doc in text_path.read_text(encoding="utf-8").split(EOT)]
+    records = [json.loads(line) for line in jsonl_path.read_text(encoding="utf-8").splitlines()]
+    assert all(set(record) == {"text"} for record in records)
+    assert [record["text"] for record in records] == [doc for doc in documents if doc]
+    assert len(records) > 50 and not list(tmp_path.glob("*.tmp"))
