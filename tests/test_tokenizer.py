@@ -498,3 +498,26 @@ def test_fuzz_decode_raises_only_encode_error(gpt2, ids: list[int]):
         assert str(exc) == f"unknown token id {ids[bad]} at position {bad}"
     else:
         assert all(0 <= token_id <= 50256 for token_id in ids) and isinstance(text, str)
+
+
+# ---- pickling (multiprocessing, Dask) ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("encoder", list(ENCODERS))
+def test_a_pickled_tokenizer_is_built_again_with_the_same_ids(encoder):
+    import pickle
+
+    vocab = {i: bytes([i]) for i in range(256)} | {256: b"he", 257: b"ll", 258: b"hell", 300: b"<|x|>"}
+    merges = [(b"h", b"e"), (b"l", b"l"), (b"he", b"ll")]
+    # A custom pattern travels too (the native encoder scans the presets only); the ids are the
+    # same by either: "hello" "<|x|>" " hell" "," " well" "<|endoftext|>".
+    pattern = "gpt2" if encoder == "native" else r" ?\w+|\s+|[^\w\s]+"
+    original = Tokenizer(
+        vocab, merges, {"<|x|>": 300, "<|endoftext|>": 301}, pattern=pattern, encoder=encoder, cache_size=7
+    )
+    copy = pickle.loads(pickle.dumps(original))
+    text = "hello<|x|> hell, well<|endoftext|>"
+    assert copy.encode(text) == original.encode(text) == [258, 111, 300, 32, 258, 44, 32, 119, 101, 257, 301]
+    assert copy.special_tokens == original.special_tokens and copy.special_token_ids == original.special_token_ids
+    assert (copy.encoder, copy.pattern, copy._cache_size) == (original.encoder, original.pattern, 7)
+    assert dict(copy.vocab) == dict(original.vocab) and copy.merges == original.merges

@@ -241,6 +241,13 @@ class Tokenizer:
         """The name of the merge loop in ENCODERS this tokenizer uses."""
         return self._encoder_name
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled as what builds it (multiprocessing, Dask: the compiled encoder itself is not
+        picklable); unpickling builds the same tokenizer, which gives the same ids."""
+        specials = {token: self.special_token_ids[token] for token in self.special_tokens}
+        options = {"pattern": self.pattern, "encoder": self._encoder_name, "cache_size": self._cache_size}
+        return (_rebuild, (dict(self._tables.vocab), list(self._tables.merges), specials, options))
+
     def __repr__(self) -> str:
         return (
             f"Tokenizer(n_vocab={self.n_vocab}, merges={self._tables.merge_count}, "
@@ -670,3 +677,10 @@ class Tokenizer:
             'hello w'
         """
         return self.decode_bytes(ids).decode("utf-8", errors="replace")
+
+
+def _rebuild(
+    vocab: dict[int, bytes], merges: list[tuple[bytes, bytes]], specials: dict[str, int], options: dict
+) -> Tokenizer:
+    """A pickled Tokenizer, built again (Tokenizer.__reduce__)."""
+    return Tokenizer(vocab, merges, specials, **options)

@@ -22,7 +22,7 @@ import re
 import signal
 import threading
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -342,8 +342,104 @@ class _Stopped(Exception):
     """The run stopped while a reader waited for room (the reader just ends)."""
 
 
+def unit_blocks(
+    task: _Task, block_size: int, stop: threading.Event | None = None
+) -> Generator[_Block, None, SkipReport]:
+    """One unit's documents in blocks of about block_size (characters, or bytes where packed), in
+    order; returns its SkipReport. A bad record raises after the blocks before it were yielded, so
+    the shards they complete are kept (the same ones for any block size). `stop`: end early."""
+    if isinstance(task.unit, PackedUnit):
+        return (yield from _packed_blocks(task, task.unit, block_size, stop))
+    return (yield from _text_blocks(task, block_size, stop))
+
+
+def _packed_blocks(
+    task: _Task, unit: PackedUnit, block_size: int, stop: threading.Event | None
+) -> Generator[_Block, None, SkipReport]:
+    """A unit of records read packed (no str per record)."""
+    datas: list[bytes] = []
+    offsets: list[np.ndarray] = []
+    size = documents = 0
+
+    def block() -> _Block:
+        joined = _Block(task.file, [], None, _join_packed(datas, offsets))
+        datas.clear()
+        offsets.clear()
+        return joined
+
+    pieces = unit.packed()
+    try:
+        while True:
+            if stop is not None and stop.is_set():
+                raise _Stopped
+            try:
+                data, ends = next(pieces)
+            except StopIteration as done:
+                report = done.value or SkipReport()
+                break
+            except BaseException:
+                if datas:  # (the documents before a bad record go on first)
+                    yield block()
+                raise
+            datas.append(data)
+            offsets.append(np.frombuffer(ends, dtype=np.int64))
+            size += len(data)
+            documents += len(offsets[-1]) - 1
+            if size >= block_size or documents >= _MAX_BLOCK_DOCS:
+                yield block()
+                size = documents = 0
+    finally:
+        pieces.close()
+    if datas:
+        yield block()
+    return report
+
+
+def _text_blocks(task: _Task, block_size: int, stop: threading.Event | None) -> Generator[_Block, None, SkipReport]:
+    """A unit's texts (a text file's pieces, or documents) in blocks."""
+    texts: list[str] = []
+    ends: list[bool] = []
+    size = 0
+    texts_of = task.unit.texts()
+    previous: str | None = None  # a text file's last piece waits, to learn whether it is the last
+    try:
+        while True:
+            if stop is not None and stop.is_set():
+                raise _Stopped
+            try:
+                text = next(texts_of)
+            except StopIteration as done:
+                report = done.value or SkipReport()
+                break
+            except BaseException:
+                if previous is not None:
+                    texts.append(previous)
+                    ends.append(False)
+                if texts:
+                    yield _Block(task.file, texts, None if task.records else ends)
+                raise
+            if not task.records:
+                text, previous = previous, text  # type: ignore[assignment]
+                if text is None:
+                    continue
+            texts.append(text)
+            ends.append(task.records)
+            size += len(text)
+            if size >= block_size or len(texts) >= _MAX_BLOCK_DOCS:
+                yield _Block(task.file, texts, None if task.records else ends)
+                texts, ends, size = [], [], 0
+    finally:
+        texts_of.close()
+    if previous is not None:
+        texts.append(previous)
+        ends.append(task.closes_file)
+    if texts:
+        yield _Block(task.file, texts, None if task.records else ends)
+    return report
+
+
 class _Reader:
-    """Reads one unit's documents into blocks on a pool thread, a bounded queue ahead of the caller."""
+    """Reads one unit's blocks (unit_blocks) on a pool thread, a bounded queue ahead of the caller."""
 
     def __init__(self, task: _Task, block_size: int, stop: threading.Event) -> None:
         self.task = task
@@ -353,7 +449,14 @@ class _Reader:
 
     def run(self) -> None:
         try:
-            report = self._read()
+            blocks = unit_blocks(self.task, self.block_size, self.stop)
+            while True:
+                try:
+                    block = next(blocks)
+                except StopIteration as done:
+                    report = done.value
+                    break
+                self._put(("block", block))
             self._put(("end", report))
         except _Stopped:
             pass
@@ -372,94 +475,6 @@ class _Reader:
                 return
             except queue.Full:
                 continue
-
-    def _read(self) -> SkipReport:
-        if isinstance(self.task.unit, PackedUnit):
-            return self._read_packed(self.task.unit)
-        return self._read_texts()
-
-    def _read_packed(self, unit: PackedUnit) -> SkipReport:
-        """A unit of records read packed (the compiled core, no str per record), in blocks of
-        about block_size bytes."""
-        datas: list[bytes] = []
-        offsets: list[np.ndarray] = []
-        size = documents = 0
-
-        def put() -> None:
-            self._put(("block", _Block(self.task.file, [], None, _join_packed(datas, offsets))))
-            datas.clear()
-            offsets.clear()
-
-        pieces = unit.packed()
-        try:
-            while True:
-                if self.stop.is_set():
-                    raise _Stopped
-                try:
-                    data, ends = next(pieces)
-                except StopIteration as done:
-                    report = done.value or SkipReport()
-                    break
-                except BaseException:
-                    if datas:  # (the documents before a bad record go on first, as _read_texts')
-                        put()
-                    raise
-                datas.append(data)
-                offsets.append(np.frombuffer(ends, dtype=np.int64))
-                size += len(data)
-                documents += len(offsets[-1]) - 1
-                if size >= self.block_size or documents >= _MAX_BLOCK_DOCS:
-                    put()
-                    size = documents = 0
-        finally:
-            pieces.close()
-        if datas:
-            put()
-        return report
-
-    def _read_texts(self) -> SkipReport:
-        task = self.task
-        texts: list[str] = []
-        ends: list[bool] = []
-        size = 0
-        texts_of = task.unit.texts()
-        previous: str | None = None  # a text file's last piece waits, to learn whether it is the last
-        try:
-            while True:
-                if self.stop.is_set():
-                    raise _Stopped
-                try:
-                    text = next(texts_of)
-                except StopIteration as done:
-                    report = done.value or SkipReport()
-                    break
-                except BaseException:
-                    # A bad record: the documents before it go on first, so that the shards
-                    # they complete are kept (the same ones for any block size).
-                    if previous is not None:
-                        texts.append(previous)
-                        ends.append(False)
-                    if texts:
-                        self._put(("block", _Block(task.file, texts, None if task.records else ends)))
-                    raise
-                if not task.records:
-                    text, previous = previous, text  # type: ignore[assignment]
-                    if text is None:
-                        continue
-                texts.append(text)
-                ends.append(task.records)
-                size += len(text)
-                if size >= self.block_size or len(texts) >= _MAX_BLOCK_DOCS:
-                    self._put(("block", _Block(task.file, texts, None if task.records else ends)))
-                    texts, ends, size = [], [], 0
-        finally:
-            texts_of.close()
-        if previous is not None:
-            texts.append(previous)
-            ends.append(task.closes_file)
-        if texts:
-            self._put(("block", _Block(task.file, texts, None if task.records else ends)))
-        return report
 
 
 def _join_packed(datas: list[bytes], offsets: list[np.ndarray]) -> tuple[bytes, np.ndarray]:
