@@ -680,7 +680,7 @@ class Tokenizer:
 
 
 def _rebuild(
-    vocab: dict[int, bytes], merges: list[tuple[bytes, bytes]], specials: dict[str, int], options: dict
+    vocab: dict[int, bytes], merges: list[tuple[bytes, bytes]], specials: dict[str, int], options: dict[str, Any]
 ) -> Tokenizer:
     """A pickled Tokenizer, built again (Tokenizer.__reduce__)."""
     return Tokenizer(vocab, merges, specials, **options)
