@@ -236,6 +236,20 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="with --out-dir: start over, removing the shards and manifest already there",
     )
+    encode.add_argument(
+        "--backend",
+        choices=["local", "dask"],
+        default=None,
+        help="with --out-dir: where the units are encoded: this machine's threads (local, the default), or "
+        "Dask tasks writing into DIR (the same bytes; every worker must see DIR and the inputs at the same paths)",
+    )
+    encode.add_argument(
+        "--scheduler",
+        default=None,
+        metavar="tcp://HOST:PORT",
+        help="with --backend dask: the scheduler (default: a LocalCluster of --workers processes, started and "
+        "shut down by this command)",
+    )
     _add_common(encode)
 
     decode = commands.add_parser(
@@ -726,7 +740,16 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 # The options of each form of `bpe encode` (the other form's are refused, naming them).
-_DATASET_OPTIONS = ("text_field", "eot", "shard_tokens", "workers", "skip_bad_records", "overwrite")
+_DATASET_OPTIONS = (
+    "text_field",
+    "eot",
+    "shard_tokens",
+    "workers",
+    "skip_bad_records",
+    "overwrite",
+    "backend",
+    "scheduler",
+)
 _FILE_OPTIONS = ("format", "threads")
 
 
@@ -799,6 +822,8 @@ def _encode_dataset(args: argparse.Namespace) -> int:
         raise ConfigError(
             "give --out FILE (one text file to ids) or --out-dir DIR (a data set to token shards), not both"
         )
+    if args.scheduler is not None and args.backend != "dask":
+        raise ConfigError("--scheduler needs --backend dask")
     given = [_flag(name) for name in _FILE_OPTIONS if getattr(args, name) is not None]
     if given:
         raise ConfigError(
@@ -820,6 +845,8 @@ def _encode_dataset(args: argparse.Namespace) -> int:
             overwrite=bool(args.overwrite),
             progress=_progress_enabled(args),
             block_size=DATASET_BLOCK_SIZE if args.block_size is None else args.block_size,
+            backend=args.backend or "local",
+            scheduler=args.scheduler,
         )
     _replay_warnings(caught)
     seconds = time.perf_counter() - start

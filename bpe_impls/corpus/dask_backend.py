@@ -116,6 +116,76 @@ def _merge_task(*tallies: Tally, min_count: int = 1) -> Tally:
     return total
 
 
+@contextlib.contextmanager
+def dask_client(num_workers: int, scheduler: str | None, doing: str) -> Iterator[tuple[Any, Any]]:
+    """(the distributed module, a Client) of the cluster at `scheduler`, or of a LocalCluster of
+    `num_workers` single-threaded worker processes started here; on the way out (Ctrl-C too) the
+    client is closed and a cluster started here shut down, its busy workers not waited for.
+    `doing` names the work in the one-line errors ("counting")."""
+    distributed = _distributed()
+    cluster = None
+    client = None
+    finished = False
+    with _quiet_logs():
+        try:
+            cluster, client = _connect(distributed, num_workers, scheduler, doing)
+            yield distributed, client
+            finished = True
+        finally:
+            # Also on Ctrl-C: the client's futures are released (the scheduler drops every task
+            # not yet run), then a cluster we started is shut down with its worker processes.
+            if client is not None:
+                _quietly(client.close)
+            if cluster is not None:
+                if not finished:  # workers may be mid-task: do not wait for them to finish
+                    _quietly(lambda: cluster.sync(_stop_workers, list(cluster.workers.values())))
+                _quietly(cluster.close)
+
+
+def _connect(distributed: Any, num_workers: int, scheduler: str | None, doing: str) -> tuple[Any, Any]:
+    if scheduler is None:
+        require_main_guard(f"{doing} on a local Dask cluster")
+        try:
+            cluster = distributed.LocalCluster(
+                n_workers=num_workers,
+                threads_per_worker=1,  # parallelism is processes: counting holds the GIL
+                processes=True,
+                # A random local port: the default 8787 may be another cluster's on a shared machine.
+                dashboard_address="127.0.0.1:0",
+                silence_logs=logging.ERROR,
+                preload=[_WORKER_PRELOAD],
+            )
+        except Exception as exc:
+            message = f"cannot start a local Dask cluster: {type(exc).__name__}: {exc}"
+            raise WorkerError(one_line(message)) from None
+        try:
+            client = distributed.Client(cluster, set_as_default=False)
+        except BaseException:
+            _quietly(cluster.close)
+            raise
+        return cluster, client
+    try:
+        client = distributed.Client(scheduler, timeout=CONNECT_TIMEOUT, set_as_default=False)
+    except Exception as exc:
+        raise WorkerError(one_line(f"cannot connect to the Dask scheduler at {scheduler}: {exc}")) from None
+    try:
+        client.wait_for_workers(1, timeout=WORKER_TIMEOUT)
+    except Exception:
+        _quietly(client.close)
+        raise WorkerError(
+            f"the Dask scheduler at {scheduler} has no workers after {WORKER_TIMEOUT:.0f} s "
+            f"(start some with: dask worker {scheduler})"
+        ) from None
+    return None, client
+
+
+def check_scheduler(scheduler: str | None) -> str | None:
+    """A scheduler address as given (stripped), or None; a ConfigError for anything else."""
+    if scheduler is not None and (not isinstance(scheduler, str) or not scheduler.strip()):
+        raise ConfigError(f"scheduler must be an address like tcp://HOST:8786, got {scheduler!r}")
+    return scheduler.strip() if scheduler else None
+
+
 class DaskBackend(CountingBackend):
     """Counts units as Dask tasks on a cluster (`scheduler` address) or on a LocalCluster it starts.
 
@@ -132,9 +202,7 @@ class DaskBackend(CountingBackend):
         fan_in: int = FAN_IN,
     ):
         self.num_workers = resolve_workers(num_workers)
-        if scheduler is not None and (not isinstance(scheduler, str) or not scheduler.strip()):
-            raise ConfigError(f"scheduler must be an address like tcp://HOST:8786, got {scheduler!r}")
-        self.scheduler = scheduler.strip() if scheduler else None
+        self.scheduler = check_scheduler(scheduler)
         self.retries = require_int(retries, "retries", minimum=0)
         self.fan_in = require_int(fan_in, "fan_in", minimum=2)
 
@@ -168,63 +236,8 @@ class DaskBackend(CountingBackend):
         min_count: int,
         pattern: SplitPattern,
     ) -> Tally:
-        distributed = _distributed()
-        cluster = None
-        client = None
-        finished = False
-        with _quiet_logs():
-            try:
-                cluster, client = self._connect(distributed)
-                result = self._run(
-                    distributed, client, list(units), tuple(special_tokens), progress, min_count, pattern
-                )
-                finished = True
-                return result
-            finally:
-                # Also on Ctrl-C: the client's futures are released (the scheduler drops every task
-                # not yet run), then a cluster we started is shut down with its worker processes.
-                if client is not None:
-                    _quietly(client.close)
-                if cluster is not None:
-                    if not finished:  # workers may be mid-task: do not wait for them to finish
-                        _quietly(lambda: cluster.sync(_stop_workers, list(cluster.workers.values())))
-                    _quietly(cluster.close)
-
-    def _connect(self, distributed: Any) -> tuple[Any, Any]:
-        if self.scheduler is None:
-            require_main_guard("counting on a local Dask cluster")
-            try:
-                cluster = distributed.LocalCluster(
-                    n_workers=self.num_workers,
-                    threads_per_worker=1,  # counting holds the GIL: parallelism is processes
-                    processes=True,
-                    # A random local port: the default 8787 may be another cluster's on a shared machine.
-                    dashboard_address="127.0.0.1:0",
-                    silence_logs=logging.ERROR,
-                    preload=[_WORKER_PRELOAD],
-                )
-            except Exception as exc:
-                message = f"cannot start a local Dask cluster: {type(exc).__name__}: {exc}"
-                raise WorkerError(one_line(message)) from None
-            try:
-                client = distributed.Client(cluster, set_as_default=False)
-            except BaseException:
-                _quietly(cluster.close)
-                raise
-            return cluster, client
-        try:
-            client = distributed.Client(self.scheduler, timeout=CONNECT_TIMEOUT, set_as_default=False)
-        except Exception as exc:
-            raise WorkerError(one_line(f"cannot connect to the Dask scheduler at {self.scheduler}: {exc}")) from None
-        try:
-            client.wait_for_workers(1, timeout=WORKER_TIMEOUT)
-        except Exception:
-            _quietly(client.close)
-            raise WorkerError(
-                f"the Dask scheduler at {self.scheduler} has no workers after {WORKER_TIMEOUT:.0f} s "
-                f"(start some with: dask worker {self.scheduler})"
-            ) from None
-        return None, client
+        with dask_client(self.num_workers, self.scheduler, "counting") as (distributed, client):
+            return self._run(distributed, client, list(units), tuple(special_tokens), progress, min_count, pattern)
 
     def _run(
         self,
@@ -274,7 +287,7 @@ class DaskBackend(CountingBackend):
         except BpeError:
             raise  # a CorpusError naming file and line, raised in the task
         except Exception as exc:
-            raise _named(distributed, exc, names) from None
+            raise named_failure(distributed, exc, names) from None
 
     @staticmethod
     def _follow(distributed: Any, client: Any, futures: list[Any], units: list[Any], keys: list[str]) -> None:
@@ -296,19 +309,26 @@ class DaskBackend(CountingBackend):
                 bar.update(size[future.key])
 
 
-def _named(distributed: Any, exc: BaseException, names: dict[str, str]) -> WorkerError:
-    """A one-line WorkerError for a failed run, naming the unit when the failure belongs to one."""
+def named_failure(
+    distributed: Any,
+    exc: BaseException,
+    names: dict[str, str],
+    doing: str = "counting",
+    other: str = "merging partial counts",
+) -> WorkerError:
+    """A one-line WorkerError for a failed run, naming the unit when the failure belongs to one
+    (`names`: task key -> unit; `doing`: the work on a unit; `other`: the work of other tasks)."""
     killed = getattr(getattr(distributed, "scheduler", None), "KilledWorker", None)
     if killed is not None and isinstance(exc, killed):
         key = exc.task
-        what = f"counting {names[key]}" if key in names else "merging partial counts"
+        what = f"{doing} {names[key]}" if key in names else other
         return WorkerError(
             f"{what}: {exc.allowed_failures + 1} Dask workers died while running it; giving up "
             f"(see the worker logs; distributed.scheduler.allowed-failures sets the limit)"
         )
     lost = {"CommClosedError", "CancelledError", "FutureCancelledError"}
     if isinstance(exc, (OSError, TimeoutError)) or type(exc).__name__ in lost:
-        return WorkerError(one_line(f"lost the Dask cluster while counting: {type(exc).__name__}: {exc}"))
+        return WorkerError(one_line(f"lost the Dask cluster while {doing}: {type(exc).__name__}: {exc}"))
     # E.g. a worker that cannot unpickle the task: bpe_impls missing or older there.
     return WorkerError(
         one_line(f"a Dask task failed: {type(exc).__name__}: {exc} (is the same bpe_impls installed on every worker?)")

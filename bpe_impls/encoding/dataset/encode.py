@@ -19,6 +19,7 @@ import fcntl
 import os
 import queue
 import re
+import shutil
 import signal
 import threading
 from collections import deque
@@ -35,6 +36,7 @@ import numpy as np
 from ...base.checks import require_int, resolve_workers
 from ...base.errors import ConfigError, CorpusError, EncodeError, unreadable
 from ...base.progress import progress_bar
+from ...corpus.dask_backend import check_scheduler
 from ...corpus.inputs import Inputs, resolve_inputs
 from ...corpus.planning import plan_inputs
 from ...corpus.tally import warn_skipped
@@ -66,10 +68,12 @@ READ_AHEAD = 2
 # How often a reader blocked on a full queue looks whether the run was stopped.
 _POLL_SECONDS = 0.1
 DEFAULT_EOT = "<|endoftext|>"
+BACKENDS = ("local", "dask")
 LOCK_NAME = ".bpe-encode.lock"
 # Our own files in an output directory, the only ones a run ever removes.
 _SHARD_FILE = re.compile(r"shard-(\d{6,})\.(bin|idx)")
-_TEMP_FILE = re.compile(r"\.(shard-\d{6,}\.(bin|idx)|manifest\.json)\..+\.tmp")
+# (and the parts folder of a Dask run, on_dask.PARTS_PREFIX)
+_TEMP_FILE = re.compile(r"\.(shard-\d{6,}\.(bin|idx)|manifest\.json)\..+\.tmp|\.bpe-parts-[0-9a-f]+")
 
 
 def encode_dataset(
@@ -85,6 +89,8 @@ def encode_dataset(
     overwrite: bool = False,
     progress: bool = False,
     block_size: int = DEFAULT_BLOCK_SIZE,
+    backend: str = "local",
+    scheduler: str | None = None,
 ) -> Manifest:
     """Encode a data set into shards of token ids for a training loop (numpy.memmap); resumable.
 
@@ -115,6 +121,11 @@ def encode_dataset(
         overwrite: start over, removing the shards and manifest already in `out_dir`.
         progress: a progress bar on stderr.
         block_size: characters of text per encoding task (the output does not depend on it).
+        backend: "local" (threads here) or "dask" (one task per unit on a Dask cluster, the
+            shards written here; the same bytes). Dask's workers must see `out_dir` and the inputs
+            at the same paths.
+        scheduler: with backend="dask", the scheduler's address; None starts a LocalCluster of
+            `workers` processes.
 
     Returns:
         The manifest, as saved in out_dir/manifest.json.
@@ -129,6 +140,11 @@ def encode_dataset(
     shard_tokens = require_int(shard_tokens, "shard_tokens", minimum=1)
     block_size = require_int(block_size, "block_size", minimum=1)
     threads = resolve_workers(workers) if workers is None else require_int(workers, "workers", minimum=1)
+    if backend not in BACKENDS:
+        raise ConfigError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+    if scheduler is not None and backend != "dask":
+        raise ConfigError("a scheduler needs backend='dask'")
+    scheduler = check_scheduler(scheduler)
     if not isinstance(text_field, str) or not text_field:
         raise ConfigError(f"text_field must be a non-empty string, got {text_field!r}")
     eot_id, eot_token = resolve_eot(tok, eot)
@@ -157,7 +173,12 @@ def encode_dataset(
                 skip_bad_records=skip_bad_records,
                 pattern=tok.pattern,
             )
-            _Run(out, manifest, tok, units, threads, block_size, progress).run()
+            if backend == "dask":
+                from .on_dask import DaskRun
+
+                DaskRun(out, manifest, tok, units, threads, block_size, progress, scheduler=scheduler).run()
+            else:
+                _Run(out, manifest, tok, units, threads, block_size, progress).run()
             for record in manifest.inputs:  # the shards must be of the files as they were recorded
                 how = record.change()
                 if how is not None:
@@ -243,7 +264,10 @@ def _prepare(out: Path, wanted: Manifest, overwrite: bool) -> Manifest:
     does not list) are removed."""
     shards, temps = _our_files(out)
     for temp in temps:  # (we hold the lock: no other run is writing them)
-        temp.unlink(missing_ok=True)
+        if temp.is_dir():
+            shutil.rmtree(temp, ignore_errors=True)
+        else:
+            temp.unlink(missing_ok=True)
     manifest_path = out / MANIFEST_NAME
     if overwrite:
         for path in shards:
@@ -570,25 +594,33 @@ class _Run:
         self.manifest.skipped = entry.skipped
         save_manifest(self.out, self.manifest)
 
-    def run(self) -> None:
-        manifest, start = self.manifest, self.start
-        dtype = self.tokenizer.id_dtype()
-        writer = ShardWriter(
+    def writer(self) -> ShardWriter:
+        """The shard writer, going on from the manifest's last complete shard."""
+        manifest = self.manifest
+        return ShardWriter(
             self.out,
-            dtype,
+            self.tokenizer.id_dtype(),
             manifest.shard_tokens,
             len(manifest.shards),
-            start,
+            self.start,
             Position(len(manifest.inputs), 0, 0),
             self.publish,
             self.skips.before_file,
         )
+
+    def progress_bar(self) -> Any:
+        return progress_bar(
+            self.progress, total=self.total_bytes, initial=self.done_bytes, unit="B", unit_scale=True, desc="encode"
+        )
+
+    def run(self) -> None:
+        manifest, start = self.manifest, self.start
+        dtype = self.tokenizer.id_dtype()
+        writer = self.writer()
         stop = threading.Event()
         pending: deque[tuple[str, Any, Any]] = deque()
         in_flight = 0
-        bar = progress_bar(
-            self.progress, total=self.total_bytes, initial=self.done_bytes, unit="B", unit_scale=True, desc="encode"
-        )
+        bar = self.progress_bar()
 
         def write_oldest() -> None:
             nonlocal in_flight
@@ -692,4 +724,4 @@ def shard_files(out_dir: str | os.PathLike[str]) -> list[str]:
     return sorted(path.name for path in _our_files(Path(out_dir))[0])
 
 
-__all__ = ["DEFAULT_BLOCK_SIZE", "DEFAULT_EOT", "encode_dataset", "resolve_eot", "shard_files"]
+__all__ = ["BACKENDS", "DEFAULT_BLOCK_SIZE", "DEFAULT_EOT", "encode_dataset", "resolve_eot", "shard_files"]
