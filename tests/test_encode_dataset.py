@@ -44,6 +44,7 @@ from bpe_impls.encoding.dataset import (
     tokenizer_digest,
 )
 from bpe_impls.encoding.dataset import encode as encode_module
+from bpe_impls.encoding.dataset import run as run_module
 from bpe_impls.encoding.dataset import shards as shards_module
 from bpe_impls.encoding.formats.gpt2 import load_tokenizer_files
 
@@ -389,7 +390,7 @@ def test_a_rerun_of_a_complete_run_keeps_everything(corpus, tok, reference, tmp_
 def test_interrupted_after_k_shards_resumes_to_the_same_bytes(corpus, tok, reference, tmp_path, monkeypatch, after):
     out = tmp_path / "out"
     saves = []
-    real = encode_module.save_manifest
+    real = run_module.save_manifest
 
     def save_then_interrupt(out_dir, manifest):
         real(out_dir, manifest)
@@ -397,7 +398,7 @@ def test_interrupted_after_k_shards_resumes_to_the_same_bytes(corpus, tok, refer
         if len(manifest.shards) == after:
             raise KeyboardInterrupt
 
-    monkeypatch.setattr(encode_module, "save_manifest", save_then_interrupt)
+    monkeypatch.setattr(run_module, "save_manifest", save_then_interrupt)  # (as each shard is published)
     with pytest.raises(KeyboardInterrupt):
         encode_dataset(corpus[0], tok, out, shard_tokens=SHARD_TOKENS, workers=2, block_size=3000)
     monkeypatch.undo()
@@ -679,7 +680,7 @@ def test_a_bad_parquet_row_is_named_by_row(tmp_path, tok, skip):
 
 def test_read_document_range_and_an_incomplete_run(corpus, tok, expected, tmp_path, monkeypatch):
     out = tmp_path / "out"
-    real = encode_module.save_manifest
+    real = run_module.save_manifest
 
     # interrupted right after the shard that ends inside e.txt's long document
     def save_then_interrupt(out_dir, manifest):
@@ -687,7 +688,7 @@ def test_read_document_range_and_an_incomplete_run(corpus, tok, expected, tmp_pa
         if manifest.shards and manifest.shards[-1].resume.token > 0:
             raise KeyboardInterrupt
 
-    monkeypatch.setattr(encode_module, "save_manifest", save_then_interrupt)
+    monkeypatch.setattr(run_module, "save_manifest", save_then_interrupt)  # (as each shard is published)
     with pytest.raises(KeyboardInterrupt):
         encode_dataset(corpus[0], tok, out, shard_tokens=SHARD_TOKENS, workers=2)
     monkeypatch.undo()

@@ -42,6 +42,7 @@ from bpe_impls.base.errors import ConfigError, CorpusError
 from bpe_impls.corpus import SkippedRecordsWarning
 from bpe_impls.encoding.dataset import encode as encode_module
 from bpe_impls.encoding.dataset import encode_dataset
+from bpe_impls.encoding.dataset import run as run_module
 
 __all__ = ["corpus", "gpt2_dir", "gpt2_parts", "reference", "tok"]  # (fixtures, used by name)
 
@@ -83,14 +84,14 @@ def test_a_local_run_interrupted_is_finished_on_dask_to_the_same_bytes(
     corpus, tok, reference, tmp_path, monkeypatch, cluster, after
 ):
     out = tmp_path / "out"
-    real = encode_module.save_manifest
+    real = run_module.save_manifest
 
     def save_then_interrupt(out_dir, manifest):
         real(out_dir, manifest)
         if len(manifest.shards) == after:
             raise KeyboardInterrupt
 
-    monkeypatch.setattr(encode_module, "save_manifest", save_then_interrupt)
+    monkeypatch.setattr(run_module, "save_manifest", save_then_interrupt)  # (as each shard is published)
     with pytest.raises(KeyboardInterrupt):
         encode_dataset(corpus[0], tok, out, shard_tokens=SHARD_TOKENS, workers=2, block_size=3000)
     monkeypatch.undo()

@@ -31,7 +31,7 @@ from ...base.errors import BpeError, CorpusError
 from ...corpus.dask_backend import dask_client, named_failure
 from ...corpus.units import SkipReport
 from ..tokenizer import Tokenizer
-from .encode import _encode_block, _fewer_documents, _Run, _Task, unit_blocks
+from .run import Run, _encode_block, _fewer_documents, _Task, unit_blocks
 
 # The folder of parts in the output directory (removed at the end, and by the next run).
 PARTS_PREFIX = ".bpe-parts-"
@@ -81,8 +81,8 @@ def encode_part(task: _Task, name: str, tokenizer: Tokenizer, eot: int | None, b
     return Part(name, tokens, len(doc_ends), open_tail, skipped, error)
 
 
-class DaskRun(_Run):
-    """_Run with the units encoded on a Dask cluster (module docstring)."""
+class DaskRun(Run):
+    """Run with the units encoded on a Dask cluster (module docstring)."""
 
     def __init__(self, *args: Any, scheduler: str | None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
