@@ -22,7 +22,12 @@ The directory `encode_dataset` writes:
                          and document counts, the first and last document it holds (input file
                          index + record index), and the position after it (`resume`).
 
-Shard bytes and entries are the same for any worker count and block size, and for a run
+The modules: encode.py (`encode_dataset`: arguments, the directory, signals), run.py (the local
+backend: reader and encoder threads), on_dask.py (the Dask backend: a task per unit writes its
+part, the shards are written here from the parts), shards.py (the ShardWriter both feed, which alone
+decides where shards end), manifest.py and verify.py (reading back, checking).
+
+Shard bytes and entries are the same for any worker count, block size and backend, and for a run
 interrupted (Ctrl-C, SIGTERM, SIGKILL, power loss) and run again: a shard appears under its name
 only complete (temp file, fsync, rename) and then enters the manifest, itself rewritten
 atomically. A rerun of the same call keeps the shards whose sha256 match, and goes on from the
