@@ -25,12 +25,15 @@ from test_encode_dataset import (
     REPO,
     SHARD_TOKENS,
     _lines,
+    all_ids,
     assert_consistent,
     corpus,
+    expected,
     gpt2_dir,
     gpt2_parts,
     load_manifest,
     one_line,
+    oracle,
     reference,
     small_pieces,
     snapshot,
@@ -44,7 +47,7 @@ from bpe_impls.encoding.dataset import encode as encode_module
 from bpe_impls.encoding.dataset import encode_dataset
 from bpe_impls.encoding.dataset import run as run_module
 
-__all__ = ["corpus", "gpt2_dir", "gpt2_parts", "reference", "tok"]  # (fixtures, used by name)
+__all__ = ["corpus", "expected", "gpt2_dir", "gpt2_parts", "oracle", "reference", "tok"]  # (fixtures, used by name)
 
 # The killing unit below travels to the workers by value: they need not import this module.
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -71,12 +74,13 @@ def parts_folders(out: Path) -> list[str]:
     return [name for name in os.listdir(out) if name.startswith(".bpe-parts-")]
 
 
-def test_the_dask_backend_writes_the_local_backends_bytes(corpus, tok, reference, tmp_path, cluster):
+def test_the_dask_backend_writes_the_local_backends_bytes(corpus, tok, reference, expected, tmp_path, cluster):
     out = tmp_path / "out"
     with small_pieces(2048):  # many units: parts of text documents that go on in the next unit
         manifest = encode_dataset(corpus[0], tok, out, shard_tokens=SHARD_TOKENS, backend="dask", scheduler=cluster)
     assert manifest.complete and snapshot(out) == reference
     assert parts_folders(out) == []
+    assert all_ids(out).tolist() == [i for ids in expected for i in ids]  # tiktoken's, document by document
 
 
 @pytest.mark.parametrize("after", [1, 5])
