@@ -386,24 +386,28 @@ def test_a_rerun_of_a_complete_run_keeps_everything(corpus, tok, reference, tmp_
     assert again.kept == len(first.shards) and again == first and snapshot(out) == reference
 
 
-@pytest.mark.parametrize("after", [1, 4, 9])
-def test_interrupted_after_k_shards_resumes_to_the_same_bytes(corpus, tok, reference, tmp_path, monkeypatch, after):
-    out = tmp_path / "out"
-    saves = []
+def interrupted_run(folder: Path, tok: Tokenizer, out: Path, after: int) -> None:
+    """A two-worker run into `out` interrupted (KeyboardInterrupt) just after its `after`-th shard
+    was published; checked consistent."""
     real = run_module.save_manifest
 
     def save_then_interrupt(out_dir, manifest):
         real(out_dir, manifest)
-        saves.append(len(manifest.shards))
         if len(manifest.shards) == after:
             raise KeyboardInterrupt
 
-    monkeypatch.setattr(run_module, "save_manifest", save_then_interrupt)  # (as each shard is published)
-    with pytest.raises(KeyboardInterrupt):
-        encode_dataset(corpus[0], tok, out, shard_tokens=SHARD_TOKENS, workers=2, block_size=3000)
-    monkeypatch.undo()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(run_module, "save_manifest", save_then_interrupt)  # (as each shard is published)
+        with pytest.raises(KeyboardInterrupt):
+            encode_dataset(folder, tok, out, shard_tokens=SHARD_TOKENS, workers=2, block_size=3000)
     assert_consistent(out)
     assert len(load_manifest(out).shards) == after
+
+
+@pytest.mark.parametrize("after", [1, 4, 9])
+def test_interrupted_after_k_shards_resumes_to_the_same_bytes(corpus, tok, reference, tmp_path, after):
+    out = tmp_path / "out"
+    interrupted_run(corpus[0], tok, out, after)
     resumed = encode_dataset(corpus[0], tok, out, shard_tokens=SHARD_TOKENS, workers=3)
     assert resumed.kept == after and snapshot(out) == reference
 

@@ -31,6 +31,7 @@ from test_encode_dataset import (
     expected,
     gpt2_dir,
     gpt2_parts,
+    interrupted_run,
     load_manifest,
     one_line,
     oracle,
@@ -45,7 +46,6 @@ from bpe_impls.base.errors import ConfigError, CorpusError
 from bpe_impls.corpus import SkippedRecordsWarning
 from bpe_impls.encoding.dataset import encode as encode_module
 from bpe_impls.encoding.dataset import encode_dataset
-from bpe_impls.encoding.dataset import run as run_module
 
 __all__ = ["corpus", "expected", "gpt2_dir", "gpt2_parts", "oracle", "reference", "tok"]  # (fixtures, used by name)
 
@@ -85,21 +85,10 @@ def test_the_dask_backend_writes_the_local_backends_bytes(corpus, tok, reference
 
 @pytest.mark.parametrize("after", [1, 5])
 def test_a_local_run_interrupted_is_finished_on_dask_to_the_same_bytes(
-    corpus, tok, reference, tmp_path, monkeypatch, cluster, after
+    corpus, tok, reference, tmp_path, cluster, after
 ):
     out = tmp_path / "out"
-    real = run_module.save_manifest
-
-    def save_then_interrupt(out_dir, manifest):
-        real(out_dir, manifest)
-        if len(manifest.shards) == after:
-            raise KeyboardInterrupt
-
-    monkeypatch.setattr(run_module, "save_manifest", save_then_interrupt)  # (as each shard is published)
-    with pytest.raises(KeyboardInterrupt):
-        encode_dataset(corpus[0], tok, out, shard_tokens=SHARD_TOKENS, workers=2, block_size=3000)
-    monkeypatch.undo()
-    assert_consistent(out)
+    interrupted_run(corpus[0], tok, out, after)
     resumed = encode_dataset(corpus[0], tok, out, shard_tokens=SHARD_TOKENS, backend="dask", scheduler=cluster)
     assert resumed.kept == after and snapshot(out) == reference
 

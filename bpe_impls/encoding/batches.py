@@ -59,10 +59,7 @@ def encode_runs(
     runs = list(pairwise(bounds))
     size = bounds[-1] if bounds else 0  # the length the runs were planned for (another thread may change it)
     try:
-        if len(runs) <= 1:
-            return [encode_run(run) for run in runs]
-        with ThreadPoolExecutor(min(threads, len(runs))) as pool:
-            return list(pool.map(encode_run, runs))
+        return _each_run(runs, threads, encode_run)
     except UnicodeEncodeError:
         _name_bad_text(datas)
         raise
@@ -74,6 +71,14 @@ def encode_runs(
             ) from None
         _raise_invalid_utf8(datas)
         raise
+
+
+def _each_run(runs: list[tuple[int, int]], threads: int, encode_run: Callable[[tuple[int, int]], _T]) -> list[_T]:
+    """encode_run of each run, in order, on up to `threads` threads (here, for one run)."""
+    if len(runs) <= 1:
+        return [encode_run(run) for run in runs]
+    with ThreadPoolExecutor(min(threads, len(runs))) as pool:
+        return list(pool.map(encode_run, runs))
 
 
 def encode_packed_runs(
@@ -98,10 +103,7 @@ def encode_packed_runs(
     bounds = sorted({0, count, *(int(cut) for cut in cuts if 0 < cut < count)}) if count else []
     runs = list(pairwise(bounds))
     try:
-        if len(runs) <= 1:
-            return [encode_run(run) for run in runs]
-        with ThreadPoolExecutor(min(threads, len(runs))) as pool:
-            return list(pool.map(encode_run, runs))
+        return _each_run(runs, threads, encode_run)
     except ValueError:
         for index in range(count):  # name the text that is not UTF-8 (the encoder says only that one is not)
             error = invalid_utf8(data[offsets[index] : offsets[index + 1]], f"batch index {index}: ")
