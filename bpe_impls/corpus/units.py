@@ -140,7 +140,9 @@ Packed = tuple[bytes, bytes]
 class PackedUnit(Unit, Protocol):
     """A unit of records (JSON Lines, Parquet) whose documents can be had packed, with no str per record."""
 
-    def packed(self) -> Generator[Packed, None, SkipReport]: ...
+    def packed(self, piece_bytes: int | None = None) -> Generator[Packed, None, SkipReport]:
+        """The documents in pieces of about piece_bytes (the bytes read at a time; None: PIECE_BYTES)."""
+        ...
 
 
 # --- plain text -------------------------------------------------------------------------------
@@ -510,22 +512,71 @@ def _pack(documents: Iterable[str]) -> Packed:
     return b"".join(parts), ends.tobytes()
 
 
+def _line_chunks(blocks: Iterable[bytes]) -> Iterator[tuple[bytes, int]]:
+    """A byte stream as (chunk, end) pairs, chunk[:end] whole lines (the stream's last one may lack
+    its newline): a line cut by a block boundary goes whole into the next chunk."""
+    carry = b""
+    for block in blocks:
+        chunk = carry + block if carry else block
+        end = chunk.rfind(b"\n") + 1
+        if end:
+            yield chunk, end
+        carry = chunk[end:] if end < len(chunk) else b""
+    if carry:
+        yield carry, len(carry)
+
+
+def _line_reads(
+    path: str, start: int, size: int, where: str, piece_bytes: int, stamp: FileStamp | None
+) -> Iterator[tuple[bytes, int]]:
+    """Bytes [start, start + size) of a file (both at line starts) as _line_chunks gives them, but
+    each read starting where the last one's whole lines ended, so no block is copied to join a
+    line cut in two (a line longer than a read is read again, twice as long). Errors as read_range's."""
+    try:
+        with open(path, "rb") as file:
+            fd = file.fileno()
+            if stamp is not None and (how := stamp.change(os.fstat(fd))) is not None:
+                raise _changed(where, "counting", how)
+            offset, stop, want = start, start + size, piece_bytes
+            while offset < stop:
+                block = os.pread(fd, min(want, stop - offset), offset)
+                if not block:
+                    raise _changed(where, "counting", f"read {offset - start} of {size} bytes")
+                end = len(block) if offset + len(block) >= stop else block.rfind(b"\n") + 1
+                if not end:
+                    want *= 2
+                    continue
+                yield block, end
+                offset, want = offset + end, piece_bytes
+            if stamp is not None and (how := stamp.change(os.fstat(fd))) is not None:
+                raise _changed(where, "counting", how)
+    except OSError as exc:
+        raise unreadable(where, exc) from None
+
+
 def _packed_documents(
-    path: str, blocks: Iterable[bytes], text_field: str, skips: _Skips, line_number, at_file_start: bool
+    path: str,
+    chunks: Iterable[tuple[bytes, int]],
+    text_field: str,
+    skips: _Skips,
+    line_number,
+    at_file_start: bool,
+    piece_bytes: int,
 ) -> Iterator[Packed]:
-    """_jsonl_documents' documents, packed, about a block at a time. The compiled core reads each
-    record it is sure Python reads alike (jsonl_documents); a line it leaves (a bad record, or
-    one Python's json might read otherwise) is read here by _document, so the documents and the
-    faults named are _jsonl_documents' own. Without the core, _jsonl_documents itself."""
+    """_jsonl_documents' documents, packed, a chunk of whole lines (_line_chunks) at a time. The
+    compiled core reads each record it is sure Python reads alike (jsonl_documents); a line it
+    leaves (a bad record, or one Python's json might read otherwise) is read here by _document, so
+    the documents and the faults named are _jsonl_documents' own. Without the core,
+    _jsonl_documents itself, packed about piece_bytes at a time."""
     if not compiled.AVAILABLE:
-        # (one pack per block, as the core's path gives them: memory stays a block)
-        documents = _jsonl_documents(path, _lines(blocks), text_field, skips, line_number, at_file_start)
+        stream = _lines(chunk[:end] for chunk, end in chunks)
+        documents = _jsonl_documents(path, stream, text_field, skips, line_number, at_file_start)
         pending: list[str] = []
         size = 0
         for document in documents:
             pending.append(document)
             size += len(document)
-            if size >= PIECE_BYTES:
+            if size >= piece_bytes:
                 yield _pack(pending)
                 pending, size = [], 0
         if pending:
@@ -534,13 +585,7 @@ def _packed_documents(
     read = compiled.core().jsonl_documents
     name = text_field.encode("utf-8", "surrogatepass")
     lines_before = offset_before = 0  # in the chunks before this one
-    carry = b""
-    blocks = iter(blocks)
-    while True:
-        block = next(blocks, None)
-        chunk = carry + block if carry and block is not None else block if block is not None else carry
-        # complete lines only (the rest waits for the next block), but the last
-        end = chunk.rfind(b"\n") + 1 if block is not None else len(chunk)
+    for chunk, end in chunks:
         start = 0
         while start < end:
             data, offsets, stop, stop_end, lines = read(
@@ -561,10 +606,7 @@ def _packed_documents(
                 skips.bad(path, position, f"{path}: line {number}: {exc}")
             lines_before += 1
             start = stop_end + 1
-        carry = chunk[end:]
         offset_before += end
-        if block is None:
-            return
 
 
 @dataclass(frozen=True)
@@ -612,10 +654,12 @@ class JsonlRange:
         yield from _jsonl_documents(self.path, lines, self.text_field, skips, self._line_number(), self.start == 0)
         return skips.report()
 
-    def packed(self) -> Generator[Packed, None, SkipReport]:
+    def packed(self, piece_bytes: int | None = None) -> Generator[Packed, None, SkipReport]:
         skips = _Skips(self.skip_bad_records)
-        blocks = self._blocks()
-        yield from _packed_documents(self.path, blocks, self.text_field, skips, self._line_number(), self.start == 0)
+        piece_bytes = piece_bytes or PIECE_BYTES
+        chunks = _line_reads(self.path, self.start, self.size, self.describe(), piece_bytes, self.stamp)
+        numbering = self._line_number()
+        yield from _packed_documents(self.path, chunks, self.text_field, skips, numbering, self.start == 0, piece_bytes)
         return skips.report()
 
 
@@ -645,12 +689,12 @@ class CompressedJsonl:
         )
         return skips.report()
 
-    def packed(self) -> Generator[Packed, None, SkipReport]:
+    def packed(self, piece_bytes: int | None = None) -> Generator[Packed, None, SkipReport]:
         skips = _Skips(self.skip_bad_records)
-        blocks = _decompressed_blocks(self.path, self.codec, self.stamp)
-        yield from _packed_documents(
-            self.path, blocks, self.text_field, skips, lambda index, offset: (index + 1, index + 1), True
-        )
+        piece_bytes = piece_bytes or PIECE_BYTES
+        chunks = _line_chunks(_decompressed_blocks(self.path, self.codec, self.stamp))
+        numbering = lambda index, offset: (index + 1, index + 1)  # noqa: E731 -- (as texts()'s)
+        yield from _packed_documents(self.path, chunks, self.text_field, skips, numbering, True, piece_bytes)
         return skips.report()
 
 
@@ -739,8 +783,8 @@ class ParquetRowGroup:
             yield from self._column_texts(row, column, skips)
         return skips.report()
 
-    def packed(self) -> Generator[Packed, None, SkipReport]:
-        """texts()'s documents, each batch of strings with no null taken from Arrow's own buffers
+    def packed(self, piece_bytes: int | None = None) -> Generator[Packed, None, SkipReport]:
+        """texts()'s documents (a batch of PARQUET_BATCH_ROWS at a time, whatever piece_bytes), each batch of strings with no null taken from Arrow's own buffers
         (its UTF-8 and offsets: no str per row); any other batch read as texts() reads it."""
         import pyarrow as pa
 

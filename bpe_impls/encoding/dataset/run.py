@@ -2,8 +2,9 @@
 written in order by the calling thread.
 
 The inputs are planned into units as training plans them (corpus.planning: byte ranges of plain
-files, whole compressed files, Parquet row groups). Each unit is read on a reader thread into text
-blocks of about `block_size` characters, at most READ_AHEAD blocks ahead of the calling thread and
+files, whole compressed files, Parquet row groups). Each unit is read on a reader thread into
+blocks of about `block_size` characters (text files) or bytes (records, packed: no str per record,
+JSON Lines read by the compiled core without the GIL), at most READ_AHEAD blocks ahead of the calling thread and
 at most `workers + 1` units at once. The calling thread takes the blocks unit by unit, in input
 order, hands each to the encoding pool (the compiled encoder runs without the GIL), and writes the
 results oldest first with at most 2 * workers blocks in flight, as encode_file does. So the output
@@ -28,6 +29,7 @@ import numpy as np
 
 from ...base.errors import CorpusError, EncodeError
 from ...base.progress import progress_bar
+from ...corpus import units
 from ...corpus.units import CompressedText, PackedUnit, SkipReport, TextRange, Unit
 from ..tokenizer import Tokenizer
 from .manifest import Manifest, Position, ShardEntry, save_manifest
@@ -98,7 +100,8 @@ def _packed_blocks(
         offsets.clear()
         return joined
 
-    pieces = unit.packed()
+    # JSON Lines read block_size at a time (at least a unit piece): about one piece a block, no join.
+    pieces = unit.packed(max(block_size, units.PIECE_BYTES))
     try:
         while True:
             if stop is not None and stop.is_set():
@@ -116,7 +119,7 @@ def _packed_blocks(
             offsets.append(np.frombuffer(ends, dtype=np.int64))
             size += len(data)
             documents += len(offsets[-1]) - 1
-            if size >= block_size or documents >= _MAX_BLOCK_DOCS:
+            if size >= block_size // 2 or documents >= _MAX_BLOCK_DOCS:
                 yield block()
                 size = documents = 0
     finally:
