@@ -148,9 +148,9 @@ class KillsItsWorkerOnce:
         self._first_time()
         return (yield from self.inner.texts())
 
-    def packed(self):
+    def packed(self, piece_bytes=None):
         self._first_time()
-        return (yield from self.inner.packed())
+        return (yield from self.inner.packed(piece_bytes))
 
 
 def test_a_killed_worker_s_unit_runs_again_to_the_same_bytes(corpus, tok, reference, tmp_path, monkeypatch, cluster):
