@@ -810,3 +810,83 @@ def test_settled_cut_counts_special_tokens_in_characters_as_the_twin_does():
         raw = data.encode()
         specials = ["é".encode(), EOT]
         assert encoder.encode_utf8(raw, specials, [300, 301], True) == twin_encode(raw, specials, [300, 301], True)
+
+
+# --- 9. packed texts and JSON Lines (encode_packed_buffer, jsonl_documents) ------------------------
+
+
+def test_packed_offsets_an_id_index_rewrites_are_read_once_before_it():
+    """The offsets are copied (and checked) before any Python code the call runs: an id's __index__
+    that scribbles over them changes nothing, and reads nothing out of range."""
+    encoder = Encoder(BYTE_IDS, MERGES_A)
+    data = b"abc ab" + EOT + b"ab cc"
+    offsets = bytearray((ctypes.c_int64 * 3)(0, 6, len(data)))
+
+    class Scribbles:
+        def __index__(self):
+            offsets[:] = (ctypes.c_int64 * 3)(0, 1 << 40, -5)  # (same length: it is exported)
+            return 300
+
+    ids, ends = encoder.encode_packed_buffer(data, offsets, [EOT], [Scribbles()])
+    expected = [twin_encode(data[:6], [EOT], [300]), twin_encode(data[6:], [EOT], [300])]
+    got = memoryview(ids).cast("I").tolist()
+    bounds = memoryview(ends).cast("q").tolist()
+    assert [got[bounds[0] : bounds[1]], got[bounds[1] : bounds[2]]] == expected
+
+
+@pytest.mark.parametrize(
+    "offsets",
+    [[0, 7, 3], [-1, 2], [0, 100], [3], [], [0, 2, 1]],
+)
+def test_packed_offsets_out_of_range_are_refused(offsets):
+    encoder = Encoder(BYTE_IDS, MERGES_A)
+    data = b"abcdef"
+    raw = bytes((ctypes.c_int64 * len(offsets))(*offsets))
+    if len(offsets) == 1:  # one offset: no text, nothing read
+        ids, ends = encoder.encode_packed_buffer(data, raw, [], [])
+        assert (bytes(ids), memoryview(ends).cast("q").tolist()) == (b"", [0])
+        return
+    with pytest.raises(ValueError):
+        encoder.encode_packed_buffer(data, raw, [], [])
+    with pytest.raises(ValueError):
+        encoder.encode_packed_buffer(data, raw + b"\x00", [], [])  # (not whole int64s)
+
+
+def test_packed_text_at_the_end_of_a_page_reads_nothing_past_it():
+    encoder = Encoder(BYTE_IDS, MERGES_A)
+    data = b"abc abcc ab " * 40 + "éé".encode()
+    # The offsets end at a page with an inaccessible one after it; the data must be bytes
+    # (immutable: read without the GIL), so a read past its last text is the sanitizer run's to catch.
+    offsets = guarded(bytes((ctypes.c_int64 * 3)(0, 100, len(data))))
+    ids, ends = encoder.encode_packed_buffer(data, offsets, [], [])
+    got = memoryview(ids).cast("I").tolist()
+    bounds = memoryview(ends).cast("q").tolist()
+    assert got[: bounds[1]] == twin_encode(data[:100]) and got[bounds[1] :] == twin_encode(data[100:])
+
+
+def test_jsonl_documents_refuses_bad_ranges_and_non_bytes():
+    read = core.jsonl_documents
+    block = b'{"text": "a"}\n{"text": "b"}'
+    for start, end in ((-1, 5), (5, 4), (0, len(block) + 1)):
+        with pytest.raises(ValueError):
+            read(block, b"text", start, end, False)
+    with pytest.raises(TypeError):
+        read(bytearray(block), b"text", 0, len(block), False)  # (a buffer that could change under it)
+    data, offsets, stop, stop_end, lines = read(block, b"text", 0, len(block), False)
+    assert (data, memoryview(offsets).cast("q").tolist(), stop, lines) == (b"ab", [0, 1, 2], len(block), 2)
+
+
+def test_threads_read_one_block_of_json_lines_at_once():
+    block = b"".join(b'{"text": "doc %d caf\\u00e9", "n": [1, 2.5, null]}\n' % k for k in range(20000))
+    alone = core.jsonl_documents(block, b"text", 0, len(block), False)
+    results: list = []
+
+    def read():
+        results.append(core.jsonl_documents(block, b"text", 0, len(block), False))
+
+    threads = [threading.Thread(target=read) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert results == [alone] * 4 and alone[2] == len(block)
