@@ -873,7 +873,13 @@ def test_jsonl_documents_refuses_bad_ranges_and_non_bytes():
     with pytest.raises(TypeError):
         read(bytearray(block), b"text", 0, len(block), False)  # (a buffer that could change under it)
     data, offsets, stop, stop_end, lines = read(block, b"text", 0, len(block), False)
-    assert (data, memoryview(offsets).cast("q").tolist(), stop, stop_end, lines) == (b"ab", [0, 1, 2], len(block), len(block), 2)
+    assert (data, memoryview(offsets).cast("q").tolist(), stop, stop_end, lines) == (
+        b"ab",
+        [0, 1, 2],
+        len(block),
+        len(block),
+        2,
+    )
 
 
 def test_threads_read_one_block_of_json_lines_at_once():
