@@ -257,6 +257,19 @@ def test_a_parquet_row_groups_packed_documents_and_faults_are_its_texts(tmp_path
             assert [doc for docs, _ in expected for doc in docs] == texts  # type: ignore[union-attr]
 
 
+@pytest.mark.parametrize("cut", [10, 5000, 29_990])
+def test_a_json_lines_file_that_shrinks_under_the_reader_is_an_error_not_a_loop(tmp_path, monkeypatch, cut):
+    monkeypatch.setattr(units, "PIECE_BYTES", 1 << 10)
+    path = tmp_path / "shrinks.jsonl"
+    body = b"".join(json.dumps({"text": "x" * 2000}).encode() + b"\n" for _ in range(15))  # lines > a read
+    path.write_bytes(body)
+    unit = units.JsonlRange(str(path), 0, len(body))  # (no stamp: the short read itself must tell)
+    with path.open("r+b") as file:
+        file.truncate(cut)
+    with pytest.raises(CorpusError, match="changed"):
+        unit_documents(unit, packed=True)
+
+
 # ---- the packed encoder ----------------------------------------------------------------------------
 
 

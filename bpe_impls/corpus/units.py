@@ -539,9 +539,10 @@ def _line_reads(
                 raise _changed(where, "counting", how)
             offset, stop, want = start, start + size, piece_bytes
             while offset < stop:
-                block = os.pread(fd, min(want, stop - offset), offset)
-                if not block:
-                    raise _changed(where, "counting", f"read {offset - start} of {size} bytes")
+                asked = min(want, stop - offset)
+                block = os.pread(fd, asked, offset)
+                if len(block) < asked:  # (a regular file reads short only at its end: it shrank)
+                    raise _changed(where, "counting", f"read {offset - start + len(block)} of {size} bytes")
                 end = len(block) if offset + len(block) >= stop else block.rfind(b"\n") + 1
                 if not end:
                     want *= 2
