@@ -232,11 +232,17 @@ def read_range(
         raise unreadable(where, exc) from None
 
 
+def _check_open_file(fd: int, stamp: FileStamp | None, where: str, doing: str) -> None:
+    """With a `stamp`: a CorpusError naming `where` unless the open file `fd` is the version it
+    describes (check_unchanged is the same for a path)."""
+    if stamp is not None and (how := stamp.change(os.fstat(fd))) is not None:
+        raise _changed(where, doing, how)
+
+
 def _pread_range(
     fd: int, start: int, size: int, where: str, block_size: int | None, doing: str, stamp: FileStamp | None
 ) -> Iterator[bytes]:
-    if stamp is not None and (how := stamp.change(os.fstat(fd))) is not None:
-        raise _changed(where, doing, how)
+    _check_open_file(fd, stamp, where, doing)
     done = 0
     while done < size:
         block = os.pread(fd, min(block_size or size, size - done), start + done)
@@ -244,8 +250,7 @@ def _pread_range(
             raise _changed(where, doing, f"read {done} of {size} bytes")
         done += len(block)
         yield block
-    if stamp is not None and (how := stamp.change(os.fstat(fd))) is not None:
-        raise _changed(where, doing, how)
+    _check_open_file(fd, stamp, where, doing)
 
 
 @dataclass(frozen=True)
@@ -336,16 +341,14 @@ def _decompressed_blocks(path: str, codec: str, stamp: FileStamp | None = None) 
         zstd_error = _zstandard().ZstdError
     try:
         with open(path, "rb") as file:
-            if stamp is not None and (how := stamp.change(os.fstat(file.fileno()))) is not None:
-                raise _changed(path, "counting", how)
+            _check_open_file(file.fileno(), stamp, path, "counting")
             if codec == "gzip":
                 with gzip.GzipFile(fileobj=file) as stream:  # reads every gzip member
                     while block := stream.read(PIECE_BYTES):
                         yield block
             else:
                 yield from _zstd_blocks(file)
-            if stamp is not None and (how := stamp.change(os.fstat(file.fileno()))) is not None:
-                raise _changed(path, "counting", how)
+            _check_open_file(file.fileno(), stamp, path, "counting")
     except (EOFError, zlib.error, gzip.BadGzipFile, zstd_error) as exc:
         name = "gzip" if codec == "gzip" else "zstd"
         raise CorpusError(f"{path}: corrupt or truncated {name} data ({exc})") from None
@@ -535,8 +538,7 @@ def _line_reads(
     try:
         with open(path, "rb") as file:
             fd = file.fileno()
-            if stamp is not None and (how := stamp.change(os.fstat(fd))) is not None:
-                raise _changed(where, "counting", how)
+            _check_open_file(fd, stamp, where, "counting")
             offset, stop, want = start, start + size, piece_bytes
             while offset < stop:
                 asked = min(want, stop - offset)
@@ -549,8 +551,7 @@ def _line_reads(
                     continue
                 yield block, end
                 offset, want = offset + end, piece_bytes
-            if stamp is not None and (how := stamp.change(os.fstat(fd))) is not None:
-                raise _changed(where, "counting", how)
+            _check_open_file(fd, stamp, where, "counting")
     except OSError as exc:
         raise unreadable(where, exc) from None
 
