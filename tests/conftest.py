@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import threading
 from collections.abc import Callable, Sequence
 from functools import lru_cache
@@ -240,3 +241,12 @@ def race_reinit(
     finished.set()
     other.join()
     assert not errors, errors
+
+
+def assert_one_line_error(result: subprocess.CompletedProcess, *needles: str) -> None:
+    """The `bpe` command failed as bad input must: exit 1, one line on stderr naming each needle."""
+    assert result.returncode == 1, result
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("bpe: error: "), result.stderr
+    for needle in needles:
+        assert needle in lines[0], (needle, lines[0])

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import examples, load_gpt2, require_fixture, require_gpt2_files
+from conftest import assert_one_line_error, examples, load_gpt2, require_fixture, require_gpt2_files
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -105,14 +105,6 @@ def test_compare_lists_every_trainer_as_identical(corpus):
 
 
 # --- bad input: one line on stderr, exit 1, no output files -----------------------------------
-
-
-def assert_one_line_error(result: subprocess.CompletedProcess, *needles: str) -> None:
-    assert result.returncode == 1, result
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("bpe: error: "), result.stderr
-    for needle in needles:
-        assert needle in lines[0], (needle, lines[0])
 
 
 def test_missing_corpus(tmp_path):

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import examples, fixture_text, require_gpt2_files
+from conftest import assert_one_line_error, examples, fixture_text, require_gpt2_files
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -772,14 +772,6 @@ def run_cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "bpe_impls", *args], capture_output=True, text=True, timeout=300, cwd=REPO
     )
-
-
-def assert_one_line_error(result: subprocess.CompletedProcess, *needles: str) -> None:
-    assert result.returncode == 1, result
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("bpe: error: "), result.stderr
-    for needle in needles:
-        assert needle in lines[0], (needle, lines[0])
 
 
 def test_cli_encode_inspect_decode(corpus, gpt2_dir, gpt2_parts, reference, expected, tmp_path):
