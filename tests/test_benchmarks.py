@@ -169,3 +169,45 @@ def test_without_the_shared_fixtures_a_quick_run_takes_the_sample_and_says_so(tm
         REPO / "fixtures" / "kjv_sample.txt",
         "kjv_sample.txt (bundled sample of kjv.txt)",
     )
+
+
+def _benchmark(name: str) -> Any:
+    """benchmarks/NAME.py of this checkout, imported as asv and the scorecard import it."""
+    sys.path.insert(0, str(REPO))
+    return importlib.import_module("benchmarks." + name)
+
+
+def test_stream_halves_deal_every_chunk_to_one_half():
+    """The steady cell's warm-up and measured texts: documents of one corpus, none in both, none
+    lost, each cut at a line end, in the text's order, about as large as each other."""
+    streams = _benchmark("encode_streams")
+    lines = [f"line {k} " * (1 + k % 50) + "\n" for k in range(3000)]  # each line unique
+    warm, measured = streams.halves("".join(lines))
+    warm_lines, measured_lines = warm.splitlines(keepends=True), measured.splitlines(keepends=True)
+    assert sorted(warm_lines + measured_lines) == sorted(lines)
+    order = {line: k for k, line in enumerate(lines)}
+    for half in (warm_lines, measured_lines):
+        assert [order[line] for line in half] == sorted(order[line] for line in half)
+    assert warm_lines[0] == lines[0] and measured_lines[0] != lines[len(warm_lines)]  # dealt, not split in two
+    assert abs(len(warm) - len(measured)) < 2 * streams.CHUNK
+
+
+def test_stream_scripts_name_the_script_of_most_letters():
+    streams = _benchmark("encode_streams")
+    assert streams.script_of("人人生而自由，在尊严和权利上一律平等。 OK") == "CJK"
+    assert streams.script_of("Все люди рождаются свободными, ok") == "CYRILLIC"
+    assert streams.script_of("सभी मनुष्यों को गौरव") == "DEVANAGARI"
+    assert streams.script_of("All human beings, 1948") == "LATIN"
+    assert streams.script_of("Όλοι οι άνθρωποι") is None  # Greek: not one of the table's scripts
+    assert streams.script_of("1948 -- 2026") is None
+
+
+@pytest.mark.parametrize("split", ["100-300", "1000-2000"])
+def test_batch_documents_of_a_size_range_cover_the_text(split: str):
+    batch_lists = _benchmark("batch_lists")
+    text = fixture_text("corpus.en")
+    low, high = map(int, split.split("-"))
+    docs = batch_lists.documents(text + "<|endoftext|>" + text, split)
+    assert "".join(docs) == (text + "\n" + text)
+    assert all(low <= len(doc) <= high for doc in docs[:-1]) and len(docs[-1]) <= high
+    assert docs == batch_lists.documents(text + "<|endoftext|>" + text, split)  # seeded
