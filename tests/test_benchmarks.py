@@ -173,7 +173,8 @@ def test_without_the_shared_fixtures_a_quick_run_takes_the_sample_and_says_so(tm
 
 def _benchmark(name: str) -> Any:
     """benchmarks/NAME.py of this checkout, imported as asv and the scorecard import it."""
-    sys.path.insert(0, str(REPO))
+    if str(REPO) not in sys.path:
+        sys.path.insert(0, str(REPO))
     return importlib.import_module("benchmarks." + name)
 
 
