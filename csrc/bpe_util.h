@@ -94,4 +94,16 @@ bpe_reserve(void *items_ptr, size_t *cap, size_t need, size_t size,
     return bpe_grow(items_ptr, cap, need, size, first_cap);
 }
 
+/* The memory of a large table (bytes_map.c): from 2 MB on, pages of its own
+ * (on Linux), 2 MB-aligned, asked to be huge pages (a table read at random
+ * then misses the TLB far less); returned to the system when freed. Smaller,
+ * malloc's. table_alloc_zeroed: the same, zeroed. table_reserve grows *items
+ * (a T **, *cap elements of `size` bytes, `used` in use) to hold `need`,
+ * doubling from first_cap: 0, or -1 when out of memory (unchanged). */
+BPE_INTERNAL void *table_alloc(size_t bytes);
+BPE_INTERNAL void *table_alloc_zeroed(size_t bytes);
+BPE_INTERNAL void table_free(void *p, size_t bytes);
+BPE_INTERNAL int table_reserve(void *items_ptr, size_t *cap, size_t used,
+                               size_t need, size_t size, size_t first_cap);
+
 #endif /* BPE_UTIL_H */

@@ -51,6 +51,17 @@ table_alloc(size_t bytes)
     return malloc(bytes ? bytes : 1);
 }
 
+BPE_INTERNAL void *
+table_alloc_zeroed(size_t bytes)
+{
+#if defined(__linux__)
+    if (bytes >= BIG_TABLE) {
+        return table_alloc(bytes); /* (fresh anonymous pages are zero) */
+    }
+#endif
+    return calloc(1, bytes ? bytes : 1);
+}
+
 BPE_INTERNAL void
 table_free(void *p, size_t bytes)
 {

@@ -151,14 +151,8 @@ BPE_INTERNAL Entry *bpe_bm_insert(BytesMap *m, const unsigned char *key,
                                   size_t len, uint64_t h, int64_t value,
                                   uint32_t aux);
 
-/* The memory of a map's arrays (bytes_map.c): large ones get pages of their
- * own, returned to the system when freed. table_reserve grows *items (a
- * T **, *cap elements of `size` bytes, `used` in use) to hold `need`,
- * doubling from first_cap: 0, or -1 when out of memory (unchanged). */
-BPE_INTERNAL void *table_alloc(size_t bytes);
-BPE_INTERNAL void table_free(void *p, size_t bytes);
-BPE_INTERNAL int table_reserve(void *items_ptr, size_t *cap, size_t used,
-                               size_t need, size_t size, size_t first_cap);
+/* (table_alloc, table_free and table_reserve, the memory of its arrays, are
+ * in bpe_util.h: the encoder's cache uses them too) */
 
 /* ---- counting (counter.c) ------------------------------------------------
  *

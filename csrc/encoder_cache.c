@@ -5,13 +5,27 @@
 
 #include "encoder_internal.h"
 
+/* cap zeroed slots (huge pages for a large table: each lookup of a
+ * pre-token is a read at random); NULL when out of memory. */
+static CacheSlot *
+slots_new(size_t cap)
+{
+    return table_alloc_zeroed(cap * sizeof(CacheSlot));
+}
+
+static void
+slots_free(CacheSlot *slots, size_t cap)
+{
+    table_free(slots, cap * sizeof(CacheSlot));
+}
+
 BPE_INTERNAL void
 cache_free(Cache *c)
 {
     if (c == NULL) {
         return;
     }
-    free(c->slots);
+    slots_free(c->slots, c->mask + 1);
     free(c->key_arena);
     free(c->id_arena);
     free(c);
@@ -31,7 +45,7 @@ cache_new(size_t limit)
         max_cap *= 2;
     }
     size_t cap = max_cap < 1024 ? max_cap : 1024;
-    c->slots = calloc(cap, sizeof(CacheSlot));
+    c->slots = slots_new(cap);
     if (c->slots == NULL) {
         free(c);
         return NULL;
@@ -83,7 +97,7 @@ cache_grow(Cache *c)
                                     old_cap * 4 <= c->max_cap
                                 ? 4
                                 : 2);
-    CacheSlot *slots = calloc(cap, sizeof(CacheSlot)), *old = c->slots;
+    CacheSlot *slots = slots_new(cap), *old = c->slots;
     if (slots == NULL) {
         return -1;
     }
@@ -99,7 +113,7 @@ cache_grow(Cache *c)
             slots[at] = old[k];
         }
     }
-    free(old);
+    slots_free(old, old_cap);
     return 0;
 }
 
@@ -124,12 +138,14 @@ cache_evict(Cache *c)
     unsigned char *keys = NULL;
     uint32_t *ids = NULL;
     if (2 * kept > c->limit ||
-        (slots = calloc(cap, sizeof(CacheSlot))) == NULL ||
+        (slots = slots_new(cap)) == NULL ||
         (key_bytes && (keys = malloc(key_bytes)) == NULL) ||
         (id_count && (ids = malloc((id_count + ID_ARENA_SLACK) *
                                    sizeof(uint32_t))) == NULL))
     {
-        free(slots);
+        if (slots != NULL) {
+            slots_free(slots, cap);
+        }
         free(keys);
         cache_clear(c);
         return;
@@ -159,7 +175,7 @@ cache_evict(Cache *c)
         }
         slots[at] = slot;
     }
-    free(c->slots);
+    slots_free(c->slots, cap);
     free(c->key_arena);
     free(c->id_arena);
     c->slots = slots;
