@@ -434,3 +434,67 @@ def test_batch_lists_start_no_collection_when_the_collector_is_off(gpt2_parts):
     finally:
         gc.enable()
     assert seen == []
+
+
+def _batch_in_a_forked_child(tok: Tokenizer, docs: list[str], queue) -> None:  # (a child's entry)
+    queue.put(tok.encode_batch(docs, 2))
+
+
+def test_a_forked_child_encodes_a_threaded_batch(gpt2_parts):
+    """The batch threads are kept between calls; a child forked after a threaded batch has none of
+    them (only the forking thread survives a fork), and must start its own rather than wait for
+    threads that do not exist."""
+    import multiprocessing
+
+    tok = Tokenizer(*gpt2_parts, [EOT])
+    docs = [fixture_text("corpus.en")[k : k + 2000] for k in range(0, 4 * MIN_RUN_BYTES, 2000)]
+    expected = tok.encode_batch(docs, 2)  # the parent's threads now exist
+    context = multiprocessing.get_context("fork")
+    queue = context.Queue()
+    child = context.Process(target=_batch_in_a_forked_child, args=(tok, docs, queue))
+    child.start()
+    try:
+        got = queue.get(timeout=120)  # (a child waiting on the parent's threads never answers)
+    finally:
+        child.join(timeout=30)
+        if child.is_alive():
+            child.kill()
+    assert got == expected
+
+
+def test_a_failed_threaded_batch_leaves_nothing_running(gpt2_parts):
+    """A run that fails ends the call only once every other run of it has finished or been
+    cancelled: no thread still reads the batch after the error is raised."""
+    tok = Tokenizer(*gpt2_parts, [EOT])
+    text = fixture_text("corpus.en")
+    datas = [text[k : k + 4096].encode("utf-8") for k in range(0, 32 * 4096, 4096)]
+    datas[3] = b"\xff" + datas[3]  # the first run fails
+    failed = threading.Event()
+    started: list[int] = []
+    finished: list[int] = []
+    encoder = tok._encoder
+
+    def run(items, specials, ids, itemsize, start, stop):
+        started.append(start)
+        if start > 0:
+            failed.wait(10)  # still to be encoded when the first run has failed, and slow
+            for _ in range(50):
+                encoder.encode_many_buffer(items, specials, ids, itemsize, start, stop)
+        try:
+            return encoder.encode_many_buffer(items, specials, ids, itemsize, start, stop)
+        except ValueError:
+            failed.set()
+            raise
+        finally:
+            finished.append(start)
+
+    class Patched:
+        def __getattr__(self, name):
+            return getattr(encoder, name)
+
+        encode_many_buffer = staticmethod(run)
+
+    tok._encoder = Patched()
+    with pytest.raises(EncodeError, match="batch index 3"):
+        tok.encode_batch_to_numpy(datas, 2)
+    assert len(started) > 1 and sorted(finished) == sorted(started)

@@ -8,9 +8,11 @@ methods give each run to `encode_runs` with the function that encodes one.
 from __future__ import annotations
 
 import gc
+import os
+import threading
 from bisect import bisect_left
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from itertools import accumulate, chain, pairwise
 from typing import TYPE_CHECKING, TypeVar
@@ -74,11 +76,48 @@ def encode_runs(
 
 
 def _each_run(runs: list[tuple[int, int]], threads: int, encode_run: Callable[[tuple[int, int]], _T]) -> list[_T]:
-    """encode_run of each run, in order, on up to `threads` threads (here, for one run)."""
+    """encode_run of each run, in order, on up to `threads` threads (here, for one run). Nothing
+    of the batch still runs when it returns, whether a run failed or the caller was interrupted."""
     if len(runs) <= 1:
         return [encode_run(run) for run in runs]
-    with ThreadPoolExecutor(min(threads, len(runs))) as pool:
-        return list(pool.map(encode_run, runs))
+    futures = [_pool(threads).submit(encode_run, run) for run in runs]
+    try:
+        return [future.result() for future in futures]
+    finally:
+        for future in futures:
+            future.cancel()  # (those not started; a done one is left as it is)
+        wait(futures)
+
+
+# Batch threads, kept between calls (one pool per thread count): starting two threads and joining
+# them cost each call about 0.4 ms, a tenth of a 4 MB batch on two threads. A forked child starts
+# without them (the parent's threads do not exist there).
+_POOLS: dict[int, ThreadPoolExecutor] = {}
+_POOLS_LOCK = threading.Lock()
+_MAX_POOLS = 4  # a caller cycling through thread counts keeps the latest four
+
+
+def _pool(threads: int) -> ThreadPoolExecutor:
+    with _POOLS_LOCK:
+        pool = _POOLS.pop(threads, None)
+        if pool is None:
+            pool = ThreadPoolExecutor(threads, thread_name_prefix=f"bpe-batch-{threads}")
+        _POOLS[threads] = pool  # (now the latest)
+        while len(_POOLS) > _MAX_POOLS:
+            # Dropped, not shut down: a call may still be handing it work. Its threads end once
+            # the last reference to it goes (concurrent.futures wakes them to exit).
+            _POOLS.pop(next(iter(_POOLS)))
+        return pool
+
+
+def _forget_pools() -> None:
+    global _POOLS_LOCK
+    _POOLS.clear()
+    _POOLS_LOCK = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pools)
 
 
 def encode_packed_runs(
