@@ -54,7 +54,50 @@ cache_new(size_t limit)
     c->shift = 64u - (unsigned)__builtin_ctzll((unsigned long long)cap);
     c->limit = limit;
     c->max_cap = max_cap;
+    c->key_budget = limit <= SIZE_MAX / KEY_BYTES_PER_ENTRY
+                        ? limit * KEY_BYTES_PER_ENTRY
+                        : SIZE_MAX;
+    c->id_budget = limit <= SIZE_MAX / sizeof(uint32_t) / IDS_PER_ENTRY
+                       ? limit * IDS_PER_ENTRY
+                       : SIZE_MAX / sizeof(uint32_t);
     return c;
+}
+
+/* Room in an arena (*items, *cap elements of `size` bytes) for need of them,
+ * doubling but not past budget (callers keep need <= budget): 0, or -1 when
+ * out of memory (unchanged). */
+static int
+arena_reserve(void *items_ptr, size_t *cap, size_t need, size_t size,
+              size_t first_cap, size_t budget)
+{
+    if (need <= *cap) {
+        return 0;
+    }
+    size_t new_cap = *cap ? *cap : first_cap;
+    while (new_cap < need && new_cap < budget) {
+        new_cap *= 2;
+    }
+    new_cap = new_cap < budget ? new_cap : budget;
+    new_cap = new_cap > need ? new_cap : need; /* (need <= budget: callers) */
+    if (new_cap > SIZE_MAX / size) {
+        return -1;
+    }
+    void *items;
+    memcpy(&items, items_ptr, sizeof(items));
+    void *grown = realloc(items, new_cap * size);
+    if (grown == NULL) {
+        return -1;
+    }
+    memcpy(items_ptr, &grown, sizeof(grown));
+    *cap = new_cap;
+    return 0;
+}
+
+BPE_INTERNAL size_t
+cache_memory(const Cache *c)
+{
+    return sizeof(Cache) + (c->mask + 1) * sizeof(CacheSlot) + c->key_cap +
+           c->id_cap * sizeof(uint32_t);
 }
 
 static void
@@ -137,7 +180,8 @@ cache_evict(Cache *c)
     CacheSlot *slots = NULL;
     unsigned char *keys = NULL;
     uint32_t *ids = NULL;
-    if (2 * kept > c->limit ||
+    if (2 * kept > c->limit || 2 * key_bytes > c->key_budget ||
+        2 * (id_count + ID_ARENA_SLACK) > c->id_budget ||
         (slots = slots_new(cap)) == NULL ||
         (key_bytes && (keys = malloc(key_bytes)) == NULL) ||
         (id_count && (ids = malloc((id_count + ID_ARENA_SLACK) *
@@ -187,16 +231,18 @@ cache_evict(Cache *c)
     c->used = kept;
 }
 
-/* Make room for one more entry of n ids: clear, evict or grow (each moves the
- * slots); 0, or -1 when out of memory. */
+/* Make room for one more entry of key_bytes in the key arena and n ids:
+ * clear, evict or grow (each moves the slots); 0, or -1 when out of memory. */
 static int
-cache_make_room(Cache *c, size_t n)
+cache_make_room(Cache *c, size_t key_bytes, size_t n)
 {
     if (c->id_len + n > UINT32_MAX) {
         cache_clear(c); /* (id_arena offsets are 32 bits) */
     }
-    if (c->used >= c->limit) {
-        cache_evict(c);
+    if (c->used >= c->limit || c->key_len + key_bytes > c->key_budget ||
+        c->id_len + arena_ids(n) > c->id_budget)
+    {
+        cache_evict(c); /* (which leaves each arena at most half full) */
     }
     else if (2 * (c->used + 1) > c->mask + 1 && c->mask + 1 < c->max_cap &&
              cache_grow(c) < 0)
@@ -215,9 +261,8 @@ cache_fill(Cache *c, CacheSlot *slot, uint64_t k0, uint64_t k1, size_t len,
 {
     uint32_t id_off = 0;
     if (n > CACHE_INLINE_IDS) {
-        if (bpe_reserve(&c->id_arena, &c->id_cap,
-                        c->id_len + n + ID_ARENA_SLACK, sizeof(uint32_t),
-                        1024) < 0)
+        if (arena_reserve(&c->id_arena, &c->id_cap, c->id_len + arena_ids(n),
+                          sizeof(uint32_t), 1024, c->id_budget) < 0)
         {
             return -1;
         }
@@ -248,10 +293,13 @@ BPE_INTERNAL int
 cache_store(Cache *c, const unsigned char *s, size_t len, size_t room,
             const uint32_t *ids, size_t n)
 {
-    if (len > MAX_CACHED_BYTES) {
-        return 0;
+    size_t key_bytes = len > INLINE_KEY_BYTES ? len : 0;
+    if (len > MAX_CACHED_BYTES || 2 * key_bytes > c->key_budget ||
+        2 * arena_ids(n) > c->id_budget)
+    {
+        return 0; /* (too large for its arenas: not cached) */
     }
-    if (cache_make_room(c, n) < 0) {
+    if (cache_make_room(c, key_bytes, n) < 0) {
         return -1;
     }
     uint64_t k0, k1;
@@ -263,8 +311,8 @@ cache_store(Cache *c, const unsigned char *s, size_t len, size_t room,
     else {
         uint64_t h = bpe_hash_bytes(s, len);
         slot = cache_find_long(c, s, len, h);
-        if (bpe_reserve(&c->key_arena, &c->key_cap, c->key_len + len, 1,
-                        4096) < 0)
+        if (arena_reserve(&c->key_arena, &c->key_cap, c->key_len + len, 1,
+                          4096, c->key_budget) < 0)
         {
             return -1;
         }

@@ -94,6 +94,13 @@ pair_rank(const PairMap *pm, uint32_t a, uint32_t b, uint32_t *merged)
  * copies its ids in whole 16-byte chunks (copy_ids), reading past the end of
  * the last entry. */
 #define ID_ARENA_SLACK 3
+/* A cache of cache_size entries holds at most cache_size times this many
+ * bytes of long keys and ids in its arenas, however long its pre-tokens, and
+ * 64 bytes of slots an entry (a power of two; else up to 128): 160 bytes an
+ * entry in all, 40 MiB at the default cache_size. An entry that would fill
+ * half an arena is not cached. */
+#define KEY_BYTES_PER_ENTRY 32
+#define IDS_PER_ENTRY 16
 
 /* In a cache of more than PREFETCH_MIN_SLOTS slots (more than the CPU's L2
  * cache holds, typically), pre-tokens are scanned in batches of SPAN_BATCH:
@@ -121,9 +128,9 @@ typedef struct {
     unsigned shift;           /* 64 - log2(mask + 1): see cache_home */
     size_t max_cap;           /* the slot count it may grow to */
     unsigned char *key_arena;
-    size_t key_len, key_cap;
+    size_t key_len, key_cap, key_budget; /* key_cap <= key_budget */
     uint32_t *id_arena;
-    size_t id_len, id_cap;
+    size_t id_len, id_cap, id_budget; /* id_cap <= id_budget */
 } Cache;
 
 /* Growable array of ids: the encoder's output. */
@@ -241,12 +248,21 @@ cache_slot_hash(const Cache *c, const CacheSlot *slot)
                : bpe_hash_bytes(c->key_arena + slot->k0, slot->len);
 }
 
-/* Whether one more entry fits without moving any slot: no eviction, no
- * growth, no clearing. A free slot found by a lookup then still takes it. */
+/* The ids an entry of n ids puts in the id arena (with the arena's slack). */
+static inline size_t
+arena_ids(size_t n)
+{
+    return n > CACHE_INLINE_IDS ? n + ID_ARENA_SLACK : 0;
+}
+
+/* Whether one more entry of a short key and n ids fits without moving any
+ * slot: no eviction, no growth, no clearing. A free slot found by a lookup
+ * then still takes it. */
 static inline int
 cache_has_room(const Cache *c, size_t n)
 {
     return c->used < c->limit && c->id_len + n <= UINT32_MAX &&
+           c->id_len + arena_ids(n) <= c->id_budget &&
            (2 * (c->used + 1) <= c->mask + 1 || c->mask + 1 >= c->max_cap);
 }
 
@@ -264,6 +280,10 @@ cache_free(Cache *c);
 
 BPE_INTERNAL Cache *
 cache_new(size_t limit);
+
+/* The bytes a cache holds: its slots and its arenas' room. */
+BPE_INTERNAL size_t
+cache_memory(const Cache *c);
 
 BPE_INTERNAL CacheSlot *
 cache_find_long(const Cache *c, const unsigned char *s, size_t len,

@@ -183,6 +183,29 @@ def test_a_cache_past_its_prefetch_size_stays_exact(tables, cache_size):
     assert 32_768 < native.cache_len() <= cache_size
 
 
+@pytest.mark.parametrize("cache_size", [64, 4096])
+def test_a_stream_of_long_pretokens_keeps_the_cache_within_its_bound(tables, cache_size):
+    """However long its pre-tokens (here hundreds of bytes, each of hundreds of ids: the cache's
+    arenas, not its slots, would grow), a cache holds at most 160 bytes per entry of cache_size
+    (its slots, 32 bytes of long keys and 16 ids in its arenas): memory is bounded by cache_size,
+    and the ids stay exact while the bound evicts."""
+    import random
+
+    rng = random.Random(5)
+    letters = "abcdefghijklmnopqrstuvwxyzé"
+    words = [" " + "".join(rng.choice(letters) for _ in range(rng.randint(100, 700))) for _ in range(3000)]
+    # each word twice, the second soon after the first (so some are hit before they are evicted)
+    text = "".join(words[k] + words[max(0, k - 3)] for k in range(len(words)))
+    twin, native = twin_and_native(tables, cache_size)
+    expected = twin.encode_utf8(text.encode(), [], [])
+    for start in range(0, len(text), 200_000):  # several calls: the cache carries over
+        piece = text[start : start + 200_000]
+        assert native.encode_utf8(piece.encode(), [], []) == twin.encode_utf8(piece.encode(), [], [])
+    assert native.encode_utf8(text.encode(), [], []) == expected
+    assert 0 < native.cache_len() <= cache_size
+    assert native.cache_memory() <= cache_size * 160 + 256  # (+ the cache's own struct)
+
+
 @pytest.mark.parametrize("encoder", ["twin", "native"])
 def test_a_str_with_a_lone_surrogate_is_a_unicode_encode_error(tables, encoder):
     chosen = dict(zip(["twin", "native"], twin_and_native(tables, 16)))[encoder]

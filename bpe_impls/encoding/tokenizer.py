@@ -77,7 +77,9 @@ class Tokenizer:
             that id for other bytes.
         pattern: the split pattern: "gpt2" (the default), "cl100k", "o200k" or any regex.
         encoder: the merge loop, a name in ENCODERS (default: the fastest that scans `pattern`).
-        cache_size: the most pre-tokens the pre-token cache holds (0: no cache).
+        cache_size: the most pre-tokens the pre-token cache holds (0: no cache). Each thread
+            encoding at a time has a cache of its own; the compiled encoder's holds at most 160
+            bytes per entry of cache_size (40 MiB at the default), however long its pre-tokens.
 
     Raises:
         ConfigError: a vocab, merge, special token, pattern or encoder that cannot be used, named.

@@ -645,6 +645,20 @@ Encoder_cache_len(EncoderObject *self, PyObject *unused)
     return PyLong_FromSize_t(most);
 }
 
+/* The most memory one cache holds, in bytes (each thread encoding at a time
+ * has its own). */
+static PyObject *
+Encoder_cache_memory(EncoderObject *self, PyObject *unused)
+{
+    size_t most = 0;
+    Tables *t = self->tables;
+    for (size_t k = 0; t != NULL && k < t->pool_len; k++) {
+        size_t bytes = cache_memory(t->pool[k]);
+        most = bytes > most ? bytes : most;
+    }
+    return PyLong_FromSize_t(most);
+}
+
 static PyMethodDef Encoder_methods[] = {
     {"encode_utf8", (PyCFunction)Encoder_encode_utf8, METH_VARARGS,
      "encode_utf8(data, special_tokens, special_ids, "
@@ -686,6 +700,9 @@ static PyMethodDef Encoder_methods[] = {
     {"split_utf8", (PyCFunction)Encoder_split_utf8, METH_O,
      "split_utf8(data)\n--\n\nThe end of each pre-token of UTF-8 text "
      "(no special tokens) as the encoder splits it."},
+    {"cache_memory", (PyCFunction)Encoder_cache_memory, METH_NOARGS,
+     "cache_memory()\n--\n\nThe bytes a cache holds, slots and arenas (the "
+     "fullest: each thread encoding at a time has its own)."},
     {"cache_len", (PyCFunction)Encoder_cache_len, METH_NOARGS,
      "cache_len()\n--\n\nHow many pre-tokens a cache holds (the fullest: each "
      "thread encoding at a time has its own)."},
