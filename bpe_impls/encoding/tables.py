@@ -133,8 +133,9 @@ class EncodingTables:
     def encoder_merges(self) -> EncoderMerges:
         return [(left, right, merged) for (left, right), (_, merged) in sorted(self.ranks.items(), key=_by_rank)]
 
-    @property
+    @cached_property
     def n_vocab(self) -> int:
+        # (once: every numpy call asks, and a pass over a 50k-token vocab costs it 0.5 ms)
         return max(self.vocab) + 1
 
     @property
