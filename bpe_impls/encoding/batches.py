@@ -14,7 +14,7 @@ from bisect import bisect_left
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
 from contextlib import contextmanager
-from itertools import accumulate, chain, pairwise
+from itertools import accumulate, chain, count, pairwise
 from typing import TYPE_CHECKING, TypeVar
 
 from ..base import compiled
@@ -76,17 +76,38 @@ def encode_runs(
 
 
 def _each_run(runs: list[tuple[int, int]], threads: int, encode_run: Callable[[tuple[int, int]], _T]) -> list[_T]:
-    """encode_run of each run, in order, on up to `threads` threads (here, for one run). Nothing
-    of the batch still runs when it returns, whether a run failed or the caller was interrupted."""
+    """encode_run of each run, in order, on up to `threads` threads, this one among them (here, for
+    one run). Each thread takes the next run not yet taken until none is left: one task per
+    thread, not per run (a future per run cost a 16-run call 0.2 ms). A failed run stops the
+    others taking more, and the call raises the error of the first failed run in order; nothing of
+    the batch still runs when it returns, whether a run failed or the caller was interrupted."""
     if len(runs) <= 1:
         return [encode_run(run) for run in runs]
-    futures = [_pool(threads).submit(encode_run, run) for run in runs]
+    results: list[_T | None] = [None] * len(runs)
+    errors: dict[int, BaseException] = {}
+    taken = count()  # (next() of it is atomic: one thread at a time runs Python code)
+    stop = threading.Event()
+
+    def take_runs() -> None:
+        for index in taken:
+            if index >= len(runs) or stop.is_set():
+                return
+            try:
+                results[index] = encode_run(runs[index])
+            except BaseException as error:  # (re-raised by the calling thread)
+                errors[index] = error
+                stop.set()
+                return
+
+    helpers = [_pool(threads - 1).submit(take_runs) for _ in range(min(threads, len(runs)) - 1)]
     try:
-        return [future.result() for future in futures]
+        take_runs()
     finally:
-        for future in futures:
-            future.cancel()  # (those not started; a done one is left as it is)
-        wait(futures)
+        stop.set()  # (every run is taken by now, unless this thread was interrupted)
+        wait(helpers)
+    if errors:
+        raise errors[min(errors)]
+    return results  # type: ignore[return-value]  # (each run has its result)
 
 
 # Batch threads, kept between calls (one pool per thread count): starting two threads and joining
