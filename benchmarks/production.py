@@ -186,7 +186,34 @@ def batch_part(batches: dict[str, tuple[str, str, bool]], repeat: int) -> tuple[
         header = [f"{label}, GPT-2 vocab", "ratio", "medians", "1 thread: per doc / per token", "target", "met"]
         blocks.append(found.described + "\n" + _table(header, table))
         figures[label] = {"mb": found.mb, "rows": rows, "documents": found.documents, "tokens": found.tokens}
+    blocks.append(_table(["one call, one short text, 1 thread", "per call"], per_call_rows()))
     return "\n\n".join(blocks), figures
+
+
+def per_call_rows(repeat: int = 2000) -> list[list[str]]:
+    """What one call costs apart from its text: a tokenizer built from GPT-2's vocab and merges (as
+    a trained one is), one short text; the median of 5 rounds of `repeat` calls, in microseconds."""
+    from bpe_impls import Tokenizer
+    from bpe_impls.harness.fixtures import vocab_and_merges
+
+    tok = Tokenizer(*vocab_and_merges("gpt2"), ["<|endoftext|>"])
+    calls = {
+        'encode("hello")': lambda: tok.encode("hello"),
+        'encode_to_numpy("hello")': lambda: tok.encode_to_numpy("hello"),
+        'encode_batch(["hello"])': lambda: tok.encode_batch(["hello"], 1),
+        'encode_batch_to_numpy(["hello"])': lambda: tok.encode_batch_to_numpy(["hello"], 1),
+    }
+    rows = []
+    for name, call in calls.items():
+        call()
+        rounds = []
+        for _ in range(5):
+            start = time.perf_counter()
+            for _ in range(repeat):
+                call()
+            rounds.append((time.perf_counter() - start) / repeat)
+        rows.append([name, f"{statistics.median(rounds) * 1e6:.2f} us"])
+    return rows
 
 
 def streams_part(paths: dict[str, str], udhr: str | None, repeat: int) -> tuple[str, dict[str, Any]]:
