@@ -469,18 +469,24 @@ def test_a_failed_threaded_batch_leaves_nothing_running(gpt2_parts):
     tok = Tokenizer(*gpt2_parts, [EOT])
     text = fixture_text("corpus.en")
     datas = [text[k : k + 4096].encode("utf-8") for k in range(0, 32 * 4096, 4096)]
-    datas[3] = b"\xff" + datas[3]  # the first run fails
-    failed = threading.Event()
+    datas[3] = b"\xff" + datas[3]  # both runs fail, whichever thread takes which
+    datas[20] = b"\xff" + datas[20]
+    slow_work = datas[4:12]
+    caller = threading.get_ident()
+    failed, helper_started = threading.Event(), threading.Event()
     started: list[int] = []
     finished: list[int] = []
     encoder = tok._encoder
 
     def run(items, specials, ids, itemsize, start, stop):
         started.append(start)
-        if start > 0:
-            failed.wait(10)  # still to be encoded when the first run has failed, and slow
+        if threading.get_ident() == caller:
+            helper_started.wait(10)  # (the helper is then inside its run)
+        else:
+            helper_started.set()
+            failed.wait(10)  # the caller's run has failed: the helper's is still going, and slow
             for _ in range(50):
-                encoder.encode_many_buffer(items, specials, ids, itemsize, start, stop)
+                encoder.encode_many_buffer(slow_work, specials, ids, itemsize, 0, len(slow_work))
         try:
             return encoder.encode_many_buffer(items, specials, ids, itemsize, start, stop)
         except ValueError:
@@ -498,4 +504,4 @@ def test_a_failed_threaded_batch_leaves_nothing_running(gpt2_parts):
     tok._encoder = Patched()
     with pytest.raises(EncodeError, match="batch index 3"):
         tok.encode_batch_to_numpy(datas, 2)
-    assert len(started) > 1 and sorted(finished) == sorted(started)
+    assert len(started) == 2 and sorted(finished) == sorted(started)

@@ -102,8 +102,11 @@ def _each_run(runs: list[tuple[int, int]], threads: int, encode_run: Callable[[t
     helpers = [_pool(threads - 1).submit(take_runs) for _ in range(min(threads, len(runs)) - 1)]
     try:
         take_runs()
+    except BaseException:  # interrupted outside a run: the helpers take no more
+        stop.set()
+        raise
     finally:
-        stop.set()  # (every run is taken by now, unless this thread was interrupted)
+        # (Not stop.set() on success: a helper may have taken a run and not yet started it.)
         wait(helpers)
     if errors:
         raise errors[min(errors)]
