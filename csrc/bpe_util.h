@@ -55,15 +55,18 @@ bpe_hash_bytes(const unsigned char *p, size_t n)
 }
 
 /* The slow path of bpe_reserve: grow to the first of first_cap, 2 * first_cap,
- * ... that holds need elements. */
+ * ... that holds need elements, or to `most` elements if that is fewer (and
+ * holds need). */
 static inline int
 bpe_grow(void *items_ptr, size_t *cap, size_t need, size_t size,
-         size_t first_cap)
+         size_t first_cap, size_t most)
 {
     size_t new_cap = *cap ? *cap : first_cap;
-    while (new_cap < need) {
+    while (new_cap < need && new_cap < most) {
         new_cap *= 2;
     }
+    new_cap = new_cap < most ? new_cap : most;
+    new_cap = new_cap > need ? new_cap : need;
     if (new_cap > SIZE_MAX / size) {
         return -1;
     }
@@ -91,7 +94,19 @@ bpe_reserve(void *items_ptr, size_t *cap, size_t need, size_t size,
     if (need <= *cap) {
         return 0;
     }
-    return bpe_grow(items_ptr, cap, need, size, first_cap);
+    return bpe_grow(items_ptr, cap, need, size, first_cap, SIZE_MAX);
+}
+
+/* bpe_reserve for an array kept within a bound: it never grows past `most`
+ * elements (callers keep need <= most). */
+static inline int
+bpe_reserve_within(void *items_ptr, size_t *cap, size_t need, size_t size,
+                   size_t first_cap, size_t most)
+{
+    if (need <= *cap) {
+        return 0;
+    }
+    return bpe_grow(items_ptr, cap, need, size, first_cap, most);
 }
 
 /* The memory of a large table (bytes_map.c): from 2 MB on, pages of its own

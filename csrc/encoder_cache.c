@@ -63,36 +63,6 @@ cache_new(size_t limit)
     return c;
 }
 
-/* Room in an arena (*items, *cap elements of `size` bytes) for need of them,
- * doubling but not past budget (callers keep need <= budget): 0, or -1 when
- * out of memory (unchanged). */
-static int
-arena_reserve(void *items_ptr, size_t *cap, size_t need, size_t size,
-              size_t first_cap, size_t budget)
-{
-    if (need <= *cap) {
-        return 0;
-    }
-    size_t new_cap = *cap ? *cap : first_cap;
-    while (new_cap < need && new_cap < budget) {
-        new_cap *= 2;
-    }
-    new_cap = new_cap < budget ? new_cap : budget;
-    new_cap = new_cap > need ? new_cap : need; /* (need <= budget: callers) */
-    if (new_cap > SIZE_MAX / size) {
-        return -1;
-    }
-    void *items;
-    memcpy(&items, items_ptr, sizeof(items));
-    void *grown = realloc(items, new_cap * size);
-    if (grown == NULL) {
-        return -1;
-    }
-    memcpy(items_ptr, &grown, sizeof(grown));
-    *cap = new_cap;
-    return 0;
-}
-
 BPE_INTERNAL size_t
 cache_memory(const Cache *c)
 {
@@ -261,8 +231,9 @@ cache_fill(Cache *c, CacheSlot *slot, uint64_t k0, uint64_t k1, size_t len,
 {
     uint32_t id_off = 0;
     if (n > CACHE_INLINE_IDS) {
-        if (arena_reserve(&c->id_arena, &c->id_cap, c->id_len + arena_ids(n),
-                          sizeof(uint32_t), 1024, c->id_budget) < 0)
+        if (bpe_reserve_within(&c->id_arena, &c->id_cap,
+                               c->id_len + arena_ids(n), sizeof(uint32_t), 1024,
+                               c->id_budget) < 0)
         {
             return -1;
         }
@@ -311,8 +282,8 @@ cache_store(Cache *c, const unsigned char *s, size_t len, size_t room,
     else {
         uint64_t h = bpe_hash_bytes(s, len);
         slot = cache_find_long(c, s, len, h);
-        if (arena_reserve(&c->key_arena, &c->key_cap, c->key_len + len, 1,
-                          4096, c->key_budget) < 0)
+        if (bpe_reserve_within(&c->key_arena, &c->key_cap, c->key_len + len,
+                               1, 4096, c->key_budget) < 0)
         {
             return -1;
         }
