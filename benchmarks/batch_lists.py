@@ -20,6 +20,7 @@ import argparse
 import gc
 import os
 import random
+import re
 import statistics
 import time
 from collections.abc import Callable
@@ -140,6 +141,8 @@ def main() -> None:
     parser.add_argument("--no-whole", action="store_true", help="skip encode vs tiktoken's encode on the whole text")
     parser.add_argument("--no-before", dest="before", action="store_false", help="skip the lists built from numpy")
     args = parser.parse_args()
+    if args.split not in ("eot", "lines") and not re.fullmatch(r"\d+-\d+", args.split):
+        parser.error(f"--split {args.split!r}: expected eot, lines or LO-HI (e.g. 100-300)")
     rows, mb, described, _, _ = measure(
         args.corpus, args.split, args.vocab, args.repeat, not args.no_whole, args.before
     )
