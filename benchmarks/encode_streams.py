@@ -34,6 +34,11 @@ from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
 from typing import Any
 
+try:
+    from ._common import _status_kb
+except ImportError:  # run as a script, benchmarks/ on sys.path
+    from _common import _status_kb  # type: ignore[no-redef]
+
 MODES = ("cold", "second", "steady")
 CHUNK = 4096
 EOT = "<|endoftext|>"
@@ -42,8 +47,8 @@ NAMES = ("encode_to_numpy", "gigatoken")
 
 
 def _resident() -> int:
-    """This process's resident bytes (0 where there is no /proc), after glibc has given back the
-    free memory it keeps (freed outputs would otherwise count as what an encoder holds)."""
+    """This process's resident bytes, after glibc has given back the free memory it keeps (freed
+    outputs would otherwise count as what an encoder holds)."""
     import ctypes
     import ctypes.util
 
@@ -51,11 +56,7 @@ def _resident() -> int:
         ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim(0)
     except (OSError, AttributeError):  # (not glibc)
         pass
-    try:
-        with open("/proc/self/statm") as statm:
-            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except OSError:
-        return 0
+    return _status_kb("VmRSS") * 1024
 
 
 def halves(text: str) -> tuple[str, str]:
@@ -183,14 +184,11 @@ def run_scripts(name: str, vocab: str, path: str, repeat: int) -> dict[str, Any]
 
 
 def distinct_pretokens(path: str, vocab: str) -> int:
-    """The text's distinct pre-tokens by the vocab's split pattern."""
-    import regex
+    """The text's distinct pre-tokens by the vocab's split pattern, split on <|endoftext|> first
+    (as the encoder splits it), counted by the project's own counter."""
+    from bpe_impls import count_pretokens
 
-    from bpe_impls.base.patterns import resolve_pattern
-
-    pattern = resolve_pattern("gpt2" if vocab == "gpt2" else vocab.split("_")[0])
-    with open(path, encoding="utf-8") as file:
-        return len(set(regex.findall(pattern.regex, file.read())))
+    return len(count_pretokens(path, [EOT], 1, pattern="gpt2" if vocab == "gpt2" else vocab.split("_")[0]))
 
 
 def _children(job: Any, *args: Any) -> dict[str, dict[str, Any]]:
