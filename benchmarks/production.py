@@ -227,13 +227,11 @@ def streams_part(paths: dict[str, str], udhr: str | None, repeat: int) -> tuple[
     blocks, figures = [], {}
     header = ["state", "ours MB/s", "gigatoken MB/s", "ours/gigatoken", "same ids", "target", "met"]
     for label, figure in zip(paths, encode_streams.measure(list(paths.values()), "gpt2", repeat)):
-        rows = []
-        for row in encode_streams.modes_rows(figure):
-            ratio = row[3]  # "1.02x", or "" on the memory row
-            target = (
-                [f">= {ONE_THREAD_TARGET:.1f}x", _met(float(ratio[:-1]) >= ONE_THREAD_TARGET)] if ratio else ["", ""]
-            )
-            rows.append(row + target)
+        met = {mode: _met(ratio >= ONE_THREAD_TARGET) for mode, ratio in encode_streams.ratios(figure).items()}
+        rows = [
+            row + ([f">= {ONE_THREAD_TARGET:.1f}x", met[row[0]]] if row[0] in met else ["", ""])  # (not "held")
+            for row in encode_streams.modes_rows(figure)
+        ]
         described = (
             f"{label}: {figure['mb']:.1f} MB, {figure['distinct']:,} distinct pre-tokens; "
             f"our cache's bound: {DEFAULT_CACHE_SIZE:,} pre-tokens"
