@@ -33,8 +33,11 @@ encode_pretoken(const BpeTables *t, const unsigned char *key, size_t len,
     for (size_t k = 0; k < len; k++) {
         ids[k] = t->byte_ids[key[k]];
     }
-    out->len +=
-        bpe_scan(&t->pairs, t->byte_pairs, key, ids, len, ranks, merged);
+    out->len += t->merged.slots != NULL
+                    ? bpe_scan_merged(&t->merged, t->byte_merged, key, ids,
+                                      len, merged)
+                    : bpe_scan(&t->pairs, t->byte_pairs, key, ids, len,
+                               ranks, merged);
     return 0;
 }
 

@@ -59,13 +59,83 @@ bpe_pairs_read_triples(PairMap *pm, const unsigned char *p, size_t n,
     return 0;
 }
 
+/* t's merges as a MergedMap, if its ids allow it (see MergedMap): 0 (built,
+ * or not allowed, slots left NULL), or -1 when out of memory. */
+static int
+merged_map_build(BpeTables *t)
+{
+    const PairMap *pm = &t->pairs;
+    size_t cap = pm->mask + 1;
+    for (size_t b = 0; b < 256; b++) {
+        if (t->byte_ids[b] >= MERGED_NONE) {
+            return 0;
+        }
+    }
+    /* by_rank[rank]: the merged id (ranks are below cap: a pair map holds
+     * fewer merges than slots, and a repeated pair keeps its first rank, so
+     * some ranks may be missing) */
+    uint32_t *by_rank = malloc(cap * sizeof(uint32_t));
+    if (by_rank == NULL) {
+        return -1;
+    }
+    memset(by_rank, 0xFF, cap * sizeof(uint32_t));
+    int allowed = 1;
+    for (size_t k = 0; k < cap && allowed; k++) {
+        const PairSlot *slot = &pm->slots[k];
+        if (slot->key == EMPTY_PAIR) {
+            continue;
+        }
+        allowed = slot->rank < cap && slot->merged < MERGED_NONE &&
+                  (slot->key >> 32) < MERGED_NONE &&
+                  (uint32_t)slot->key < MERGED_NONE;
+        if (allowed) {
+            by_rank[slot->rank] = slot->merged;
+        }
+    }
+    uint32_t last = 0;
+    int first = 1;
+    for (size_t r = 0; r < cap && allowed; r++) {
+        if (by_rank[r] != UINT32_MAX) {
+            allowed = first || by_rank[r] > last; /* strictly: no two alike */
+            last = by_rank[r];
+            first = 0;
+        }
+    }
+    free(by_rank);
+    if (!allowed) {
+        return 0;
+    }
+    /* the same load as the pair map's: one slot per merge and as many free */
+    uint64_t *slots = malloc(cap * sizeof(uint64_t));
+    if (slots == NULL) {
+        return -1;
+    }
+    memset(slots, 0xFF, cap * sizeof(uint64_t));
+    for (size_t k = 0; k < cap; k++) {
+        const PairSlot *slot = &pm->slots[k];
+        if (slot->key == EMPTY_PAIR) {
+            continue;
+        }
+        uint64_t key = (slot->key >> 32) << MERGED_BITS | (uint32_t)slot->key;
+        size_t at = pair_slot(key, pm->mask);
+        while (slots[at] != EMPTY_MERGED) {
+            at = (at + 1) & pm->mask;
+        }
+        slots[at] = key << MERGED_BITS | slot->merged;
+    }
+    t->merged.slots = slots;
+    t->merged.mask = pm->mask;
+    return 0;
+}
+
 /* BPE's first round reads byte_pairs[x << 8 | y] (the rank and merged id of
- * the pair of byte ids of bytes x and y) instead of probing the pair map. */
+ * the pair of byte ids of bytes x and y), or byte_merged[x << 8 | y], instead
+ * of probing a map. */
 BPE_INTERNAL int
-bpe_tables_fill_byte_pairs(BpeTables *t)
+bpe_tables_finish(BpeTables *t)
 {
     t->byte_pairs = malloc(65536 * sizeof(uint64_t));
-    if (t->byte_pairs == NULL) {
+    if (t->byte_pairs == NULL || merged_map_build(t) < 0) {
         return -1;
     }
     for (size_t x = 0; x < 256; x++) {
@@ -76,6 +146,17 @@ bpe_tables_fill_byte_pairs(BpeTables *t)
             t->byte_pairs[x << 8 | y] = (uint64_t)rank << 32 | merged;
         }
     }
+    if (t->merged.slots != NULL) {
+        t->byte_merged = malloc(65536 * sizeof(uint32_t));
+        if (t->byte_merged == NULL) {
+            return -1;
+        }
+        for (size_t xy = 0; xy < 65536; xy++) {
+            t->byte_merged[xy] = t->byte_pairs[xy] >> 32 == NO_RANK
+                                     ? NO_RANK
+                                     : (uint32_t)t->byte_pairs[xy];
+        }
+    }
     return 0;
 }
 
@@ -84,7 +165,12 @@ bpe_tables_clear(BpeTables *t)
 {
     free(t->pairs.slots);
     free(t->byte_pairs);
+    free(t->merged.slots);
+    free(t->byte_merged);
     t->pairs.slots = NULL;
     t->pairs.mask = 0;
     t->byte_pairs = NULL;
+    t->merged.slots = NULL;
+    t->merged.mask = 0;
+    t->byte_merged = NULL;
 }

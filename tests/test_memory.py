@@ -66,8 +66,8 @@ def trained(word_counts: Counter[bytes]) -> tuple[dict[int, bytes], list[tuple[b
 
 # --- streaming encode: a fixed budget, whatever the input size --------------------------------
 
-# encode_iterable keeps the tokenizer's pre-token cache (growing with use up to 2**18 entries of
-# at most 64 B in the compiled encoder: 16k entries at 5 MB, 27k at 20 MB), the current line, the carried-over tail and
+# encode_iterable keeps the tokenizer's pre-token cache (growing with use, 32-byte slots in the
+# compiled encoder: 16k entries at 5 MB, 27k at 20 MB), the current line, the carried-over tail and
 # one line's ids. Measured peak: 1.8 MiB at 1x, 2.3 MiB at 4x. Holding the input instead would
 # cost its text (5 / 20 MB) plus its ids (1.2M / 5M ids, 8 B each in a list: 10 / 40 MB): over the
 # budget at 1x, far over at 4x. Same budget at both sizes: memory does not grow with the input.

@@ -41,9 +41,11 @@ if TYPE_CHECKING:
 AllowedSpecial = Literal["all"] | Set[str]
 DisallowedSpecial = Literal["all"] | Collection[str]
 
-# The pre-token cache's default bound: every distinct pre-token of a few MB of multilingual text,
-# so a second pass over such text hits the cache.
-DEFAULT_CACHE_SIZE = 2**18
+# The pre-token cache's default bound in the compiled encoder: every distinct pre-token of 64 MB of
+# multilingual text (1.3 M), in a table of 2**21 slots loaded to 3/4 (docs/design-notes.md, "Cache
+# size"). The pure-Python encoders' dict costs about 200 bytes an entry: theirs is smaller.
+DEFAULT_CACHE_SIZE = 3 * 2**19
+PYTHON_CACHE_SIZE = 2**18
 # Characters (or bytes) encode_iterable gathers before it encodes: per-call costs vanish, memory stays small.
 _ITERABLE_BATCH = 1 << 15
 # The id dtypes the numpy methods give (native byte order): the smallest that holds every id.
@@ -77,9 +79,11 @@ class Tokenizer:
             that id for other bytes.
         pattern: the split pattern: "gpt2" (the default), "cl100k", "o200k" or any regex.
         encoder: the merge loop, a name in ENCODERS (default: the fastest that scans `pattern`).
-        cache_size: the most pre-tokens the pre-token cache holds (0: no cache). Each thread
-            encoding at a time has a cache of its own; the compiled encoder's holds at most 160
-            bytes per entry of cache_size (40 MiB at the default), however long its pre-tokens.
+        cache_size: the most pre-tokens the pre-token cache holds (0: no cache; None: the
+            encoder's default, DEFAULT_CACHE_SIZE (1,572,864) for the compiled one,
+            PYTHON_CACHE_SIZE (262,144) for the others). Each thread encoding at a time has a cache
+            of its own, grown as it fills; the compiled encoder's holds under 150 bytes per entry
+            of cache_size (at most 160 MiB at the default), however long its pre-tokens.
 
     Raises:
         ConfigError: a vocab, merge, special token, pattern or encoder that cannot be used, named.
@@ -106,12 +110,14 @@ class Tokenizer:
         *,
         pattern: str | SplitPattern | None = None,
         encoder: str | None = None,
-        cache_size: int = DEFAULT_CACHE_SIZE,
+        cache_size: int | None = None,
     ) -> None:
         self.pattern = resolve_pattern(pattern)
         encoder = default_encoder(self.pattern) if encoder is None else encoder
         if encoder not in ENCODERS:
             raise ConfigError(f"unknown encoder {encoder!r}; choose from {', '.join(ENCODERS)}")
+        if cache_size is None:
+            cache_size = DEFAULT_CACHE_SIZE if encoder == "native" else PYTHON_CACHE_SIZE
         self._cache_size = require_int(cache_size, "cache_size", minimum=0)
         self.special_tokens = validate_special_tokens(special_tokens)
         given = special_tokens if isinstance(special_tokens, Mapping) else self.special_tokens
@@ -137,7 +143,7 @@ class Tokenizer:
         pattern: str | SplitPattern | None = None,
         cache: bool = True,
         encoder: str | None = None,
-        cache_size: int = DEFAULT_CACHE_SIZE,
+        cache_size: int | None = None,
     ) -> Tokenizer:
         """A tokenizer saved in any format `save` writes, or by GPT-2, HF `tokenizers` or tiktoken.
 

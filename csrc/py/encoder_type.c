@@ -223,7 +223,7 @@ tables_build(PyObject *byte_ids_arg, PyObject *merges_arg,
             goto fail;
         }
     }
-    if (bpe_tables_fill_byte_pairs(&t->bpe) < 0) {
+    if (bpe_tables_finish(&t->bpe) < 0) {
         PyErr_NoMemory();
         goto fail;
     }
@@ -659,6 +659,15 @@ Encoder_cache_memory(EncoderObject *self, PyObject *unused)
     return PyLong_FromSize_t(most);
 }
 
+/* Whether BPE's scan reads the merges by merged id (MergedMap: the ids allow
+ * it), not by rank. */
+static PyObject *
+Encoder_scans_merged_ids(EncoderObject *self, PyObject *unused)
+{
+    Tables *t = self->tables;
+    return PyBool_FromLong(t != NULL && t->bpe.merged.slots != NULL);
+}
+
 static PyMethodDef Encoder_methods[] = {
     {"encode_utf8", (PyCFunction)Encoder_encode_utf8, METH_VARARGS,
      "encode_utf8(data, special_tokens, special_ids, "
@@ -703,6 +712,10 @@ static PyMethodDef Encoder_methods[] = {
     {"cache_memory", (PyCFunction)Encoder_cache_memory, METH_NOARGS,
      "cache_memory()\n--\n\nThe bytes a cache holds, slots and arenas (the "
      "fullest: each thread encoding at a time has its own)."},
+    {"scans_merged_ids", (PyCFunction)Encoder_scans_merged_ids, METH_NOARGS,
+     "scans_merged_ids()\n--\n\nWhether BPE finds each merge by the merged "
+     "id (where merged ids increase with rank and every id is below 2**21 - "
+     "1), not by rank."},
     {"cache_len", (PyCFunction)Encoder_cache_len, METH_NOARGS,
      "cache_len()\n--\n\nHow many pre-tokens a cache holds (the fullest: each "
      "thread encoding at a time has its own)."},

@@ -24,7 +24,7 @@ tiny_tables(BpeTables *t, int pattern)
     size_t bad = 0;
     if (bpe_pairs_read_triples(&t->pairs, (const unsigned char *)tiny_triples,
                                N_MERGES, &max_id, &bad) != 0 ||
-        bpe_tables_fill_byte_pairs(t) < 0)
+        bpe_tables_finish(t) < 0)
     {
         bpe_tables_clear(t);
         return -1;
