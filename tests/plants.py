@@ -38,7 +38,7 @@ def _apply_merge(best, new, words, counts, pair_counts, index):  # type: ignore[
 # Rounds of the planted hash: about 10% of a cold encode of corpus.en (tests/test_regress_planted.py
 # measures the count it gives).
 ENCODER_ROUNDS = 4
-_ENCODER_ANCHOR = "    out->len +=\n        bpe_scan(&t->pairs, t->byte_pairs, key, ids, len, ranks, merged);"
+_ENCODER_ANCHOR = "    out->len += t->merged.slots != NULL\n                    ? bpe_scan_merged("
 _ENCODER_PLANT = """    {   /* planted (tests/plants.py): a hash over the pre-token's bytes, ROUNDS times */
         uint32_t planted_hash = 0;
         for (size_t round = 0; round < ROUNDS; round++) {
@@ -67,6 +67,6 @@ def plant_encoder(checkout: Path, rounds: int = ENCODER_ROUNDS) -> None:
     path = checkout / ENCODER
     source = path.read_text(encoding="utf-8")
     if source.count(_ENCODER_ANCHOR) != 1:
-        raise AssertionError(f"{path}: encode_pretoken's call of bpe_scan moved")
+        raise AssertionError(f"{path}: encode_pretoken's call of bpe_scan_merged / bpe_scan moved")
     plant = _ENCODER_PLANT.replace("ROUNDS", str(rounds))
     path.write_text(source.replace(_ENCODER_ANCHOR, plant + _ENCODER_ANCHOR), encoding="utf-8")
