@@ -377,14 +377,16 @@ typedef struct {
     int valid;
 } Utf8Text;
 
-/* encode_text (not settled) of texts[0:count] in turn into out, offsets[k +
- * 1] the end of text k's ids in out (offsets[0] is the caller's): 0, -1 when
- * out of memory, 1 when texts[*bad], not known valid, is not valid UTF-8
- * (the texts before it encoded). */
+/* encode_text (not settled) of texts[0:count] in turn into out, each
+ * followed by the id `separator` unless it is negative (a data set's EOT),
+ * offsets[k + 1] the end of text k's ids (its separator included) in out
+ * (offsets[0] is the caller's): 0, -1 when out of memory, 1 when
+ * texts[*bad], not known valid, is not valid UTF-8 (the texts before it
+ * encoded). */
 BPE_INTERNAL int
 encode_many(const BpeTables *t, Cache *c, const Specials *sp,
             const uint32_t *special_ids, const Utf8Text *texts, size_t count,
-            int64_t *offsets, IdBuf *out, size_t *bad);
+            int64_t separator, int64_t *offsets, IdBuf *out, size_t *bad);
 
 /* ids[0:n] into dst as native-endian unsigned integers of `itemsize` bytes
  * (2 or 4; dst suitably aligned); for 2, whether every id fits (else dst is

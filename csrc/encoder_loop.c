@@ -451,7 +451,7 @@ encode_text(const BpeTables *t, Cache *c, const Specials *sp,
 BPE_INTERNAL int
 encode_many(const BpeTables *t, Cache *c, const Specials *sp,
             const uint32_t *special_ids, const Utf8Text *texts, size_t count,
-            int64_t *offsets, IdBuf *out, size_t *bad)
+            int64_t separator, int64_t *offsets, IdBuf *out, size_t *bad)
 {
     for (size_t k = 0; k < count; k++) {
         const unsigned char *s = texts[k].s;
@@ -462,6 +462,12 @@ encode_many(const BpeTables *t, Cache *c, const Specials *sp,
         }
         if (encode_text(t, c, sp, special_ids, s, n, 0, out, &cut) < 0) {
             return -1;
+        }
+        if (separator >= 0) {
+            if (idbuf_reserve(out, 1) < 0) {
+                return -1;
+            }
+            out->ids[out->len++] = (uint32_t)separator;
         }
         offsets[k + 1] = (int64_t)out->len;
     }

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 from bpe_impls import Tokenizer
 from bpe_impls.base import compiled
-from bpe_impls.base.errors import CorpusError, EncodeError
+from bpe_impls.base.errors import ConfigError, CorpusError, EncodeError
 from bpe_impls.corpus import planning, units
 from bpe_impls.encoding.encoders import ENCODERS
 
@@ -291,6 +291,36 @@ def test_packed_texts_encode_as_the_batch_of_them(small_tokenizers, texts, threa
             got = tok.encode_packed_to_numpy(data, offsets, num_threads=threads, allowed_special=allowed)
             want = tok.encode_batch_to_numpy(datas, num_threads=1, allowed_special=allowed)
             assert got[0].tolist() == want[0].tolist() and got[1].tolist() == want[1].tolist(), name
+
+
+@settings(max_examples=examples(40), suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    st.lists(st.text(alphabet="helo wé<|endoftext|>\n", max_size=40), max_size=30),
+    st.sampled_from([1, 2]),
+    st.sampled_from([0, 259, 261]),
+    st.sampled_from([None, np.uint16, np.uint32]),
+)
+def test_a_separator_follows_each_text_within_its_offsets(small_tokenizers, texts, threads, separator, dtype) -> None:
+    datas = [text.encode() for text in texts]
+    data = b"".join(datas)
+    offsets = np.cumsum([0, *map(len, datas)])
+    for name, tok in small_tokenizers.items():
+        ids, ends = tok.encode_packed_to_numpy(
+            data, offsets, num_threads=threads, dtype=dtype, allowed_special=set(), separator=separator
+        )
+        want = [[*tok.encode(text, allowed_special=set()), separator] for text in texts]
+        assert ends.tolist() == np.cumsum([0, *map(len, want)]).tolist(), name
+        assert ids.tolist() == [i for one in want for i in one], name
+
+
+def test_a_separator_must_be_an_id(small_tokenizers) -> None:
+    for name, tok in small_tokenizers.items():
+        for bad in (-1, 262, 2**40):
+            with pytest.raises(ConfigError, match=f"separator {bad}|separator must be"):
+                tok.encode_packed_to_numpy(b"ab", [0, 2], separator=bad)
+        # The encoders themselves refuse an id past 32 bits (the Tokenizer checks first).
+        with pytest.raises(ValueError, match="separator 4294967296 is not an id"):
+            tok._encoder.encode_packed_buffer(b"ab", np.array([0, 2], np.int64).tobytes(), [], [], separator=2**32)
 
 
 def test_packed_texts_of_a_long_batch_on_two_threads(small_tokenizers) -> None:

@@ -23,9 +23,11 @@ integers of `itemsize` bytes (2 or 4) in a bytearray, for numpy.frombuffer:
 
 and `encode_many_lists(datas, special_tokens, special_ids, start=0, stop=len(datas))` gives each
 text's list of ids, as `encode_utf8` does, from the same one pass over the range.
-`encode_packed_buffer(data, offsets, special_tokens, special_ids, itemsize=4, start=0, stop=...)`
-is encode_many_buffer of texts packed in one bytes object, text k being data[offsets[k]:offsets[k +
-1]] (native int64 offsets, as an Arrow string array or a data set's records hold them).
+`encode_packed_buffer(data, offsets, special_tokens, special_ids, itemsize=4, start=0, stop=...,
+separator=-1)` is encode_many_buffer of texts packed in one bytes object, text k being
+data[offsets[k]:offsets[k + 1]] (native int64 offsets, as an Arrow string array or a data set's
+records hold them), each text's ids followed by the id `separator` unless it is negative (a data
+set's EOT, counted in that text's offsets).
 
 An id that does not fit in 2 bytes is a ValueError naming it; an item of `datas` that is neither
 bytes nor str is a TypeError naming its index. The compiled core runs them without the GIL
@@ -125,6 +127,7 @@ class Encoder(Protocol):
         itemsize: int = 4,
         start: int = 0,
         stop: int = ...,
+        separator: int = -1,
     ) -> tuple[bytearray, bytearray]: ...
 
     def cache_len(self) -> int:
@@ -217,9 +220,12 @@ class BufferFromLists:
         itemsize: int = 4,
         start: int = 0,
         stop: int | None = None,
+        separator: int = -1,
     ) -> tuple[bytearray, bytearray]:
         if not isinstance(data, bytes):
             raise TypeError(f"data must be bytes, not {type(data).__name__}")
+        if separator > 0xFFFFFFFF:
+            raise ValueError(f"separator {separator} is not an id")
         bounds = memoryview(offsets).cast("B").cast("q")
         stop = len(bounds) - 1 if stop is None else stop
         if not 0 <= start <= stop <= len(bounds) - 1:
@@ -230,7 +236,15 @@ class BufferFromLists:
             if not 0 <= first <= last <= len(data):
                 raise ValueError(f"offsets[{k}:{k + 2}] = {first}, {last} is not a range of data's {len(data)} bytes")
             texts.append(data[first:last])
-        return self.encode_many_buffer(texts, special_tokens, special_ids, itemsize)
+        if separator < 0:
+            return self.encode_many_buffer(texts, special_tokens, special_ids, itemsize)
+        ids: list[int] = []
+        ends = array("q", [0])
+        for one in self.encode_many_lists(texts, special_tokens, special_ids):
+            ids += one
+            ids.append(separator)
+            ends.append(len(ids))
+        return ids_to_buffer(ids, itemsize), bytearray(ends)
 
     def encode_many_lists(
         self: Encoder,

@@ -536,6 +536,7 @@ class Tokenizer:
         *,
         allowed_special: AllowedSpecial = "all",
         disallowed_special: DisallowedSpecial = (),
+        separator: int | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
         """Texts packed in one bytes object (as an Arrow string array, or a data set's records, hold
         them) encoded as `encode_batch_to_numpy` encodes them, with no object per text.
@@ -544,23 +545,33 @@ class Tokenizer:
             data: the texts' UTF-8 back to back.
             offsets: len(texts) + 1 non-decreasing integers: text i is data[offsets[i]:offsets[i + 1]].
             num_threads, dtype, allowed_special, disallowed_special: as in `encode_batch_to_numpy`.
+            separator: an id written after each text's ids, within its offsets (a data set's
+                end-of-text id between documents), or None.
 
         Returns:
-            (ids, offsets) as `encode_batch_to_numpy` returns them for those texts.
+            (ids, offsets) as `encode_batch_to_numpy` returns them for those texts (with the
+            separator, texts[i]'s ids and then the separator).
 
         Raises:
             EncodeError: a text that is not valid UTF-8, or holds a disallowed special token (named by
                 its index).
             ValueError: offsets that are not ranges of `data`.
+            ConfigError: a separator that is not an id of this tokenizer.
 
         Example:
             >>> ids, offsets = tok.encode_packed_to_numpy(b"hellohell", [0, 5, 9])
             >>> ids.tolist(), offsets.tolist()
             ([258, 111, 258], [0, 2, 3])
+            >>> tok.encode_packed_to_numpy(b"hellohell", [0, 5, 9], separator=259)[0].tolist()
+            [258, 111, 259, 258, 259]
         """
         import numpy as np
 
         chosen = self.id_dtype(dtype)
+        if separator is not None:
+            separator = require_int(separator, "separator", minimum=0)
+            if separator >= self.n_vocab:
+                raise ConfigError(f"separator {separator} is not an id of this tokenizer (ids 0-{self.n_vocab - 1})")
         if not isinstance(data, bytes):
             raise TypeError(f"data must be bytes, not {type(data).__name__}")
         bounds = np.ascontiguousarray(offsets, dtype=np.int64)
@@ -581,7 +592,9 @@ class Tokenizer:
         encoder = self._encoder
 
         def encode_run(run: tuple[int, int]) -> tuple[bytearray, bytearray]:
-            return encoder.encode_packed_buffer(data, bounds.data, specials, ids, chosen.itemsize, *run)
+            return encoder.encode_packed_buffer(
+                data, bounds.data, specials, ids, chosen.itemsize, *run, separator=-1 if separator is None else separator
+            )
 
         return batches.join_runs(batches.encode_packed_runs(data, bounds, num_threads, encode_run), chosen)
 

@@ -53,21 +53,22 @@ many_take(PyObject *held, Py_ssize_t start, Py_ssize_t count,
     return taken;
 }
 
-/* Encodes texts[0:count] into call->out without the GIL (encode_many),
- * offsets[k + 1] the end of text k's ids. 0; -1 with an exception set
+/* Encodes texts[0:count] into call->out without the GIL (encode_many), each
+ * followed by `separator` unless negative, offsets[k + 1] the end of text
+ * k's ids. 0; -1 with an exception set
  * (MemoryError, or ValueError naming datas[start + k] that is not valid
  * UTF-8). */
 static int
 many_encode(Call *call, const Utf8Text *texts, Py_ssize_t count,
-            int64_t *offsets, Py_ssize_t start)
+            int64_t separator, int64_t *offsets, Py_ssize_t start)
 {
     size_t bad = 0;
     int err;
     IdBuf out = call->out;
     Py_BEGIN_ALLOW_THREADS
     err = encode_many(&call->tables->bpe, call->cache, &call->sp,
-                      call->special_ids, texts, (size_t)count, offsets, &out,
-                      &bad);
+                      call->special_ids, texts, (size_t)count, separator,
+                      offsets, &out, &bad);
     Py_END_ALLOW_THREADS
     call->out = out; /* (grown: call_close frees or keeps it) */
     if (err > 0) {
@@ -344,7 +345,7 @@ encode_batch(EncoderObject *self, PyObject *datas_arg, PyObject *specials_arg,
     }
     taken = many_take(held, start, count, items, texts, &failed);
     if (!failed && call_start(&call, self) == 0 &&
-        many_encode(&call, texts, count, offsets, start) == 0)
+        many_encode(&call, texts, count, -1, offsets, start) == 0)
     {
         /* (the lists' ints come from the tables: they stay until
          * call_close) */
@@ -409,28 +410,36 @@ Encoder_encode_many_lists(EncoderObject *self, PyObject *args,
 
 
 /* encode_packed_buffer(data, offsets, special_tokens, special_ids,
- * itemsize=4, start=0, stop=len(offsets) // 8 - 1): texts start..stop-1 of
- * data (bytes), text k being data[offsets[k]:offsets[k + 1]] (offsets native
- * int64, non-decreasing, within data), encoded as encode_many_buffer encodes
- * a list of them (each checked as UTF-8), without a bytes object per text:
- * the texts of an Arrow string array, or of a data set's records
- * (jsonl_documents). */
+ * itemsize=4, start=0, stop=len(offsets) // 8 - 1, separator=-1): texts
+ * start..stop-1 of data (bytes), text k being data[offsets[k]:offsets[k +
+ * 1]] (offsets native int64, non-decreasing, within data), encoded as
+ * encode_many_buffer encodes a list of them (each checked as UTF-8), without
+ * a bytes object per text: the texts of an Arrow string array, or of a data
+ * set's records (jsonl_documents). A separator id >= 0 follows each text's
+ * ids, within its offsets (a data set's EOT, with no second pass to insert
+ * it). */
 BPE_INTERNAL PyObject *
 Encoder_encode_packed_buffer(EncoderObject *self, PyObject *args,
                              PyObject *kwds)
 {
     static char *kwlist[] = {"data", "offsets", "special_tokens",
                              "special_ids", "itemsize", "start", "stop",
-                             NULL};
+                             "separator", NULL};
     PyObject *data, *offsets_arg, *specials_arg, *ids_arg;
     int itemsize = 4;
     Py_ssize_t start = 0, stop = PY_SSIZE_T_MAX;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "SOOO|inn:encode_packed_buffer",
+    long long separator = -1;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "SOOO|innL:encode_packed_buffer",
                                      kwlist, &data, &offsets_arg,
                                      &specials_arg, &ids_arg, &itemsize,
-                                     &start, &stop) ||
+                                     &start, &stop, &separator) ||
         check_itemsize(itemsize) < 0 || encoder_tables(self) == NULL)
     {
+        return NULL;
+    }
+    if (separator > (long long)UINT32_MAX) {
+        PyErr_Format(PyExc_ValueError, "separator %lld is not an id",
+                     separator);
         return NULL;
     }
     Py_buffer view;
@@ -488,7 +497,8 @@ Encoder_encode_packed_buffer(EncoderObject *self, PyObject *args,
         previous = next;
     }
     if (call_start(&call, self) == 0 &&
-        many_encode(&call, texts, count, offsets, start) == 0)
+        many_encode(&call, texts, count, (int64_t)separator, offsets,
+                    start) == 0)
     {
         result = many_result(&call.out, offsets, count, itemsize);
     }

@@ -699,10 +699,11 @@ static PyMethodDef Encoder_methods[] = {
     {"encode_packed_buffer", (PyCFunction)(void (*)(void))Encoder_encode_packed_buffer,
      METH_VARARGS | METH_KEYWORDS,
      "encode_packed_buffer(data, offsets, special_tokens, special_ids, "
-     "itemsize=4, start=0, stop=len(offsets) // 8 - 1)\n--\n\nTexts "
-     "start..stop-1 of data (bytes), text k being data[offsets[k]:offsets[k "
-     "+ 1]] (native int64 offsets), encoded as encode_many_buffer encodes "
-     "them: (ids, offsets)."},
+     "itemsize=4, start=0, stop=len(offsets) // 8 - 1, separator=-1)\n--\n\n"
+     "Texts start..stop-1 of data (bytes), text k being "
+     "data[offsets[k]:offsets[k + 1]] (native int64 offsets), encoded as "
+     "encode_many_buffer encodes them, each followed by the id separator "
+     "when it is not negative: (ids, offsets)."},
     {"bpe", (PyCFunction)Encoder_bpe, METH_O,
      "bpe(token_bytes)\n--\n\nThe ids BPE gives one pre-token's bytes (no "
      "cache)."},

@@ -121,8 +121,8 @@ check_many(const BpeTables *t, const Specials *sp, int pattern)
     IdBuf out = {0};
     size_t bad = 0;
     Cache *c = cache_new(64);
-    int err = encode_many(t, c, sp, special_ids, texts, count, offsets, &out,
-                          &bad);
+    int err = encode_many(t, c, sp, special_ids, texts, count, -1, offsets,
+                          &out, &bad);
     CHECK(err == 0, "encode_many: %d", err);
     for (size_t k = 0; err == 0 && k < count; k++) {
         size_t from = (size_t)offsets[k], to = (size_t)offsets[k + 1];
@@ -130,12 +130,25 @@ check_many(const BpeTables *t, const Specials *sp, int pattern)
         CHECK(same_ids(&part, 0, cases[k]->ids, cases[k]->n),
               "pattern %d: batch text %zu", pattern, k);
     }
+    /* With a separator: each text's ids, then the separator, in its span. */
+    const uint32_t separator = 70000;
+    out.len = 0;
+    err = encode_many(t, c, sp, special_ids, texts, count, separator, offsets,
+                      &out, &bad);
+    CHECK(err == 0, "encode_many with a separator: %d", err);
+    for (size_t k = 0; err == 0 && k < count; k++) {
+        size_t from = (size_t)offsets[k], to = (size_t)offsets[k + 1];
+        IdBuf part = {out.ids + from, to - from - 1, to - from - 1};
+        CHECK(to > from && out.ids[to - 1] == separator &&
+                  same_ids(&part, 0, cases[k]->ids, cases[k]->n),
+              "pattern %d: batch text %zu with a separator", pattern, k);
+    }
     texts[count].s = (const unsigned char *)"ok \377";
     texts[count].n = 4;
     texts[count].valid = 0;
     out.len = 0;
-    err = encode_many(t, c, sp, special_ids, texts, count + 1, offsets, &out,
-                      &bad);
+    err = encode_many(t, c, sp, special_ids, texts, count + 1, -1, offsets,
+                      &out, &bad);
     CHECK(err == 1 && bad == count, "the bad text is named (%d, %zu)", err,
           bad);
     cache_free(c);

@@ -223,14 +223,12 @@ def _join_packed(datas: list[bytes], offsets: list[np.ndarray]) -> tuple[bytes, 
 def _encode_block(tokenizer: Tokenizer, dtype: np.dtype, eot: int | None, block: _Block, where: str) -> _Encoded:
     """On an encoding thread: the block's ids, with the EOT after each document's last piece."""
     try:
-        if block.packed is not None:
+        if block.packed is not None:  # (whole documents: the encoder writes the EOT after each)
             ids, offsets = tokenizer.encode_packed_to_numpy(
-                *block.packed, num_threads=1, dtype=dtype, allowed_special=set()
+                *block.packed, num_threads=1, dtype=dtype, allowed_special=set(), separator=eot
             )
-        else:
-            ids, offsets = tokenizer.encode_batch_to_numpy(
-                block.texts, num_threads=1, dtype=dtype, allowed_special=set()
-            )
+            return _Encoded(ids, offsets[1:], False)
+        ids, offsets = tokenizer.encode_batch_to_numpy(block.texts, num_threads=1, dtype=dtype, allowed_special=set())
     except EncodeError as exc:
         raise CorpusError(f"{where}: {exc}") from None
     piece_ends = offsets[1:]
