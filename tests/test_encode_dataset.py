@@ -314,6 +314,24 @@ def test_the_same_bytes_for_every_worker_count_and_block_size(corpus, tok, refer
     assert snapshot(out) == reference
 
 
+def test_shards_written_back_as_they_grow_are_the_same_bytes(corpus, tok, reference, tmp_path, monkeypatch):
+    """The kernel asked to write each shard back as it grows (every _WRITEBACK_BYTES) changes no byte."""
+    if shards_module._START_WRITEBACK is None:
+        pytest.skip("not Linux: a shard is written back by its fsync alone, so there is no early writeback to test")
+    advised: list[tuple[int, int]] = []
+    real = os.posix_fadvise
+
+    def advise(fd: int, offset: int, length: int, advice: int) -> None:
+        advised.append((offset, length))
+        real(fd, offset, length, advice)
+
+    monkeypatch.setattr(shards_module, "_WRITEBACK_BYTES", 64)
+    monkeypatch.setattr(os, "posix_fadvise", advise)
+    encode_dataset(corpus[0], tok, tmp_path / "out", shard_tokens=SHARD_TOKENS, workers=2, block_size=50)
+    assert len(advised) > 10 and all(length >= 64 for _, length in advised)
+    assert snapshot(tmp_path / "out") == reference
+
+
 @pytest.mark.parametrize("extra", [0, 40, 400], ids=["fits-a-shard", "just-over", "longer-than-a-shard"])
 def test_a_text_document_in_pieces_that_does_not_fit_moves_whole_to_the_next_shard(
     tmp_path, tok, oracle, monkeypatch, extra
@@ -328,6 +346,7 @@ def test_a_text_document_in_pieces_that_does_not_fit_moves_whole_to_the_next_sha
     # a shard a little longer than the text document (or shorter): it cannot follow the records
     cap = len(encoded[-1]) - extra + 1 if extra else len(encoded[-1]) + 5
     moves = []
+    monkeypatch.setattr(shards_module, "_WRITEBACK_BYTES", 64)  # (the moved ids were asked to be written back)
     real = shards_module.ShardWriter._move_open_document
     monkeypatch.setattr(shards_module.ShardWriter, "_move_open_document", lambda self: (moves.append(1), real(self))[1])
     with small_pieces(256):

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
@@ -37,6 +38,12 @@ from .manifest import Position, ShardEntry, shard_name, sync_directory
 
 # Bytes copied at a time when a document moves to the next shard, and hashed at a time.
 _COPY_BYTES = 8 << 20
+# Bytes of a shard after which the kernel is asked to start writing them to disk: the fsync that
+# completes a shard then waits for the last few MB only, not the whole shard (a 90 MB shard's took
+# 37 ms here, after the last document was encoded). Linux starts the writeback of dirty pages,
+# without waiting for it, when told POSIX_FADV_DONTNEED (and drops the pages only once clean).
+_WRITEBACK_BYTES = 16 << 20
+_START_WRITEBACK = getattr(os, "POSIX_FADV_DONTNEED", None) if sys.platform == "linux" else None
 IDX_DTYPE = np.dtype("<u8")
 
 
@@ -55,6 +62,7 @@ class OpenShard:
         self.first = first
         self.last = first
         self.tokens = 0
+        self._unflushed = 0  # bytes written since the kernel was last asked to write back
         self._starts: list[np.ndarray] = []
         self._hash = hashlib.sha256()
         self._target = atomic_write(out_dir / shard_name(index, ".bin"))
@@ -71,6 +79,12 @@ class OpenShard:
         write_ids(self._file, data)
         self._hash.update(data.data)
         self.tokens += len(ids)
+        self._unflushed += data.nbytes
+        if self._unflushed >= _WRITEBACK_BYTES and _START_WRITEBACK is not None:
+            self._file.flush()
+            end = self.tokens * self.dtype.itemsize
+            os.posix_fadvise(self._file.fileno(), end - self._unflushed, self._unflushed, _START_WRITEBACK)
+            self._unflushed = 0
 
     def add_starts(self, starts: np.ndarray | int) -> None:
         """Record where documents start in this shard (offsets in ids, increasing)."""
@@ -87,6 +101,7 @@ class OpenShard:
         os.ftruncate(fd, start * size)
         self._file.seek(start * size)
         self.tokens = start
+        self._unflushed = 0  # (what was not asked for, the fsync writes)
         self._hash = hashlib.sha256()
         for offset in range(0, start * size, _COPY_BYTES):
             self._hash.update(os.pread(fd, min(_COPY_BYTES, start * size - offset), offset))
