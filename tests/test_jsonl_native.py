@@ -314,7 +314,7 @@ def test_a_separator_follows_each_text_within_its_offsets(small_tokenizers, text
 
 
 def test_a_separator_must_be_an_id(small_tokenizers) -> None:
-    for name, tok in small_tokenizers.items():
+    for tok in small_tokenizers.values():
         for bad in (-1, 262, 2**40):
             with pytest.raises(ConfigError, match=f"separator {bad}|separator must be"):
                 tok.encode_packed_to_numpy(b"ab", [0, 2], separator=bad)

@@ -593,7 +593,13 @@ class Tokenizer:
 
         def encode_run(run: tuple[int, int]) -> tuple[bytearray, bytearray]:
             return encoder.encode_packed_buffer(
-                data, bounds.data, specials, ids, chosen.itemsize, *run, separator=-1 if separator is None else separator
+                data,
+                bounds.data,
+                specials,
+                ids,
+                chosen.itemsize,
+                *run,
+                separator=-1 if separator is None else separator,
             )
 
         return batches.join_runs(batches.encode_packed_runs(data, bounds, num_threads, encode_run), chosen)
