@@ -4,6 +4,7 @@ the pure-Python scan encoder text by text (and tiktoken's on GPT-2's vocab); bad
 from __future__ import annotations
 
 import gc
+import sys
 import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -382,6 +383,34 @@ def test_long_runs_lists_equal_the_twin_special_tokens_included(gpt2_parts, thre
     for ids in got:
         ids.append(special_id)  # each list is a list of its own
     assert got[0][-1] == special_id and got[1][-1] == special_id
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_long_runs_lists_hold_one_reference_per_slot(gpt2_parts, threads):
+    """The lists filled without the GIL count one reference to the table's int per slot, no more
+    and no fewer: the references an int gains with the batch are its uses in it, and it loses
+    them all when the lists go."""
+    native = Tokenizer(*gpt2_parts, SPECIALS, encoder="native")
+    batch = fixture_text("corpus.en").splitlines(keepends=True)
+    first = native.encode_batch(batch, threads)
+    assert sum(map(len, first)) > 8192  # (long enough that the lists are filled without the GIL)
+    # a few ints of the table (not small ints, which CPython shares): the most and least used
+    counts: dict[int, int] = {}
+    for ids in first:
+        for i in ids:
+            if i > 256:
+                counts[i] = counts.get(i, 0) + 1
+    probes = sorted(counts, key=counts.get)
+    probes = [next(i for ids in first for i in ids if i == value) for value in (probes[0], probes[-1])]
+    del first
+    before = [sys.getrefcount(probe) for probe in probes]
+    got = native.encode_batch(batch, threads)
+    after = [sys.getrefcount(probe) for probe in probes]
+    uses = [sum(ids.count(probe) for ids in got) for probe in probes]
+    assert [a - b for a, b in zip(after, before)] == uses
+    assert all(ids[k] is probe for probe in probes for ids in got for k, i in enumerate(ids) if i == probe)
+    del got
+    assert [sys.getrefcount(probe) for probe in probes] == before
 
 
 @contextmanager

@@ -165,6 +165,11 @@ typedef struct {
     PyObject *const *objects;
     size_t objects_len;
     uint32_t *uses; /* per id, the slots given its int: references to count */
+    /* The ids whose uses are not 0, in the order first met: fill_finish
+     * counts the references of these alone, not of every id of the vocab
+     * (o200k_base's 200k, for a run of a few thousand ids). */
+    uint32_t *used;
+    size_t used_len;
     Miss *misses;
     size_t misses_len, misses_cap;
 } Fill;
@@ -184,14 +189,22 @@ fill_miss(Fill *f, Py_ssize_t list, Py_ssize_t at)
 
 /* Without the GIL: each list's slots get the table's int of their id,
  * borrowed (the table holds them; their references are counted after, with
- * the GIL, from uses). 0, or -1 if out of memory. */
+ * the GIL, from uses). Allocates uses and used here, not with the GIL. 0, or
+ * -1 if out of memory. */
 static int
 fill_lists(Fill *f)
 {
+    size_t total = f->out->len;
+    f->uses = calloc(f->objects_len, sizeof(uint32_t));
+    f->used = malloc(((total < f->objects_len ? total : f->objects_len) + 1) * sizeof(uint32_t));
+    if (f->uses == NULL || f->used == NULL) {
+        return -1;
+    }
     /* (locals: the loop keeps them in registers) */
     PyObject *const *objects = f->objects;
     const size_t objects_len = f->objects_len;
-    uint32_t *uses = f->uses;
+    uint32_t *uses = f->uses, *used = f->used;
+    size_t used_len = 0;
     for (Py_ssize_t k = 0; k < f->count; k++) {
         PyObject **slots = ((PyListObject *)f->lists[k])->ob_item;
         const uint32_t *ids = f->out->ids + f->offsets[k];
@@ -200,13 +213,17 @@ fill_lists(Fill *f)
             const uint32_t id = ids[i];
             if (id < objects_len) {
                 slots[i] = objects[id];
-                uses[id]++;
+                if (uses[id]++ == 0) {
+                    used[used_len++] = id;
+                }
             }
             else if (fill_miss(f, k, i) < 0) {
+                f->used_len = used_len;
                 return -1;
             }
         }
     }
+    f->used_len = used_len;
     return 0;
 }
 
@@ -216,7 +233,8 @@ fill_lists(Fill *f)
 static PyObject *
 fill_finish(Tables *t, Fill *f)
 {
-    for (size_t id = 0; id < f->objects_len; id++) {
+    for (size_t k = 0; k < f->used_len; k++) {
+        uint32_t id = f->used[k];
         PyObject *v = f->objects[id];
         for (uint32_t c = f->uses[id]; c; c--) {
             Py_INCREF(v);
@@ -268,8 +286,7 @@ many_lists(Tables *t, const IdBuf *out, const int64_t *offsets,
     PyObject *result = NULL;
     Py_ssize_t made = 0;
     f.lists = PyMem_Calloc((size_t)count + 1, sizeof(PyObject *));
-    f.uses = PyMem_Calloc(f.objects_len, sizeof(uint32_t));
-    if (f.lists == NULL || f.uses == NULL) {
+    if (f.lists == NULL) {
         PyErr_NoMemory();
         goto done;
     }
@@ -302,8 +319,9 @@ done:
         Py_DECREF(f.lists[k]);
     }
     free(f.misses);
+    free(f.uses);
+    free(f.used);
     PyMem_Free(f.lists);
-    PyMem_Free(f.uses);
     return result;
 }
 
