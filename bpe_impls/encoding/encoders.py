@@ -41,7 +41,7 @@ ids for every input: tests prove each one against the others and against tiktoke
 from __future__ import annotations
 
 from array import array
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from functools import partial
 from itertools import chain
 from typing import Literal, Protocol, overload
@@ -156,6 +156,16 @@ def ids_to_buffer(ids: Sequence[int], itemsize: int) -> bytearray:
         raise ValueError(f"token id {bad} does not fit in {itemsize} bytes") from None
 
 
+def _joined_buffers(lists: Iterable[list[int]], itemsize: int) -> tuple[bytearray, bytearray]:
+    """Lists of ids as encode_many_buffer gives them: one buffer of the ids, and int64 offsets."""
+    ids: list[int] = []
+    offsets = array("q", [0])
+    for one in lists:
+        ids += one
+        offsets.append(len(ids))
+    return ids_to_buffer(ids, itemsize), bytearray(offsets)
+
+
 class BufferFromLists:
     """The buffer methods, built on the class's own `encode_utf8` (its list of ids, packed).
 
@@ -203,13 +213,8 @@ class BufferFromLists:
         start: int = 0,
         stop: int | None = None,
     ) -> tuple[bytearray, bytearray]:
-        ids: list[int] = []
-        offsets = array("q", [0])
         stop = len(datas) if stop is None else stop
-        for one in self.encode_many_lists(datas, special_tokens, special_ids, start, stop):
-            ids += one
-            offsets.append(len(ids))
-        return ids_to_buffer(ids, itemsize), bytearray(offsets)
+        return _joined_buffers(self.encode_many_lists(datas, special_tokens, special_ids, start, stop), itemsize)
 
     def encode_packed_buffer(
         self: Encoder,
@@ -236,15 +241,10 @@ class BufferFromLists:
             if not 0 <= first <= last <= len(data):
                 raise ValueError(f"offsets[{k}:{k + 2}] = {first}, {last} is not a range of data's {len(data)} bytes")
             texts.append(data[first:last])
-        if separator < 0:
-            return self.encode_many_buffer(texts, special_tokens, special_ids, itemsize)
-        ids: list[int] = []
-        ends = array("q", [0])
-        for one in self.encode_many_lists(texts, special_tokens, special_ids):
-            ids += one
-            ids.append(separator)
-            ends.append(len(ids))
-        return ids_to_buffer(ids, itemsize), bytearray(ends)
+        lists: Iterable[list[int]] = self.encode_many_lists(texts, special_tokens, special_ids)
+        if separator >= 0:
+            lists = ([*one, separator] for one in lists)
+        return _joined_buffers(lists, itemsize)
 
     def encode_many_lists(
         self: Encoder,
