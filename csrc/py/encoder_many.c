@@ -194,9 +194,10 @@ fill_miss(Fill *f, Py_ssize_t list, Py_ssize_t at)
 static int
 fill_lists(Fill *f)
 {
-    size_t total = f->out->len;
+    /* (at most one used id per id of the run, or of the table) */
+    size_t most = f->out->len < f->objects_len ? f->out->len : f->objects_len;
     f->uses = calloc(f->objects_len, sizeof(uint32_t));
-    f->used = malloc(((total < f->objects_len ? total : f->objects_len) + 1) * sizeof(uint32_t));
+    f->used = malloc((most + 1) * sizeof(uint32_t));
     if (f->uses == NULL || f->used == NULL) {
         return -1;
     }
