@@ -30,6 +30,18 @@
 #define BPE_ALWAYS_INLINE static inline
 #endif
 
+/* A hot loop compiled twice, for AVX2 and for the baseline x86-64, the copy to
+ * run chosen once when the library loads (target_clones, through glibc's
+ * ifunc): the baseline has no SIMD minimum of unsigned 32-bit integers
+ * (SSE4.1's pminud), which BPE's scan takes on every merge. Elsewhere (other
+ * CPUs, other C libraries) one copy, as written. */
+#if defined(__x86_64__) && defined(__linux__) && defined(__GLIBC__) && \
+    (defined(__GNUC__) || defined(__clang__))
+#define BPE_AVX2_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define BPE_AVX2_CLONES
+#endif
+
 /* A 64-bit hash of p[0:n], eight bytes at a time. */
 static inline uint64_t
 bpe_hash_bytes(const unsigned char *p, size_t n)

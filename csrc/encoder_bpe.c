@@ -11,7 +11,7 @@
 /* Plain BPE, as tokenizer.bpe_scan: merge the lowest-ranked pair (leftmost on
  * a tie), repeat. ranks[k] is the rank of (ids[k], ids[k+1]); after a merge
  * only its two neighbours change. */
-BPE_INTERNAL size_t
+BPE_AVX2_CLONES BPE_INTERNAL size_t
 bpe_scan(const PairMap *pm, const uint64_t *byte_pairs,
          const unsigned char *bytes, uint32_t *ids, size_t n, uint32_t *ranks,
          uint32_t *merged)
@@ -75,7 +75,7 @@ bpe_scan(const PairMap *pm, const uint64_t *byte_pairs,
 /* bpe_scan where merged ids order pairs as ranks do (MergedMap): merged[k]
  * is the id (ids[k], ids[k + 1]) merges into, and the lowest one is the merge
  * to make. One array to search and shift, not two, and 8-byte probes. */
-BPE_INTERNAL size_t
+BPE_AVX2_CLONES BPE_INTERNAL size_t
 bpe_scan_merged(const MergedMap *mm, const uint32_t *byte_merged,
                 const unsigned char *bytes, uint32_t *ids, size_t n,
                 uint32_t *merged)
