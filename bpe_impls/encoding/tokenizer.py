@@ -568,10 +568,11 @@ class Tokenizer:
         import numpy as np
 
         chosen = self.id_dtype(dtype)
+        after = -1  # (the encoders' "none")
         if separator is not None:
-            separator = require_int(separator, "separator", minimum=0)
-            if separator >= self.n_vocab:
-                raise ConfigError(f"separator {separator} is not an id of this tokenizer (ids 0-{self.n_vocab - 1})")
+            after = require_int(separator, "separator", minimum=0)
+            if after >= self.n_vocab:
+                raise ConfigError(f"separator {after} is not an id of this tokenizer (ids 0-{self.n_vocab - 1})")
         if not isinstance(data, bytes):
             raise TypeError(f"data must be bytes, not {type(data).__name__}")
         bounds = np.ascontiguousarray(offsets, dtype=np.int64)
@@ -593,13 +594,7 @@ class Tokenizer:
 
         def encode_run(run: tuple[int, int]) -> tuple[bytearray, bytearray]:
             return encoder.encode_packed_buffer(
-                data,
-                bounds.data,
-                specials,
-                ids,
-                chosen.itemsize,
-                *run,
-                separator=-1 if separator is None else separator,
+                data, bounds.data, specials, ids, chosen.itemsize, *run, separator=after
             )
 
         return batches.join_runs(batches.encode_packed_runs(data, bounds, num_threads, encode_run), chosen)
