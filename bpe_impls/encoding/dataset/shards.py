@@ -83,7 +83,10 @@ class OpenShard:
         if self._unflushed >= _WRITEBACK_BYTES and _START_WRITEBACK is not None:
             self._file.flush()
             end = self.tokens * self.dtype.itemsize
-            os.posix_fadvise(self._file.fileno(), end - self._unflushed, self._unflushed, _START_WRITEBACK)
+            try:
+                os.posix_fadvise(self._file.fileno(), end - self._unflushed, self._unflushed, _START_WRITEBACK)
+            except OSError:
+                pass  # (a hint a file system may refuse: the fsync that completes the shard writes it all)
             self._unflushed = 0
 
     def add_starts(self, starts: np.ndarray | int) -> None:
