@@ -34,9 +34,17 @@
  * run chosen once when the library loads (target_clones, through glibc's
  * ifunc): the baseline has no SIMD minimum of unsigned 32-bit integers
  * (SSE4.1's pminud), which BPE's scan takes on every merge. Elsewhere (other
- * CPUs, other C libraries) one copy, as written. */
+ * CPUs, other C libraries, compilers without target_clones in C: GCC before
+ * 6, clang before 14) one copy, as written. */
+#if defined(__clang__)
+#define BPE_HAS_TARGET_CLONES (__clang_major__ >= 14)
+#elif defined(__GNUC__)
+#define BPE_HAS_TARGET_CLONES (__GNUC__ >= 6)
+#else
+#define BPE_HAS_TARGET_CLONES 0
+#endif
 #if defined(__x86_64__) && defined(__linux__) && defined(__GLIBC__) && \
-    (defined(__GNUC__) || defined(__clang__))
+    BPE_HAS_TARGET_CLONES
 #define BPE_AVX2_CLONES __attribute__((target_clones("avx2", "default")))
 #else
 #define BPE_AVX2_CLONES
