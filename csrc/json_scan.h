@@ -103,7 +103,8 @@ json_string(Cursor *c, unsigned char *out, size_t *len)
         }
 #endif
         /* Eight plain bytes at a time (none a quote, a backslash or a control
-         * character): most of a document's text. */
+         * character): without SSE2, most of a document's text; with it, the
+         * last few bytes of a line. */
         while (end - p >= 8) {
             uint64_t v;
             memcpy(&v, p, 8);
