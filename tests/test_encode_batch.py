@@ -451,6 +451,32 @@ def test_batch_lists_young_collection_runs_on_the_batch_threads(gpt2_parts, name
     assert all(generation == 0 for generation, _ in seen), seen
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+def test_batch_lists_young_collection_after_every_run(gpt2_parts, threads):
+    """A batch of several runs has its young generation collected after every run, even a run of
+    fewer lists than the collector's threshold (each pass then covers about one run's lists, still
+    in the cache, and holds the GIL that long); a small batch only when the collector would have
+    collected anyway (a loop of small batches collects no more often than the collector)."""
+    tok = Tokenizer(*gpt2_parts, [EOT])
+    lines = [line for line in fixture_text("corpus.en").splitlines(keepends=True) if len(line) > 40]
+    batch = (lines * (5 * MIN_RUN_BYTES // sum(map(len, lines)) + 1))[: 5 * MIN_RUN_BYTES // 60]
+    runs = len(batch_runs(batch, str, threads * RUNS_PER_THREAD if threads > 1 else 1, threads, MIN_RUN_BYTES)) - 1
+    lists_per_run = len(batch) / runs
+    assert (runs > 2 and lists_per_run < gc.get_threshold()[0]) if threads > 1 else runs == 1
+    want = [tok.encode(line) for line in batch]
+    small = batch[:10]
+    gc.collect()
+    with collections_seen() as seen:
+        assert tok.encode_batch(batch, threads) == want
+    assert seen and all(generation == 0 for generation, _ in seen), seen
+    if threads > 1:
+        assert len(seen) == runs, (seen, runs)
+    gc.collect()
+    with collections_seen() as seen:
+        assert tok.encode_batch(small, threads) == want[:10]
+    assert seen == []
+
+
 def test_batch_lists_start_no_collection_when_the_collector_is_off(gpt2_parts):
     """A caller that turned the collector off gets no collection from encode_batch."""
     tok = Tokenizer(*gpt2_parts, [EOT])

@@ -264,10 +264,17 @@ def gc_paused() -> Iterator[bool]:
             gc.enable()
 
 
-def collect_young() -> None:
-    """The young generation's collection, if the collector would run it at its next allocation once
-    resumed: run by each batch thread after its run, while the other threads still encode, rather
-    than by the caller's thread alone after the batch (a pass over every list of the batch)."""
+def collect_young(lists: int, several_runs: bool) -> None:
+    """The young generation's collection, run by each batch thread after its run (while the other
+    threads still encode) rather than by the caller's thread alone after the batch; `lists`: the
+    run's. Each list is traversed by it once either way (the lists are made while the collector is
+    paused). In a batch of several runs it follows every run that made at least an eighth of the
+    collector's threshold in lists: it then traverses that run's lists while they are in the cache,
+    and holds the GIL for about a run's lists at a time, not for several runs'. Otherwise it runs
+    only where the collector would run it at its next allocation once resumed (below an eighth,
+    its fixed cost counts, and a loop of small batches would collect more often than the
+    collector does)."""
+    young = gc.get_count()[0]
     threshold = gc.get_threshold()[0]
-    if threshold and gc.get_count()[0] > threshold:
+    if threshold and (young > threshold or (several_runs and young and 8 * lists >= threshold)):
         gc.collect(0)

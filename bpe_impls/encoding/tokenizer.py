@@ -486,9 +486,10 @@ class Tokenizer:
             # the other threads still encode theirs without the GIL.
             lists = encoder.encode_many_lists(datas, specials, ids, *run)
             if collecting:
-                batches.collect_young()
+                batches.collect_young(len(lists), several_runs=run != whole)
             return lists
 
+        whole = (0, len(datas))
         with batches.gc_paused() as collecting:
             return batches.join_lists(batches.encode_runs(datas, kind, num_threads, encode_run))
 

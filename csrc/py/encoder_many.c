@@ -237,9 +237,15 @@ fill_finish(Tables *t, Fill *f)
     for (size_t k = 0; k < f->used_len; k++) {
         uint32_t id = f->used[k];
         PyObject *v = f->objects[id];
+#ifdef Py_REF_DEBUG /* (which counts every reference taken) */
         for (uint32_t c = f->uses[id]; c; c--) {
             Py_INCREF(v);
         }
+#else
+        /* (one store for all its uses: the compiler kept an increment per
+         * use. Py_SET_REFCNT leaves an immortal int as it is.) */
+        Py_SET_REFCNT(v, Py_REFCNT(v) + (Py_ssize_t)f->uses[id]);
+#endif
     }
     int failed = 0;
     for (size_t m = 0; m < f->misses_len && !failed; m++) {
