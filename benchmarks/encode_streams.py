@@ -11,14 +11,18 @@ three states a long-running encoder meets, with the memory each holds, and cold 
   every other one) and encodes the other half (documents of the same corpus it has not seen).
 
 Our row is Tokenizer.encode_to_numpy, gigatoken's its encode (numpy too), both built offline from
-the same vocab (encode_one_core.encoders). Each cell is the best of --repeat runs in process CPU
-time, pinned to one core; each encoder runs in a child process of its own, so that "held", the
-resident memory it keeps after the cold and second passes (its outputs freed, malloc_trim'd) over
-what it held built, is its own (the text and its UTF-8 are in both baselines). The ids of both are compared on
-every cell. Each text's distinct pre-tokens (by the vocab's pattern) are counted beside it, with our
-cache's bound. --scripts: the documents of udhr.txt grouped by the script most of their letters are
-in (CJK, Thai, Myanmar, Devanagari, Arabic, Cyrillic, Latin), each group encoded cold: where a cache
-miss costs most. Not a unit test: figures on a shared machine are noisy.
+the same vocab (encode_one_core.encoders). Each encoder runs --repeat rounds, timed in process CPU
+time, pinned to one core, in a child process of its own (so that "held", the resident memory it
+keeps after the cold and second passes, its outputs freed and malloc_trim'd, over what it held
+built, is its own; the text and its UTF-8 are in both baselines; held is measured in the first
+round only, so that no later cold pass follows a trim). The two children take turns round by
+round: MB/s is each one's median, and the ratio the median (and range) of the rounds' ratios, each
+between two runs next to each other in time (this host's speed drifts by a quarter over minutes).
+The ids of both are compared on every round. Each text's distinct pre-tokens (by the vocab's
+pattern) are counted beside it, with our cache's bound. --scripts: the documents of udhr.txt grouped
+by the script most of their letters are in (CJK, Thai, Myanmar, Devanagari, Arabic, Cyrillic,
+Latin), each group encoded cold: where a cache miss costs most. Not a unit test: figures on a shared
+machine are noisy.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from __future__ import annotations
 import argparse
 import collections
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -121,68 +126,85 @@ def _digest(ids: Any) -> str:
     return hashlib.sha256(np.asarray(ids, dtype=np.uint32).tobytes()).hexdigest()
 
 
-def run_modes(name: str, vocab: str, path: str, repeat: int) -> dict[str, Any]:
-    """In a child: one encoder's best seconds per mode, its ids' digest per mode, what it held."""
-    from bpe_impls.harness import peers
+# A child's loaded text and encoder factory, kept between its rounds: {(job, name, vocab, path): ...}.
+_LOADED: dict[tuple[str, str, str, str], Any] = {}
 
-    peers.use_one_core()
+
+def _loaded(job: str, name: str, vocab: str, path: str, texts: Any) -> Any:
+    """In a child: (make, encode, texts(path)) for its first round, then the same for every other
+    (the factory's temporary folder kept with it)."""
+    key = (job, name, vocab, path)
+    if key not in _LOADED:
+        from bpe_impls.harness import peers
+
+        peers.use_one_core()
+        folder = tempfile.TemporaryDirectory()
+        make, encode = _encoder(name, vocab, folder.name)
+        make()  # (the library's first build: its tables' memory is not the stream's)
+        _LOADED[key] = (make, encode, texts(path), folder)
+    return _LOADED[key][:3]
+
+
+def _mode_texts(path: str) -> dict[str, str]:
     with open(path, encoding="utf-8") as file:
         text = file.read()
     warm_half, measured_half = halves(text)
     for part in (text, warm_half, measured_half):
         _prime_utf8(part)
-    best = dict.fromkeys(MODES, float("inf"))
+    return {"text": text, "warm": warm_half, "measured": measured_half}
+
+
+def run_modes(name: str, vocab: str, path: str, round_: int) -> dict[str, Any]:
+    """In a child: one round of one encoder: its seconds per mode, its ids' digest per mode, and in
+    round 0 what it held (measured in the first round only, so that the later rounds' cold passes
+    follow no trim: giving the free memory back makes the next pass fault it in again, which a
+    process that does not trim does not pay)."""
+    make, encode, texts = _loaded("modes", name, vocab, path, _mode_texts)
+    seconds: dict[str, float] = {}
     digests: dict[str, str] = {}
-    held = 0
-    with tempfile.TemporaryDirectory() as folder:
-        make, encode = _encoder(name, vocab, folder)
-        make()  # (the library's first build: its tables' memory is not the stream's)
 
-        def timed(encoder: Any, mode: str, data: str) -> None:
-            start = time.process_time()
-            ids = encode(encoder, data)
-            best[mode] = min(best[mode], time.process_time() - start)
-            digests[mode] = _digest(ids)
+    def timed(encoder: Any, mode: str, data: str) -> None:
+        start = time.process_time()
+        ids = encode(encoder, data)
+        seconds[mode] = time.process_time() - start
+        digests[mode] = _digest(ids)
 
-        for round_ in range(repeat):
-            encoder = make()
-            baseline = _resident()
-            timed(encoder, "cold", text)
-            timed(encoder, "second", text)
-            if round_ == 0:
-                held = _resident() - baseline
-            del encoder
-            encoder = make()
-            encode(encoder, warm_half)
-            timed(encoder, "steady", measured_half)
-            del encoder
-    sizes = {"cold": text, "second": text, "steady": measured_half}
+    encoder = make()
+    baseline = _resident() if round_ == 0 else 0
+    timed(encoder, "cold", texts["text"])
+    timed(encoder, "second", texts["text"])
+    held = _resident() - baseline if round_ == 0 else None
+    del encoder
+    encoder = make()
+    encode(encoder, texts["warm"])
+    timed(encoder, "steady", texts["measured"])
+    del encoder
+    sizes = {"cold": texts["text"], "second": texts["text"], "steady": texts["measured"]}
     mb = {mode: len(sizes[mode].encode("utf-8")) / 1e6 for mode in MODES}
-    return {"seconds": best, "digests": digests, "held": held, "mb": mb}
+    return {"seconds": seconds, "digests": digests, "held": held, "mb": mb}
 
 
-def run_scripts(name: str, vocab: str, path: str, repeat: int) -> dict[str, Any]:
-    """In a child: one encoder's best cold seconds on each script's documents, and their digests."""
-    from bpe_impls.harness import peers
-
-    peers.use_one_core()
+def _script_texts(path: str) -> dict[str, str]:
     groups = by_script(path)
     for text in groups.values():
         _prime_utf8(text)
-    best = dict.fromkeys(groups, float("inf"))
-    digests = {}
-    with tempfile.TemporaryDirectory() as folder:
-        make, encode = _encoder(name, vocab, folder)
-        for _ in range(repeat):
-            for script, text in groups.items():
-                encoder = make()
-                start = time.process_time()
-                ids = encode(encoder, text)
-                best[script] = min(best[script], time.process_time() - start)
-                digests[script] = _digest(ids)
-                del encoder, ids
+    return groups
+
+
+def run_scripts(name: str, vocab: str, path: str, round_: int) -> dict[str, Any]:
+    """In a child: one round of one encoder: its cold seconds on each script's documents (a fresh
+    encoder each), their digests and sizes."""
+    make, encode, groups = _loaded("scripts", name, vocab, path, _script_texts)
+    seconds, digests = {}, {}
+    for script, text in groups.items():
+        encoder = make()
+        start = time.process_time()
+        ids = encode(encoder, text)
+        seconds[script] = time.process_time() - start
+        digests[script] = _digest(ids)
+        del encoder, ids
     sizes = {script: len(text.encode("utf-8")) for script, text in groups.items()}
-    return {"seconds": best, "digests": digests, "bytes": sizes}
+    return {"seconds": seconds, "digests": digests, "bytes": sizes}
 
 
 def distinct_pretokens(path: str, vocab: str) -> int:
@@ -193,21 +215,40 @@ def distinct_pretokens(path: str, vocab: str) -> int:
     return len(count_pretokens(path, [EOT], 1, pattern="gpt2" if vocab == "gpt2" else vocab.split("_")[0]))
 
 
-def _children(job: Any, *args: Any) -> dict[str, dict[str, Any]]:
-    """job(name, *args) for each of NAMES, each in a fresh spawned process."""
+def _paired(job: Any, repeat: int, *args: Any) -> dict[str, dict[str, Any]]:
+    """job(name, *args, round_) for each of NAMES in a spawned child of its own, kept for all the
+    rounds, the two taking turns round by round (ours then theirs, then theirs then ours, ...): each
+    round of one runs next in time to the same round of the other, so that a ratio is taken between
+    runs a few seconds apart (this host's speed drifts by a quarter over minutes). Per name: each
+    result key's values per round, as {key: {item: [per round]}} for the seconds, else as the first
+    round gave them (digests are compared on every round: a round whose ids differ is kept as "NO")."""
     context = get_context("spawn")
+    pools = {name: ProcessPoolExecutor(1, mp_context=context) for name in NAMES}
+    rounds: dict[str, list[dict[str, Any]]] = {name: [] for name in NAMES}
+    try:
+        for round_ in range(repeat):
+            for name in NAMES if round_ % 2 == 0 else NAMES[::-1]:
+                rounds[name].append(pools[name].submit(job, name, *args, round_).result())
+    finally:
+        for pool in pools.values():
+            pool.shutdown()
     results = {}
-    for name in NAMES:
-        with ProcessPoolExecutor(1, mp_context=context) as pool:
-            results[name] = pool.submit(job, name, *args).result()
+    for name, runs in rounds.items():
+        first = dict(runs[0])
+        first["seconds"] = {item: [run["seconds"][item] for run in runs] for item in first["seconds"]}
+        first["digests"] = {
+            item: digest if all(run["digests"][item] == digest for run in runs) else "NO"
+            for item, digest in first["digests"].items()
+        }
+        results[name] = first
     return results
 
 
 def measure(paths: list[str], vocab: str = "gpt2", repeat: int = 3) -> list[dict[str, Any]]:
-    """Per text: its MB and distinct pre-tokens, and each encoder's run_modes."""
+    """Per text: its MB and distinct pre-tokens, and each encoder's run_modes, rounds paired."""
     figures = []
     for path in paths:
-        runs = _children(run_modes, vocab, path, repeat)
+        runs = _paired(run_modes, repeat, vocab, path)
         figures.append(
             {
                 "text": os.path.basename(path),
@@ -220,24 +261,44 @@ def measure(paths: list[str], vocab: str = "gpt2", repeat: int = 3) -> list[dict
 
 
 def measure_scripts(path: str, vocab: str = "gpt2", repeat: int = 3) -> dict[str, dict[str, Any]]:
-    return _children(run_scripts, vocab, path, repeat)
+    return _paired(run_scripts, repeat, vocab, path)
+
+
+def _paired_ratios(ours: list[float], theirs: list[float]) -> list[float]:
+    """Their seconds over ours, round by round (above 1, ours is faster), sorted."""
+    return sorted(t / o for o, t in zip(ours, theirs))
+
+
+def _ratio_cell(ratios: list[float]) -> str:
+    """The median of the paired ratios, and their range."""
+    return f"{statistics.median(ratios):.2f}x ({ratios[0]:.2f}-{ratios[-1]:.2f})"
 
 
 def ratios(figure: dict[str, Any]) -> dict[str, float]:
-    """Per mode, ours against gigatoken (their seconds over ours: above 1, ours is faster)."""
+    """Per mode, ours against gigatoken: the median over the rounds of their seconds over ours (above
+    1, ours is faster)."""
     ours, giga = (figure["runs"][name] for name in NAMES)
-    return {mode: giga["seconds"][mode] / ours["seconds"][mode] for mode in MODES}
+    return {mode: statistics.median(_paired_ratios(ours["seconds"][mode], giga["seconds"][mode])) for mode in MODES}
 
 
 def modes_rows(figure: dict[str, Any]) -> list[list[str]]:
-    """One text's rows: mode, ours MB/s, gigatoken's, the ratio, same ids."""
+    """One text's rows: mode, ours MB/s and gigatoken's (medians of the rounds), the paired ratio
+    (median, range), same ids."""
     ours, giga = (figure["runs"][name] for name in NAMES)
     rows = []
-    for mode, ratio in ratios(figure).items():
+    for mode in MODES:
         mb = ours["mb"][mode]
         mine, theirs = ours["seconds"][mode], giga["seconds"][mode]
-        same = ours["digests"][mode] == giga["digests"][mode]
-        rows.append([mode, f"{mb / mine:.1f}", f"{mb / theirs:.1f}", f"{ratio:.2f}x", "yes" if same else "NO"])
+        same = ours["digests"][mode] == giga["digests"][mode] != "NO"
+        rows.append(
+            [
+                mode,
+                f"{mb / statistics.median(mine):.1f}",
+                f"{mb / statistics.median(theirs):.1f}",
+                _ratio_cell(_paired_ratios(mine, theirs)),
+                "yes" if same else "NO",
+            ]
+        )
     rows.append(["held", f"{ours['held'] / 2**20:.0f} MB", f"{giga['held'] / 2**20:.0f} MB", "", ""])
     return rows
 
@@ -248,14 +309,14 @@ def scripts_rows(results: dict[str, dict[str, Any]]) -> list[list[str]]:
     for script, size in ours["bytes"].items():
         mb = size / 1e6
         mine, theirs = ours["seconds"][script], giga["seconds"][script]
-        same = ours["digests"][script] == giga["digests"][script]
+        same = ours["digests"][script] == giga["digests"][script] != "NO"
         rows.append(
             [
                 script,
                 f"{mb:.2f}",
-                f"{mb / mine:.1f}",
-                f"{mb / theirs:.1f}",
-                f"{theirs / mine:.2f}x",
+                f"{mb / statistics.median(mine):.1f}",
+                f"{mb / statistics.median(theirs):.1f}",
+                _ratio_cell(_paired_ratios(mine, theirs)),
                 "yes" if same else "NO",
             ]
         )
