@@ -295,7 +295,7 @@ def main() -> None:
         ),
         (
             "streams",
-            f"4. streams, one thread: cold, second pass, steady, memory (best of {repeat})",
+            f"4. streams, one thread: cold, second pass, steady, memory (median of {repeat} paired rounds)",
             lambda: streams_part(streams, udhr, repeat),
         ),
     ):
