@@ -237,7 +237,9 @@ fill_finish(Tables *t, Fill *f)
     for (size_t k = 0; k < f->used_len; k++) {
         uint32_t id = f->used[k];
         PyObject *v = f->objects[id];
-#ifdef Py_REF_DEBUG /* (which counts every reference taken) */
+#if defined(Py_REF_DEBUG) || defined(Py_GIL_DISABLED)
+        /* (a debug build counts every reference taken; a free-threaded one
+         * counts another thread's atomically, which a store would undo) */
         for (uint32_t c = f->uses[id]; c; c--) {
             Py_INCREF(v);
         }
