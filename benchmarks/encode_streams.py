@@ -145,13 +145,16 @@ def _loaded(job: str, name: str, vocab: str, path: str, texts: Any) -> Any:
     return _LOADED[key][:3]
 
 
-def _mode_texts(path: str) -> dict[str, str]:
+def _mode_texts(path: str) -> dict[str, Any]:
+    """The text, its two halves, and each mode's MB (worked out once, not every round)."""
     with open(path, encoding="utf-8") as file:
         text = file.read()
     warm_half, measured_half = halves(text)
     for part in (text, warm_half, measured_half):
         _prime_utf8(part)
-    return {"text": text, "warm": warm_half, "measured": measured_half}
+    sizes = {"cold": text, "second": text, "steady": measured_half}
+    mb = {mode: len(sizes[mode].encode("utf-8")) / 1e6 for mode in MODES}
+    return {"text": text, "warm": warm_half, "measured": measured_half, "mb": mb}
 
 
 def run_modes(name: str, vocab: str, path: str, round_: int) -> dict[str, Any]:
@@ -179,22 +182,21 @@ def run_modes(name: str, vocab: str, path: str, round_: int) -> dict[str, Any]:
     encode(encoder, texts["warm"])
     timed(encoder, "steady", texts["measured"])
     del encoder
-    sizes = {"cold": texts["text"], "second": texts["text"], "steady": texts["measured"]}
-    mb = {mode: len(sizes[mode].encode("utf-8")) / 1e6 for mode in MODES}
-    return {"seconds": seconds, "digests": digests, "held": held, "mb": mb}
+    return {"seconds": seconds, "digests": digests, "held": held, "mb": texts["mb"]}
 
 
-def _script_texts(path: str) -> dict[str, str]:
+def _script_texts(path: str) -> tuple[dict[str, str], dict[str, int]]:
+    """Each script's documents, and their UTF-8 sizes (worked out once, not every round)."""
     groups = by_script(path)
     for text in groups.values():
         _prime_utf8(text)
-    return groups
+    return groups, {script: len(text.encode("utf-8")) for script, text in groups.items()}
 
 
 def run_scripts(name: str, vocab: str, path: str, round_: int) -> dict[str, Any]:
     """In a child: one round of one encoder: its cold seconds on each script's documents (a fresh
     encoder each), their digests and sizes."""
-    make, encode, groups = _loaded("scripts", name, vocab, path, _script_texts)
+    make, encode, (groups, sizes) = _loaded("scripts", name, vocab, path, _script_texts)
     seconds, digests = {}, {}
     for script, text in groups.items():
         encoder = make()
@@ -203,7 +205,6 @@ def run_scripts(name: str, vocab: str, path: str, round_: int) -> dict[str, Any]
         seconds[script] = time.process_time() - start
         digests[script] = _digest(ids)
         del encoder, ids
-    sizes = {script: len(text.encode("utf-8")) for script, text in groups.items()}
     return {"seconds": seconds, "digests": digests, "bytes": sizes}
 
 
